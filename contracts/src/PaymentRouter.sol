@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.37;
+
+/// @title IAuthorizationToken
+/// @notice The subset of the Tollgate/USDC token interface used by PaymentRouter.
+interface IAuthorizationToken {
+    /// @notice EIP-3009 receiveWithAuthorization, bytes-signature form.
+    /// @param from The payer and signer.
+    /// @param to The payee; must be the caller.
+    /// @param value The amount.
+    /// @param validAfter Valid strictly after this timestamp.
+    /// @param validBefore Valid strictly before this timestamp.
+    /// @param nonce The authorization nonce.
+    /// @param signature The payer's signature.
+    function receiveWithAuthorization(
+        address from,
+        address to,
+        uint256 value,
+        uint256 validAfter,
+        uint256 validBefore,
+        bytes32 nonce,
+        bytes memory signature
+    ) external;
+
+    /// @notice ERC-20 transfer.
+    /// @param to The recipient.
+    /// @param value The amount.
+    /// @return success True on success.
+    function transfer(address to, uint256 value) external returns (bool success);
+}
+
+/// @title PaymentRouter
+/// @notice Settles x402 payments signed as EIP-3009 `ReceiveWithAuthorization`s to this contract,
+///         splitting each payment between the payee and a fixed fee recipient.
+/// @dev No owner and no admin. The authorization nonce is `paymentNonce(payTo, memo, fee)`, so the
+///      payer's signature binds the payee, the memo and the fee: anyone may submit `settle`, and a
+///      front-runner can only perform exactly the payment the payer signed. Tokens only pass through.
+contract PaymentRouter {
+    /// @notice The token payments are made in.
+    address public immutable token;
+
+    /// @notice The account that receives every payment's fee.
+    address public immutable feeRecipient;
+
+    /// @notice Emitted when a payment is settled.
+    /// @param memo The payment memo signed by the payer (bound into the nonce).
+    /// @param from The payer.
+    /// @param payTo The payee, who received `amount - fee`.
+    /// @param amount The total amount paid by `from`.
+    /// @param fee The part of `amount` sent to `feeRecipient`.
+    event PaymentSettled(
+        bytes32 indexed memo, address indexed from, address indexed payTo, uint256 amount, uint256 fee
+    );
+
+    /// @notice The fee is larger than the amount.
+    /// @param amount The payment amount.
+    /// @param fee The fee.
+    error FeeExceedsAmount(uint256 amount, uint256 fee);
+
+    /// @notice A zero address was given where a real account is required.
+    error ZeroAddress();
+
+    /// @notice The token returned false from a transfer.
+    error TransferFailed();
+
+    /// @param token_ The payment token (EIP-3009 with bytes signatures).
+    /// @param feeRecipient_ The fee recipient.
+    constructor(address token_, address feeRecipient_) {
+        if (token_ == address(0) || feeRecipient_ == address(0)) revert ZeroAddress();
+        token = token_;
+        feeRecipient = feeRecipient_;
+    }
+
+    /// @notice The EIP-3009 nonce a payer signs for a payment to `payTo` with `memo` and `fee`.
+    /// @param payTo The payee.
+    /// @param memo The payment memo.
+    /// @param fee The fee.
+    /// @return The nonce, `keccak256(abi.encode(payTo, memo, fee))`.
+    function paymentNonce(address payTo, bytes32 memo, uint256 fee) public pure returns (bytes32) {
+        return keccak256(abi.encode(payTo, memo, fee));
+    }
+
+    /// @notice Pulls `amount` from `from` with its signed `ReceiveWithAuthorization` (to this contract,
+    ///         nonce `paymentNonce(payTo, memo, fee)`), then pays `amount - fee` to `payTo` and `fee`
+    ///         to `feeRecipient`. Token errors (bad signature, used nonce, expiry, funds) bubble up unchanged.
+    /// @param from The payer and signer.
+    /// @param payTo The payee (non-zero).
+    /// @param amount The total amount.
+    /// @param fee The fee, at most `amount`.
+    /// @param memo The payment memo.
+    /// @param validAfter The authorization is valid strictly after this timestamp.
+    /// @param validBefore The authorization is valid strictly before this timestamp.
+    /// @param signature The payer's signature (65-byte `r ‖ s ‖ v`, or EIP-1271).
+    function settle(
+        address from,
+        address payTo,
+        uint256 amount,
+        uint256 fee,
+        bytes32 memo,
+        uint256 validAfter,
+        uint256 validBefore,
+        bytes calldata signature
+    ) external {
+        if (fee > amount) revert FeeExceedsAmount(amount, fee);
+        if (payTo == address(0)) revert ZeroAddress();
+        IAuthorizationToken(token).receiveWithAuthorization(
+            from, address(this), amount, validAfter, validBefore, paymentNonce(payTo, memo, fee), signature
+        );
+        unchecked {
+            _pay(payTo, amount - fee);
+        }
+        _pay(feeRecipient, fee);
+        emit PaymentSettled(memo, from, payTo, amount, fee);
+    }
+
+    /// @dev Transfers `value` of the token to `to`, skipping zero amounts.
+    function _pay(address to, uint256 value) private {
+        if (value == 0) return;
+        if (!IAuthorizationToken(token).transfer(to, value)) revert TransferFailed();
+    }
+}

@@ -1,0 +1,34 @@
+//! Tollgate's chain layer: the contracts (bindings generated from the committed artifacts), and one
+//! seam, [`Chain`], with two backends:
+//!
+//! - [`devnet::Devnet`]: an embedded EVM (revm) executing the real contract bytecode, automining,
+//!   durable through a journal, with time travel and a standard Ethereum JSON-RPC listener;
+//! - [`rpc::RpcChain`]: any EVM node over JSON-RPC (anvil in tests, Base in production), with relayer
+//!   nonce management, fee estimation, a bounded receipt wait and confirmation depth.
+//!
+//! Reverts are decoded into [`Revert`], which carries the contracts' custom errors (the spec's
+//! `InsufficientFunds`, `SubscriptionNotActive`, `AllowanceExhausted`, `PlanDeprecated` among them).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
+pub mod accounts;
+mod backend;
+pub mod contracts;
+pub mod devnet;
+mod error;
+pub mod rpc;
+mod wallet;
+
+pub use backend::{Chain, ChainLog, Confirmation, LogFilter, Receipt, TxRequest, WaitOptions};
+pub use contracts::{Deployment, Revert};
+pub use error::{Error, Result};
+pub use wallet::Wallet;
+
+pub use alloy::primitives::{Address, B256, Bytes, Log, U256};
+
+// criterion is used by the benches only.
+#[cfg(test)]
+use criterion as _;
+#[cfg(test)]
+use tempfile as _;
+#[cfg(test)]
+use tollgate_testkit as _;

@@ -142,7 +142,8 @@ async fn nonce_of(chain: &dyn Chain, account: Address) -> Result<u64> {
 }
 
 /// A decoded revert: the contracts' custom errors (the spec's names among them), `Error(string)`,
-/// `Panic(uint256)`, or raw data.
+/// `Panic(uint256)`, or raw data. Variant fields are the Solidity error's parameters.
+#[allow(missing_docs)]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Revert {

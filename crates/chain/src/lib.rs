@@ -11,6 +11,7 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod accounts;
+pub mod authorization;
 mod backend;
 pub mod contracts;
 pub mod devnet;

@@ -1,1 +1,58 @@
-//! placeholder
+//! Tollgate's wire vocabulary, free of I/O: the error codes of the spec (and, as the facilitator
+//! and gate land, the x402 V1 payment-required body, payment options, proofs and signed payments).
+
+use serde::{Deserialize, Serialize};
+
+/// The spec's error names, as they travel on the wire (`{"error": {"code": "<name>", ...}}` and
+/// the top-level `error` of a 402 body).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The agent wallet's stablecoin balance is too low.
+    #[error("InsufficientFunds")]
+    InsufficientFunds,
+    /// The subscription is paused or cancelled.
+    #[error("SubscriptionNotActive")]
+    SubscriptionNotActive,
+    /// The spend cap is fully used.
+    #[error("AllowanceExhausted")]
+    AllowanceExhausted,
+    /// The facilitator declined the proof.
+    #[error("InvalidPaymentProof")]
+    InvalidPaymentProof,
+    /// The plan accepts no new subscriptions.
+    #[error("PlanDeprecated")]
+    PlanDeprecated,
+}
+
+impl ErrorCode {
+    /// The name as the spec spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InsufficientFunds => "InsufficientFunds",
+            Self::SubscriptionNotActive => "SubscriptionNotActive",
+            Self::AllowanceExhausted => "AllowanceExhausted",
+            Self::InvalidPaymentProof => "InvalidPaymentProof",
+            Self::PlanDeprecated => "PlanDeprecated",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_serialize_as_the_spec_names() {
+        for code in [
+            ErrorCode::InsufficientFunds,
+            ErrorCode::SubscriptionNotActive,
+            ErrorCode::AllowanceExhausted,
+            ErrorCode::InvalidPaymentProof,
+            ErrorCode::PlanDeprecated,
+        ] {
+            assert_eq!(serde_json::to_value(code).unwrap(), code.as_str());
+            assert_eq!(code.to_string(), code.as_str());
+        }
+    }
+}

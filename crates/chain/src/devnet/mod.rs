@@ -54,7 +54,7 @@ pub const BASE_FEE: u64 = 1_000_000_000;
 /// Gas limit of every devnet block.
 pub const BLOCK_GAS_LIMIT: u64 = 30_000_000;
 /// Ether given to each dev account: 10,000 ETH.
-pub const DEV_ETH: U256 = U256::from_limbs([0x1e7e4171bf4d3a0000, 0x21e, 0, 0]);
+pub const DEV_ETH: U256 = U256::from_limbs([0x19e0_c9ba_b240_0000, 0x21e, 0, 0]);
 /// Tokens given to each dev account: 1,000,000 tokens of 6 decimals.
 pub const DEV_TOKENS: U256 = U256::from_limbs([1_000_000_000_000, 0, 0, 0]);
 /// Most transactions one sender may have waiting for a nonce gap to fill.
@@ -98,6 +98,37 @@ struct Identity {
     token: TokenParams,
     accounts: u32,
     genesis_timestamp: u64,
+}
+
+/// The outcome of a simulated call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Simulation {
+    /// Returned normally.
+    Success {
+        /// Return data.
+        output: Bytes,
+        /// Gas used.
+        gas_used: u64,
+    },
+    /// Reverted with this data.
+    Revert(Bytes),
+    /// Halted (out of gas, invalid opcode, ...).
+    Halt(String),
+}
+
+impl Simulation {
+    fn is_success(&self) -> bool {
+        matches!(self, Self::Success { .. })
+    }
+
+    /// Output and gas used, or the decoded revert as an error.
+    pub fn into_result(self) -> Result<(Bytes, u64)> {
+        match self {
+            Self::Success { output, gas_used } => Ok((output, gas_used)),
+            Self::Revert(data) => Err(Error::Revert(Revert::decode(&data))),
+            Self::Halt(reason) => Err(Error::Revert(Revert::Halt(reason))),
+        }
+    }
 }
 
 /// A block: its header (hash computed from it) and its one transaction, if any.
@@ -385,8 +416,8 @@ impl Devnet {
         *self.durable.borrow()
     }
 
-    /// Executes a call against the latest state without committing.
-    pub fn simulate(&self, from: Option<Address>, to: Option<Address>, data: Bytes, value: U256, gas: Option<u64>) -> Result<(Bytes, u64)> {
+    /// Executes a call against the latest state without committing; a revert keeps its raw data.
+    pub fn simulate(&self, from: Option<Address>, to: Option<Address>, data: Bytes, value: U256, gas: Option<u64>) -> Result<Simulation> {
         let mut core = lock(&self.core);
         core.simulate(from.unwrap_or_default(), to, data, value, gas)
     }
@@ -395,17 +426,20 @@ impl Devnet {
     pub fn estimate_gas(&self, from: Option<Address>, to: Option<Address>, data: Bytes, value: U256) -> Result<u64> {
         let mut core = lock(&self.core);
         let from = from.unwrap_or_default();
-        let (_, used) = core.simulate(from, to.clone(), data.clone(), value, None)?;
-        // Refunds and the 63/64 rule can make the needed limit larger than the gas used.
-        let mut lo = used.saturating_sub(1);
-        let mut hi = BLOCK_GAS_LIMIT;
-        let first_try = used + used / 4 + 2_300;
-        if core.simulate(from, to, data.clone(), value, Some(first_try.min(hi))).is_ok() {
-            hi = first_try.min(hi);
+        let used = core.simulate(from, to, data.clone(), value, None)?.into_result()?.1;
+        // Refunds and the 63/64 rule can make the needed limit larger than the gas used: try a
+        // margin first (as geth's optimistic estimate), and search upwards only if it fails.
+        let ok = |core: &mut Core, gas: u64| {
+            matches!(core.simulate(from, to, data.clone(), value, Some(gas)), Ok(s) if s.is_success())
+        };
+        let first_try = (used + used / 4 + 2_300).min(BLOCK_GAS_LIMIT);
+        if ok(&mut core, first_try) {
+            return Ok(first_try);
         }
+        let (mut lo, mut hi) = (first_try, BLOCK_GAS_LIMIT);
         while lo + 1 < hi {
             let mid = lo + (hi - lo) / 2;
-            if core.simulate(from, to, data.clone(), value, Some(mid)).is_ok() {
+            if ok(&mut core, mid) {
                 hi = mid;
             } else {
                 lo = mid;
@@ -501,9 +535,6 @@ impl CoreView<'_> {
     pub(crate) fn latest(&self) -> u64 {
         self.core.latest_visible(self.durable)
     }
-    pub(crate) fn chain_id(&self) -> u64 {
-        self.core.chain_id
-    }
     pub(crate) fn block(&self, number: u64) -> Option<BlockView<'_>> {
         let b = self.core.blocks.get(number as usize)?;
         (b.seq <= self.durable).then(|| BlockView { header: &b.header, hash: b.hash, tx: b.tx })
@@ -520,16 +551,16 @@ impl CoreView<'_> {
     pub(crate) fn tx(&self, hash: &B256) -> Option<&TxEntry> {
         self.core.txs.get(hash).filter(|t| t.seq <= self.durable)
     }
-    pub(crate) fn account(&mut self, address: Address) -> AccountInfo {
+    pub(crate) fn account(&self, address: Address) -> AccountInfo {
         self.core.account(address)
     }
-    pub(crate) fn pending_nonce(&mut self, address: Address) -> u64 {
+    pub(crate) fn pending_nonce(&self, address: Address) -> u64 {
         self.core.pending_nonce(address)
     }
     pub(crate) fn storage(&self, address: Address, slot: U256) -> U256 {
         self.core.db.storage_ref(address, slot).unwrap_or_default()
     }
-    pub(crate) fn code(&mut self, address: Address) -> Bytes {
+    pub(crate) fn code(&self, address: Address) -> Bytes {
         self.core.code(address)
     }
     pub(crate) fn logs(&self, filter: &LogFilter) -> Vec<ChainLog> {
@@ -599,11 +630,11 @@ impl Core {
         Ok(core)
     }
 
-    fn account(&mut self, address: Address) -> AccountInfo {
+    fn account(&self, address: Address) -> AccountInfo {
         self.db.basic_ref(address).ok().flatten().unwrap_or_default()
     }
 
-    fn pending_nonce(&mut self, address: Address) -> u64 {
+    fn pending_nonce(&self, address: Address) -> u64 {
         let mut n = self.account(address).nonce;
         if let Some(q) = self.queued.get(&address) {
             while q.contains_key(&n) {
@@ -613,7 +644,7 @@ impl Core {
         n
     }
 
-    fn code(&mut self, address: Address) -> Bytes {
+    fn code(&self, address: Address) -> Bytes {
         let info = self.account(address);
         match info.code {
             Some(code) => code.original_bytes(),
@@ -812,7 +843,7 @@ impl Core {
         Ok(())
     }
 
-    fn simulate(&mut self, from: Address, to: Option<Address>, data: Bytes, value: U256, gas: Option<u64>) -> Result<(Bytes, u64)> {
+    fn simulate(&mut self, from: Address, to: Option<Address>, data: Bytes, value: U256, gas: Option<u64>) -> Result<Simulation> {
         let number = self.blocks.len() as u64;
         let timestamp = self.next_timestamp();
         self.set_block(number, timestamp);
@@ -829,11 +860,13 @@ impl Core {
             chain_id: Some(self.chain_id),
             ..Default::default()
         };
-        match self.execute(env, false, true).map_err(Error::Rejected)? {
-            ExecutionResult::Success { gas, output, .. } => Ok((output.into_data(), gas.tx_gas_used())),
-            ExecutionResult::Revert { output, .. } => Err(Error::Revert(Revert::decode(&output))),
-            ExecutionResult::Halt { reason, .. } => Err(Error::Revert(Revert::Halt(format!("{reason:?}")))),
-        }
+        Ok(match self.execute(env, false, true).map_err(Error::Rejected)? {
+            ExecutionResult::Success { gas, output, .. } => {
+                Simulation::Success { output: output.into_data(), gas_used: gas.tx_gas_used() }
+            }
+            ExecutionResult::Revert { output, .. } => Simulation::Revert(output),
+            ExecutionResult::Halt { reason, .. } => Simulation::Halt(format!("{reason:?}")),
+        })
     }
 
     fn logs(&self, filter: &LogFilter, latest: u64) -> Vec<ChainLog> {
@@ -909,7 +942,7 @@ impl Chain for Devnet {
     }
 
     async fn call(&self, from: Option<Address>, to: Address, data: Bytes) -> Result<Bytes> {
-        self.simulate(from, Some(to), data, U256::ZERO, None).map(|(out, _)| out)
+        self.simulate(from, Some(to), data, U256::ZERO, None)?.into_result().map(|(out, _)| out)
     }
 
     async fn send(&self, tx: TxRequest) -> Result<B256> {

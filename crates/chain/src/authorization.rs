@@ -1,0 +1,1 @@
+//! EIP-712 typed data for the contracts' signed intents (placeholder).

@@ -1,0 +1,4 @@
+//! Integration tests of the chain layer against real nodes (anvil, the devnet's JSON-RPC server).
+
+mod devnet;
+mod rpc;

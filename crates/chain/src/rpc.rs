@@ -30,14 +30,16 @@ use alloy::{
     primitives::{Address, B256, Bytes, TxKind, U256},
     providers::{Provider, RootProvider},
     rpc::types::{Filter, TransactionReceipt, TransactionRequest},
-    transports::{RpcError, TransportError, TransportErrorKind, TransportResult, http::reqwest::Url},
+    transports::{
+        RpcError, TransportError, TransportErrorKind, TransportResult, http::reqwest::Url,
+    },
 };
 use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::{
-    Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest, WaitOptions, Wallet,
-    contracts::Revert,
+    Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest, WaitOptions,
+    Wallet, contracts::Revert,
 };
 
 /// Priority fee used when the node does not implement `eth_maxPriorityFeePerGas` (1 gwei).
@@ -113,7 +115,9 @@ impl RpcChain {
     /// Connects to the node at `url` (http or https), reads its chain id and checks it against
     /// `options.chain_id`. Transactions are signed with `wallet`'s keys.
     pub async fn connect(url: &str, wallet: Wallet, options: RpcOptions) -> Result<Self> {
-        let parsed: Url = url.parse().map_err(|e| Error::InvalidInput(format!("node URL: {e}")))?;
+        let parsed: Url = url
+            .parse()
+            .map_err(|e| Error::InvalidInput(format!("node URL: {e}")))?;
         let endpoint = redacted(&parsed);
         let provider = RootProvider::new_http(parsed);
         let mut chain = Self {
@@ -126,7 +130,9 @@ impl RpcChain {
             fees: Mutex::default(),
             timestamps: Mutex::default(),
         };
-        let reported = chain.request("eth_chainId", chain.provider.get_chain_id()).await?;
+        let reported = chain
+            .request("eth_chainId", chain.provider.get_chain_id())
+            .await?;
         if let Some(expected) = chain.options.chain_id {
             if expected != reported {
                 return Err(Error::Rejected(format!(
@@ -145,7 +151,11 @@ impl RpcChain {
     }
 
     /// Bounds a request by the request timeout and maps its error.
-    async fn request<T>(&self, method: &str, call: impl IntoFuture<Output = TransportResult<T>>) -> Result<T> {
+    async fn request<T>(
+        &self,
+        method: &str,
+        call: impl IntoFuture<Output = TransportResult<T>>,
+    ) -> Result<T> {
         match tokio::time::timeout(self.options.request_timeout, call.into_future()).await {
             Ok(result) => result.map_err(map_rpc_error),
             Err(_) => Err(Error::Unavailable(format!(
@@ -157,7 +167,10 @@ impl RpcChain {
 
     async fn latest_header_fees(&self) -> Result<(u64, Option<u64>)> {
         let block = self
-            .request("eth_getBlockByNumber", self.provider.get_block_by_number(BlockNumberOrTag::Latest))
+            .request(
+                "eth_getBlockByNumber",
+                self.provider.get_block_by_number(BlockNumberOrTag::Latest),
+            )
             .await?
             .ok_or_else(|| Error::Unavailable("the node has no latest block".into()))?;
         Ok((block.header.timestamp, block.header.base_fee_per_gas))
@@ -171,7 +184,10 @@ impl RpcChain {
             }
         }
         let priority = match self
-            .request("eth_maxPriorityFeePerGas", self.provider.get_max_priority_fee_per_gas())
+            .request(
+                "eth_maxPriorityFeePerGas",
+                self.provider.get_max_priority_fee_per_gas(),
+            )
             .await
         {
             Ok(p) => p,
@@ -182,7 +198,10 @@ impl RpcChain {
         let base_fee = match base_fee {
             Some(b) => u128::from(b),
             // A node without EIP-1559 blocks: its gas price stands in for the base fee.
-            None => self.request("eth_gasPrice", self.provider.get_gas_price()).await?,
+            None => {
+                self.request("eth_gasPrice", self.provider.get_gas_price())
+                    .await?
+            }
         };
         let fees = Fees {
             max_fee_per_gas: base_fee.saturating_mul(2).saturating_add(priority),
@@ -197,8 +216,11 @@ impl RpcChain {
     }
 
     async fn pending_count(&self, account: Address) -> Result<u64> {
-        self.request("eth_getTransactionCount", self.provider.get_transaction_count(account).pending())
-            .await
+        self.request(
+            "eth_getTransactionCount",
+            self.provider.get_transaction_count(account).pending(),
+        )
+        .await
     }
 
     async fn estimate_gas(&self, tx: &TxRequest) -> Result<u64> {
@@ -207,7 +229,9 @@ impl RpcChain {
             .with_input(tx.data.clone())
             .with_value(tx.value);
         request.to = Some(tx.to.map_or(TxKind::Create, TxKind::Call));
-        let estimate = self.request("eth_estimateGas", self.provider.estimate_gas(request)).await?;
+        let estimate = self
+            .request("eth_estimateGas", self.provider.estimate_gas(request))
+            .await?;
         Ok(estimate.saturating_mul(self.options.gas_multiplier_percent) / 100)
     }
 
@@ -220,7 +244,8 @@ impl RpcChain {
         let result: Result<B256> = self
             .request(
                 "eth_sendRawTransaction",
-                self.provider.raw_request(Cow::Borrowed("eth_sendRawTransaction"), (Bytes::from(raw),)),
+                self.provider
+                    .raw_request(Cow::Borrowed("eth_sendRawTransaction"), (Bytes::from(raw),)),
             )
             .await;
         match result {
@@ -283,9 +308,15 @@ impl RpcChain {
 
     /// One wait step: the receipt when it has the requested depth and is still in the same block.
     async fn confirmed(&self, tx_hash: B256, confirmations: u64) -> Result<Option<Receipt>> {
-        let Some(receipt) = self.receipt(tx_hash).await? else { return Ok(None) };
+        let Some(receipt) = self.receipt(tx_hash).await? else {
+            return Ok(None);
+        };
         let latest = self.block_number().await?;
-        if latest.saturating_add(1).saturating_sub(receipt.block_number) < confirmations.max(1) {
+        if latest
+            .saturating_add(1)
+            .saturating_sub(receipt.block_number)
+            < confirmations.max(1)
+        {
             return Ok(None);
         }
         if confirmations <= 1 {
@@ -310,7 +341,8 @@ impl Chain for RpcChain {
     }
 
     async fn block_number(&self) -> Result<u64> {
-        self.request("eth_blockNumber", self.provider.get_block_number()).await
+        self.request("eth_blockNumber", self.provider.get_block_number())
+            .await
     }
 
     async fn timestamp(&self) -> Result<u64> {
@@ -318,7 +350,11 @@ impl Chain for RpcChain {
     }
 
     async fn balance(&self, account: Address) -> Result<U256> {
-        self.request("eth_getBalance", self.provider.get_balance(account).latest()).await
+        self.request(
+            "eth_getBalance",
+            self.provider.get_balance(account).latest(),
+        )
+        .await
     }
 
     async fn nonce(&self, account: Address) -> Result<u64> {
@@ -326,7 +362,8 @@ impl Chain for RpcChain {
     }
 
     async fn code(&self, account: Address) -> Result<Bytes> {
-        self.request("eth_getCode", self.provider.get_code_at(account).latest()).await
+        self.request("eth_getCode", self.provider.get_code_at(account).latest())
+            .await
     }
 
     async fn call(&self, from: Option<Address>, to: Address, data: Bytes) -> Result<Bytes> {
@@ -334,7 +371,11 @@ impl Chain for RpcChain {
         if let Some(from) = from {
             request = request.with_from(from);
         }
-        self.request("eth_call", self.provider.call(request).block(BlockId::latest())).await
+        self.request(
+            "eth_call",
+            self.provider.call(request).block(BlockId::latest()),
+        )
+        .await
     }
 
     async fn send(&self, tx: TxRequest) -> Result<B256> {
@@ -368,7 +409,9 @@ impl Chain for RpcChain {
             Err(Error::Rejected(m)) if is_nonce_too_low(&m) => {
                 let fresh = self.pending_count(tx.from).await?;
                 tracing::debug!(from = %tx.from, stale = nonce, fresh, "nonce too low; retrying with a fresh nonce");
-                self.broadcast(tx.from, unsigned, fresh).await.map(|h| (h, fresh))
+                self.broadcast(tx.from, unsigned, fresh)
+                    .await
+                    .map(|h| (h, fresh))
             }
             other => other.map(|h| (h, nonce)),
         };
@@ -385,8 +428,12 @@ impl Chain for RpcChain {
     }
 
     async fn receipt(&self, tx_hash: B256) -> Result<Option<Receipt>> {
-        let receipt =
-            self.request("eth_getTransactionReceipt", self.provider.get_transaction_receipt(tx_hash)).await?;
+        let receipt = self
+            .request(
+                "eth_getTransactionReceipt",
+                self.provider.get_transaction_receipt(tx_hash),
+            )
+            .await?;
         match receipt {
             Some(r) => self.convert_receipt(r).await,
             None => Ok(None),
@@ -394,9 +441,11 @@ impl Chain for RpcChain {
     }
 
     async fn logs(&self, filter: &LogFilter) -> Result<Vec<ChainLog>> {
-        let mut query = Filter::new()
-            .from_block(filter.from_block)
-            .to_block(filter.to_block.map_or(BlockNumberOrTag::Latest, BlockNumberOrTag::Number));
+        let mut query = Filter::new().from_block(filter.from_block).to_block(
+            filter
+                .to_block
+                .map_or(BlockNumberOrTag::Latest, BlockNumberOrTag::Number),
+        );
         if !filter.addresses.is_empty() {
             query = query.address(filter.addresses.clone());
         }
@@ -405,7 +454,9 @@ impl Chain for RpcChain {
                 query.topics[i] = values.clone().into();
             }
         }
-        let logs = self.request("eth_getLogs", self.provider.get_logs(&query)).await?;
+        let logs = self
+            .request("eth_getLogs", self.provider.get_logs(&query))
+            .await?;
         Ok(logs
             .into_iter()
             .filter(|l| !l.removed)
@@ -427,7 +478,9 @@ impl Chain for RpcChain {
                     Ok(Some(receipt)) => return Ok(receipt),
                     Ok(None) => {}
                     // A node that is briefly unreachable is not a failed wait: keep polling.
-                    Err(Error::Unavailable(e)) => tracing::debug!(%tx_hash, error = %e, "receipt poll failed"),
+                    Err(Error::Unavailable(e)) => {
+                        tracing::debug!(%tx_hash, error = %e, "receipt poll failed")
+                    }
                     Err(e) => return Err(e),
                 }
                 tokio::time::sleep(self.options.poll_interval).await;
@@ -447,14 +500,34 @@ impl Chain for RpcChain {
             }
             e => e,
         };
+        let before = self.block_number().await?;
         let _: Value = self
-            .request("evm_increaseTime", self.provider.raw_request(Cow::Borrowed("evm_increaseTime"), (seconds,)))
+            .request(
+                "evm_increaseTime",
+                self.provider
+                    .raw_request(Cow::Borrowed("evm_increaseTime"), (seconds,)),
+            )
             .await
             .map_err(unsupported)?;
         let _: Value = self
-            .request("evm_mine", self.provider.raw_request(Cow::Borrowed("evm_mine"), ()))
+            .request(
+                "evm_mine",
+                self.provider.raw_request(Cow::Borrowed("evm_mine"), ()),
+            )
             .await
             .map_err(unsupported)?;
+        // Return once the mined block is visible (a node may answer `evm_mine` before its new
+        // block is served, as a journaling devnet does until the block is durable).
+        let deadline = Instant::now() + self.options.request_timeout;
+        while self.block_number().await? <= before {
+            if Instant::now() >= deadline {
+                return Err(Error::Unavailable(format!(
+                    "evm_mine on {} left the latest block at {before}",
+                    self.endpoint
+                )));
+            }
+            tokio::time::sleep(self.options.poll_interval.min(Duration::from_millis(10))).await;
+        }
         Ok(())
     }
 }
@@ -462,7 +535,11 @@ impl Chain for RpcChain {
 /// `scheme://host:port` of a node URL: its path, query and user info may hold credentials.
 fn redacted(url: &Url) -> String {
     let port = url.port().map(|p| format!(":{p}")).unwrap_or_default();
-    format!("{}://{}{port}", url.scheme(), url.host_str().unwrap_or_default())
+    format!(
+        "{}://{}{port}",
+        url.scheme(),
+        url.host_str().unwrap_or_default()
+    )
 }
 
 /// Maps an alloy RPC error to the chain layer's error: transport failures are
@@ -470,14 +547,19 @@ fn redacted(url: &Url) -> String {
 /// decoded), refusals of a transaction ([`Error::Rejected`]) or anything else ([`Error::Rpc`]).
 pub fn map_rpc_error(err: TransportError) -> Error {
     match err {
-        RpcError::ErrorResp(payload) => map_error_payload(payload.code, &payload.message, payload.data.as_deref()),
+        RpcError::ErrorResp(payload) => {
+            map_error_payload(payload.code, &payload.message, payload.data.as_deref())
+        }
         RpcError::Transport(kind) => Error::Unavailable(transport_message(&kind)),
         RpcError::NullResp => Error::Unavailable("the node answered null".into()),
         RpcError::UnsupportedFeature(what) => Error::Unsupported(what),
-        RpcError::DeserError { err, text } => {
-            Error::Unavailable(format!("unexpected answer from the node ({err}): {}", truncate(&text, 200)))
+        RpcError::DeserError { err, text } => Error::Unavailable(format!(
+            "unexpected answer from the node ({err}): {}",
+            truncate(&text, 200)
+        )),
+        e @ (RpcError::SerError(_) | RpcError::LocalUsageError(_)) => {
+            Error::InvalidInput(e.to_string())
         }
-        e @ (RpcError::SerError(_) | RpcError::LocalUsageError(_)) => Error::InvalidInput(e.to_string()),
     }
 }
 
@@ -506,7 +588,11 @@ fn truncate(s: &str, max: usize) -> &str {
 }
 
 /// A JSON-RPC error object as one of our errors.
-fn map_error_payload(code: i64, message: &str, data: Option<&serde_json::value::RawValue>) -> Error {
+fn map_error_payload(
+    code: i64,
+    message: &str,
+    data: Option<&serde_json::value::RawValue>,
+) -> Error {
     let lower = message.to_ascii_lowercase();
     let data = data.and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok());
     // geth and anvil: code 3 "execution reverted" with the revert bytes as `data` (nested in an
@@ -518,7 +604,10 @@ fn map_error_payload(code: i64, message: &str, data: Option<&serde_json::value::
     if is_rejection(&lower) {
         return Error::Rejected(message.to_owned());
     }
-    Error::Rpc { code, message: message.to_owned() }
+    Error::Rpc {
+        code,
+        message: message.to_owned(),
+    }
 }
 
 /// The first hex string found in the error data (directly, or nested in objects and arrays).
@@ -568,7 +657,9 @@ fn is_nonce_too_low(message: &str) -> bool {
 
 fn is_already_known(message: &str) -> bool {
     let lower = message.to_ascii_lowercase();
-    lower.contains("already known") || lower.contains("already imported") || lower.contains("known transaction")
+    lower.contains("already known")
+        || lower.contains("already imported")
+        || lower.contains("known transaction")
 }
 
 fn is_method_missing(code: i64, message: &str) -> bool {
@@ -610,7 +701,11 @@ mod tests {
     #[test]
     fn revert_with_data_decodes() {
         let hex = insufficient_funds_hex();
-        let err = map_rpc_error(payload(3, "execution reverted: custom error 0x...", Some(&hex)));
+        let err = map_rpc_error(payload(
+            3,
+            "execution reverted: custom error 0x...",
+            Some(&hex),
+        ));
         assert!(
             matches!(err, Error::Revert(Revert::InsufficientFunds { balance, .. }) if balance == U256::from(5)),
             "{err:?}"
@@ -619,20 +714,32 @@ mod tests {
 
     #[test]
     fn nested_revert_data_decodes() {
-        let nested = format!("{{\"message\":\"reverted\",\"data\":{}}}", insufficient_funds_hex());
+        let nested = format!(
+            "{{\"message\":\"reverted\",\"data\":{}}}",
+            insufficient_funds_hex()
+        );
         let err = map_rpc_error(payload(-32015, "VM execution error: revert", Some(&nested)));
-        assert!(matches!(err, Error::Revert(Revert::InsufficientFunds { .. })), "{err:?}");
+        assert!(
+            matches!(err, Error::Revert(Revert::InsufficientFunds { .. })),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn revert_without_data_is_unknown_empty() {
         let err = map_rpc_error(payload(-32000, "execution reverted", None));
-        assert!(matches!(err, Error::Revert(Revert::Unknown(ref d)) if d.is_empty()), "{err:?}");
+        assert!(
+            matches!(err, Error::Revert(Revert::Unknown(ref d)) if d.is_empty()),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn refusals_and_other_errors() {
-        assert!(matches!(map_rpc_error(payload(-32000, "nonce too low", None)), Error::Rejected(_)));
+        assert!(matches!(
+            map_rpc_error(payload(-32000, "nonce too low", None)),
+            Error::Rejected(_)
+        ));
         assert!(matches!(
             map_rpc_error(payload(-32000, "replacement transaction underpriced", None)),
             Error::Rejected(_)
@@ -641,7 +748,10 @@ mod tests {
             map_rpc_error(payload(-32601, "Method not found", None)),
             Error::Rpc { code: -32601, .. }
         ));
-        assert!(matches!(map_rpc_error(RpcError::NullResp), Error::Unavailable(_)));
+        assert!(matches!(
+            map_rpc_error(RpcError::NullResp),
+            Error::Unavailable(_)
+        ));
         assert!(is_method_missing(-32601, "Method not found"));
         assert!(is_nonce_too_low("Nonce too low"));
         assert!(is_already_known("already known"));
@@ -650,16 +760,26 @@ mod tests {
     #[tokio::test]
     async fn unreachable_node_is_unavailable() {
         // Bind then drop a listener: the port is closed, the connection is refused.
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let err = RpcChain::connect(&format!("http://127.0.0.1:{port}"), Wallet::default(), RpcOptions::default())
-            .await
-            .unwrap_err();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let err = RpcChain::connect(
+            &format!("http://127.0.0.1:{port}"),
+            Wallet::default(),
+            RpcOptions::default(),
+        )
+        .await
+        .unwrap_err();
         assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
     }
 
     #[test]
     fn endpoint_hides_path() {
-        let url: Url = "https://user:pw@base.example:8443/v2/SECRET?key=1".parse().unwrap();
+        let url: Url = "https://user:pw@base.example:8443/v2/SECRET?key=1"
+            .parse()
+            .unwrap();
         assert_eq!(redacted(&url), "https://base.example:8443");
     }
 }

@@ -48,7 +48,14 @@ impl Anvil {
     pub async fn spawn_with(chain_id: u64) -> Result<Self> {
         let bin = binary()?;
         let mut child = Command::new(&bin)
-            .args(["--host", "127.0.0.1", "--port", "0", "--chain-id", &chain_id.to_string()])
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--chain-id",
+                &chain_id.to_string(),
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -73,10 +80,22 @@ impl Anvil {
                 }
                 Ok(Ok(None)) | Ok(Err(_)) => {
                     let status = child.wait().await.ok();
-                    return Err(failed(&bin, &format!("exited ({status:?})"), &printed, &mut stderr).await);
+                    return Err(failed(
+                        &bin,
+                        &format!("exited ({status:?})"),
+                        &printed,
+                        &mut stderr,
+                    )
+                    .await);
                 }
                 Err(_) => {
-                    return Err(failed(&bin, "printed no listening address in time", &printed, &mut stderr).await);
+                    return Err(failed(
+                        &bin,
+                        "printed no listening address in time",
+                        &printed,
+                        &mut stderr,
+                    )
+                    .await);
                 }
             }
         };
@@ -95,12 +114,19 @@ impl Anvil {
             match RpcChain::connect(&url, Wallet::default(), options.clone()).await {
                 Ok(_) => break,
                 Err(e) if Instant::now() >= deadline => {
-                    return Err(Error::Anvil(format!("anvil at {url} did not answer eth_chainId in time: {e}")));
+                    return Err(Error::Anvil(format!(
+                        "anvil at {url} did not answer eth_chainId in time: {e}"
+                    )));
                 }
                 Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         }
-        Ok(Self { child, url, port, chain_id })
+        Ok(Self {
+            child,
+            url,
+            port,
+            chain_id,
+        })
     }
 
     /// The JSON-RPC URL (`http://127.0.0.1:<port>`).
@@ -148,7 +174,10 @@ pub fn binary() -> Result<PathBuf> {
         return if bin.is_file() {
             Ok(bin)
         } else {
-            Err(Error::Anvil(format!("ANVIL_BIN={} is not a file", bin.display())))
+            Err(Error::Anvil(format!(
+                "ANVIL_BIN={} is not a file",
+                bin.display()
+            )))
         };
     }
     let platform = match (std::env::consts::OS, std::env::consts::ARCH) {
@@ -156,7 +185,11 @@ pub fn binary() -> Result<PathBuf> {
         ("linux", "aarch64") => "linux-arm64",
         ("macos", "x86_64") => "darwin-amd64",
         ("macos", "aarch64") => "darwin-arm64",
-        (os, arch) => return Err(Error::Anvil(format!("no anvil package for {os}-{arch}; set ANVIL_BIN"))),
+        (os, arch) => {
+            return Err(Error::Anvil(format!(
+                "no anvil package for {os}-{arch}; set ANVIL_BIN"
+            )));
+        }
     };
     let bin = repo_root()
         .join(".tools/node_modules/@foundry-rs")

@@ -95,9 +95,17 @@ impl fmt::Debug for Fixture {
 /// What keeps a fixture's chain alive.
 #[derive(Debug)]
 enum Guard {
-    Devnet { devnet: Arc<Devnet>, _dir: TempDir },
+    Devnet {
+        devnet: Arc<Devnet>,
+        _dir: TempDir,
+    },
     Anvil(Anvil),
-    DevnetRpc { devnet: Arc<Devnet>, url: String, _server: ServerGuard, _dir: TempDir },
+    DevnetRpc {
+        devnet: Arc<Devnet>,
+        url: String,
+        _server: ServerGuard,
+        _dir: TempDir,
+    },
 }
 
 /// Stops the devnet's JSON-RPC server when dropped.
@@ -157,7 +165,10 @@ pub fn dev_wallet(accounts: &[DevAccount]) -> Result<Wallet> {
 
 /// Connects an [`RpcChain`] to `url`, signing with the dev accounts' keys.
 pub async fn connect(url: &str, chain_id: u64, accounts: &[DevAccount]) -> Result<RpcChain> {
-    let options = RpcOptions { chain_id: Some(chain_id), ..RpcOptions::default() };
+    let options = RpcOptions {
+        chain_id: Some(chain_id),
+        ..RpcOptions::default()
+    };
     Ok(RpcChain::connect(url, dev_wallet(accounts)?, options).await?)
 }
 
@@ -169,8 +180,15 @@ pub async fn anvil_chain(anvil: &Anvil) -> Result<(Arc<dyn Chain>, Deployment, V
     let chain: Arc<dyn Chain> = Arc::new(connect(anvil.url(), anvil.chain_id(), &accounts).await?);
     let deployer = accounts[0].address;
     let holders: Vec<_> = accounts.iter().map(|a| a.address).collect();
-    let deployment =
-        deploy(chain.as_ref(), deployer, deployer, &TokenParams::default(), &holders, DEV_TOKENS).await?;
+    let deployment = deploy(
+        chain.as_ref(),
+        deployer,
+        deployer,
+        &TokenParams::default(),
+        &holders,
+        DEV_TOKENS,
+    )
+    .await?;
     Ok((chain, deployment, accounts))
 }
 
@@ -178,12 +196,21 @@ pub async fn anvil_chain(anvil: &Anvil) -> Result<(Arc<dyn Chain>, Deployment, V
 pub async fn anvil_fixture() -> Result<Fixture> {
     let anvil = Anvil::spawn().await?;
     let (chain, deployment, accounts) = anvil_chain(&anvil).await?;
-    Ok(Fixture { chain, deployment, accounts, backend: Backend::Anvil, guard: Guard::Anvil(anvil) })
+    Ok(Fixture {
+        chain,
+        deployment,
+        accounts,
+        backend: Backend::Anvil,
+        guard: Guard::Anvil(anvil),
+    })
 }
 
 fn start_devnet() -> Result<(Arc<Devnet>, TempDir)> {
     let dir = tempfile::tempdir()?;
-    let devnet = Devnet::start(DevnetConfig { state_dir: Some(dir.path().to_owned()), ..DevnetConfig::default() })?;
+    let devnet = Devnet::start(DevnetConfig {
+        state_dir: Some(dir.path().to_owned()),
+        ..DevnetConfig::default()
+    })?;
     Ok((devnet, dir))
 }
 
@@ -205,10 +232,17 @@ pub async fn devnet_rpc_fixture() -> Result<Fixture> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let (shutdown, stop) = oneshot::channel::<()>();
-    let task = tokio::spawn(tollgate_chain::devnet::server::serve(devnet.clone(), listener, async move {
-        let _ = stop.await;
-    }));
-    let server = ServerGuard { _shutdown: shutdown, task };
+    let task = tokio::spawn(tollgate_chain::devnet::server::serve(
+        devnet.clone(),
+        listener,
+        async move {
+            let _ = stop.await;
+        },
+    ));
+    let server = ServerGuard {
+        _shutdown: shutdown,
+        task,
+    };
     let accounts = devnet.accounts().to_vec();
     let chain = connect(&url, devnet.config().chain_id, &accounts).await?;
     Ok(Fixture {
@@ -216,6 +250,11 @@ pub async fn devnet_rpc_fixture() -> Result<Fixture> {
         deployment: devnet.deployment(),
         accounts,
         backend: Backend::DevnetRpc,
-        guard: Guard::DevnetRpc { devnet, url, _server: server, _dir: dir },
+        guard: Guard::DevnetRpc {
+            devnet,
+            url,
+            _server: server,
+            _dir: dir,
+        },
     })
 }

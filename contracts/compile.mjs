@@ -93,6 +93,7 @@ for (const name of CONTRACTS) {
   const file = path.join(outDir, `${name}.json`);
   fs.writeFileSync(file, `${JSON.stringify(artifact, null, 2)}\n`);
   const size = (deployedBytecode.length - 2) / 2;
-  process.stderr.write(`compile-contracts: wrote ${path.relative(repo, file) || file} (runtime ${size} bytes)\n`);
+  const shown = file.startsWith(repo + path.sep) ? path.relative(repo, file) : file;
+  process.stderr.write(`compile-contracts: wrote ${shown} (runtime ${size} bytes)\n`);
   if (size > 24576) fail(`${name} runtime size ${size} exceeds the EIP-170 limit of 24576 bytes`);
 }

@@ -22,7 +22,9 @@ pub struct DevAccount {
 
 impl std::fmt::Debug for DevAccount {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DevAccount").field("address", &self.address).finish_non_exhaustive()
+        f.debug_struct("DevAccount")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
     }
 }
 
@@ -42,7 +44,10 @@ pub fn dev_accounts(count: u32) -> Vec<DevAccount> {
                 .index(i)
                 .and_then(|b| b.build())
                 .expect("the standard test mnemonic derives");
-            DevAccount { address: signer.address(), private_key: signer.to_bytes() }
+            DevAccount {
+                address: signer.address(),
+                private_key: signer.to_bytes(),
+            }
         })
         .collect()
 }
@@ -56,11 +61,15 @@ mod tests {
         let accounts = dev_accounts(2);
         assert_eq!(
             accounts[0].address,
-            "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266".parse::<Address>().unwrap()
+            "0xf39Fd6e51aad88F6F4ce6aB8827279cffFb92266"
+                .parse::<Address>()
+                .unwrap()
         );
         assert_eq!(
             accounts[1].address,
-            "0x70997970C51812dc3A010C7d01b50e0d17dc79C8".parse::<Address>().unwrap()
+            "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+                .parse::<Address>()
+                .unwrap()
         );
         assert_eq!(accounts[0].signer().address(), accounts[0].address);
     }

@@ -54,8 +54,9 @@ pub const SUBSCRIPTIONS_DOMAIN_NAME: &str = "Tollgate Subscriptions";
 pub const SUBSCRIPTIONS_DOMAIN_VERSION: &str = "1";
 
 /// secp256k1n / 2: ECDSA signatures with a larger `s` are malleable and rejected (EIP-2).
-const HALF_CURVE_ORDER: U256 =
-    U256::from_be_slice(&alloy::hex!("7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0"));
+const HALF_CURVE_ORDER: U256 = U256::from_be_slice(&alloy::hex!(
+    "7fffffffffffffffffffffffffffffff5d576e7357a4501ddfe92f46681b20a0"
+));
 
 sol! {
     /// EIP-3009: `from` authorizes anyone to move `value` to `to` within the validity window.
@@ -165,7 +166,13 @@ impl Action {
     /// The `Action` for `kind` on subscription `id`; `value` is the new cap for
     /// [`ActionKind::RaiseAllowance`] and must be 0 otherwise (the contract signs 0).
     pub fn new(id: B256, kind: ActionKind, value: U256, nonce: U256, deadline: U256) -> Self {
-        Self { id, action: kind as u8, value, nonce, deadline }
+        Self {
+            id,
+            action: kind as u8,
+            value,
+            nonce,
+            deadline,
+        }
     }
 }
 
@@ -177,12 +184,23 @@ pub fn token_domain(
     chain_id: u64,
     token: Address,
 ) -> Eip712Domain {
-    Eip712Domain::new(Some(name.into()), Some(version.into()), Some(U256::from(chain_id)), Some(token), None)
+    Eip712Domain::new(
+        Some(name.into()),
+        Some(version.into()),
+        Some(U256::from(chain_id)),
+        Some(token),
+        None,
+    )
 }
 
 /// The EIP-712 domain of the subscriptions contract at `subscriptions` on `chain_id`.
 pub fn subscriptions_domain(chain_id: u64, subscriptions: Address) -> Eip712Domain {
-    token_domain(SUBSCRIPTIONS_DOMAIN_NAME, SUBSCRIPTIONS_DOMAIN_VERSION, chain_id, subscriptions)
+    token_domain(
+        SUBSCRIPTIONS_DOMAIN_NAME,
+        SUBSCRIPTIONS_DOMAIN_VERSION,
+        chain_id,
+        subscriptions,
+    )
 }
 
 /// The EIP-3009 nonce of a router payment: `keccak256(abi.encode(payTo, memo, fee))`, equal to
@@ -253,7 +271,11 @@ pub struct Vrs {
 impl Vrs {
     /// Splits a signature.
     pub fn from_signature(signature: &Signature) -> Self {
-        Self { v: signature.v_byte(), r: signature.r().into(), s: signature.s().into() }
+        Self {
+            v: signature.v_byte(),
+            r: signature.r().into(),
+            s: signature.s().into(),
+        }
     }
 
     /// Splits a 65-byte `r ‖ s ‖ v` signature, checked as [`parse_signature`] does.
@@ -278,34 +300,51 @@ pub fn sign_typed<T: SolStruct>(
     domain: &Eip712Domain,
 ) -> Result<Signature> {
     let hash = typed.eip712_signing_hash(domain);
-    let signature = signer.sign_hash_sync(&hash).map_err(|e| Error::InvalidInput(format!("signing: {e}")))?;
+    let signature = signer
+        .sign_hash_sync(&hash)
+        .map_err(|e| Error::InvalidInput(format!("signing: {e}")))?;
     Ok(signature.normalized_s())
 }
 
 /// Signs `typed` under `domain` as the 65-byte `r ‖ s ‖ v` signature (v 27/28) the contracts'
 /// `bytes signature` overloads take.
-pub fn sign<T: SolStruct>(signer: &impl SignerSync, typed: &T, domain: &Eip712Domain) -> Result<Bytes> {
+pub fn sign<T: SolStruct>(
+    signer: &impl SignerSync,
+    typed: &T,
+    domain: &Eip712Domain,
+) -> Result<Bytes> {
     sign_typed(signer, typed, domain).map(|s| Bytes::from(s.as_bytes()))
 }
 
 /// Signs `typed` under `domain` as the `(v, r, s)` the contracts' split-signature overloads take.
-pub fn sign_vrs<T: SolStruct>(signer: &impl SignerSync, typed: &T, domain: &Eip712Domain) -> Result<Vrs> {
+pub fn sign_vrs<T: SolStruct>(
+    signer: &impl SignerSync,
+    typed: &T,
+    domain: &Eip712Domain,
+) -> Result<Vrs> {
     sign_typed(signer, typed, domain).map(|s| Vrs::from_signature(&s))
 }
 
 /// Parses a 65-byte `r ‖ s ‖ v` signature under the contracts' rules: exactly 65 bytes, `v` 27 or
 /// 28, `s` in the lower half of the curve order; anything else is [`Error::InvalidInput`].
 pub fn parse_signature(signature: &[u8]) -> Result<Signature> {
-    let bytes: &[u8; 65] = signature
-        .try_into()
-        .map_err(|_| Error::InvalidInput(format!("signature of {} bytes, expected 65", signature.len())))?;
+    let bytes: &[u8; 65] = signature.try_into().map_err(|_| {
+        Error::InvalidInput(format!(
+            "signature of {} bytes, expected 65",
+            signature.len()
+        ))
+    })?;
     let v = bytes[64];
     if v != 27 && v != 28 {
-        return Err(Error::InvalidInput(format!("signature v of {v}, expected 27 or 28")));
+        return Err(Error::InvalidInput(format!(
+            "signature v of {v}, expected 27 or 28"
+        )));
     }
     let signature = Signature::from_bytes_and_parity(&bytes[..64], v == 28);
     if signature.s() > HALF_CURVE_ORDER {
-        return Err(Error::InvalidInput("signature s is in the upper half of the curve order (malleable)".into()));
+        return Err(Error::InvalidInput(
+            "signature s is in the upper half of the curve order (malleable)".into(),
+        ));
     }
     if signature.r().is_zero() || signature.s().is_zero() {
         return Err(Error::InvalidInput("signature r or s is zero".into()));
@@ -316,7 +355,11 @@ pub fn parse_signature(signature: &[u8]) -> Result<Signature> {
 /// The address that signed `typed` under `domain` with the 65-byte `signature`, which must pass
 /// [`parse_signature`]. The caller compares it with the expected signer (e.g. the authorization's
 /// `from`). Accounts with code (EIP-1271) cannot be verified this way.
-pub fn recover<T: SolStruct>(typed: &T, domain: &Eip712Domain, signature: &[u8]) -> Result<Address> {
+pub fn recover<T: SolStruct>(
+    typed: &T,
+    domain: &Eip712Domain,
+    signature: &[u8],
+) -> Result<Address> {
     let parsed = parse_signature(signature)?;
     parsed
         .recover_address_from_prehash(&typed.eip712_signing_hash(domain))
@@ -358,7 +401,10 @@ mod tests {
             ReceiveWithAuthorization::eip712_encode_type(),
             "ReceiveWithAuthorization(address from,address to,uint256 value,uint256 validAfter,uint256 validBefore,bytes32 nonce)"
         );
-        assert_eq!(CancelAuthorization::eip712_encode_type(), "CancelAuthorization(address authorizer,bytes32 nonce)");
+        assert_eq!(
+            CancelAuthorization::eip712_encode_type(),
+            "CancelAuthorization(address authorizer,bytes32 nonce)"
+        );
         assert_eq!(
             Permit::eip712_encode_type(),
             "Permit(address owner,address spender,uint256 value,uint256 nonce,uint256 deadline)"
@@ -380,10 +426,17 @@ mod tests {
         let signature = sign(&payer, &typed, &domain(8453)).unwrap();
         assert_eq!(signature.len(), 65);
         assert!(matches!(signature[64], 27 | 28));
-        assert_eq!(recover(&typed, &domain(8453), &signature).unwrap(), payer.address());
+        assert_eq!(
+            recover(&typed, &domain(8453), &signature).unwrap(),
+            payer.address()
+        );
 
         let vrs = sign_vrs(&payer, &typed, &domain(8453)).unwrap();
-        assert_eq!(vrs.to_bytes(), signature, "both forms carry the same (deterministic) signature");
+        assert_eq!(
+            vrs.to_bytes(),
+            signature,
+            "both forms carry the same (deterministic) signature"
+        );
         assert_eq!(Vrs::from_bytes(&signature).unwrap(), vrs);
     }
 
@@ -395,9 +448,18 @@ mod tests {
         let other_chain = recover(&typed, &domain(84532), &signature).unwrap();
         assert_ne!(other_chain, payer.address());
         let other_token = token_domain("USD Coin", "2", 8453, Address::repeat_byte(0x71));
-        assert_ne!(recover(&typed, &other_token, &signature).unwrap(), payer.address());
-        let more = TransferWithAuthorization { value: typed.value + U256::from(1), ..typed };
-        assert_ne!(recover(&more, &domain(8453), &signature).unwrap(), payer.address());
+        assert_ne!(
+            recover(&typed, &other_token, &signature).unwrap(),
+            payer.address()
+        );
+        let more = TransferWithAuthorization {
+            value: typed.value + U256::from(1),
+            ..typed
+        };
+        assert_ne!(
+            recover(&more, &domain(8453), &signature).unwrap(),
+            payer.address()
+        );
     }
 
     #[test]
@@ -412,13 +474,31 @@ mod tests {
             deadline: U256::from(u64::MAX),
         };
         let sig = sign(&subscriber, &subscribe, &domain).unwrap();
-        assert_eq!(recover(&subscribe, &domain, &sig).unwrap(), subscriber.address());
-        let action = Action::new(B256::repeat_byte(2), ActionKind::RaiseAllowance, U256::from(20), U256::from(1), U256::MAX);
+        assert_eq!(
+            recover(&subscribe, &domain, &sig).unwrap(),
+            subscriber.address()
+        );
+        let action = Action::new(
+            B256::repeat_byte(2),
+            ActionKind::RaiseAllowance,
+            U256::from(20),
+            U256::from(1),
+            U256::MAX,
+        );
         assert_eq!(action.action, 4);
         let sig = sign(&subscriber, &action, &domain).unwrap();
-        assert_eq!(recover(&action, &domain, &sig).unwrap(), subscriber.address());
-        let pause = Action { action: ActionKind::Pause as u8, ..action };
-        assert_ne!(recover(&pause, &domain, &sig).unwrap(), subscriber.address());
+        assert_eq!(
+            recover(&action, &domain, &sig).unwrap(),
+            subscriber.address()
+        );
+        let pause = Action {
+            action: ActionKind::Pause as u8,
+            ..action
+        };
+        assert_ne!(
+            recover(&pause, &domain, &sig).unwrap(),
+            subscriber.address()
+        );
     }
 
     #[test]
@@ -440,7 +520,9 @@ mod tests {
         }
         // The malleated twin (n - s, flipped v) is the same point but must be refused.
         let sig = parse_signature(&good).unwrap();
-        let n = U256::from_be_slice(&alloy::hex!("fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141"));
+        let n = U256::from_be_slice(&alloy::hex!(
+            "fffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141"
+        ));
         let high = Signature::new(sig.r(), n - sig.s(), !sig.v());
         check(&high.as_bytes());
         let mut zero = [0u8; 65];
@@ -459,6 +541,9 @@ mod tests {
         words[32..64].copy_from_slice(memo.as_slice());
         words[64..96].copy_from_slice(&fee.to_be_bytes::<32>());
         assert_eq!(router_nonce(pay_to, memo, fee), keccak256(words));
-        assert_ne!(router_nonce(pay_to, memo, fee + U256::from(1)), router_nonce(pay_to, memo, fee));
+        assert_ne!(
+            router_nonce(pay_to, memo, fee + U256::from(1)),
+            router_nonce(pay_to, memo, fee)
+        );
     }
 }

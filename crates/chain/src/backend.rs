@@ -25,7 +25,12 @@ pub struct TxRequest {
 impl TxRequest {
     /// A call of `to` with `data` from `from`.
     pub fn call(from: Address, to: Address, data: impl Into<Bytes>) -> Self {
-        Self { from, to: Some(to), data: data.into(), ..Default::default() }
+        Self {
+            from,
+            to: Some(to),
+            data: data.into(),
+            ..Default::default()
+        }
     }
 }
 
@@ -108,7 +113,10 @@ pub struct WaitOptions {
 
 impl Default for WaitOptions {
     fn default() -> Self {
-        Self { confirmations: 1, timeout: Duration::from_secs(30) }
+        Self {
+            confirmations: 1,
+            timeout: Duration::from_secs(30),
+        }
     }
 }
 
@@ -186,9 +194,10 @@ pub trait Chain: Send + Sync + fmt::Debug + 'static {
     async fn send_and_wait(&self, tx: TxRequest, opts: WaitOptions) -> Result<Confirmation> {
         let hash = self.send(tx).await?;
         match self.wait(hash, opts).await? {
-            Confirmation::Confirmed(r) if !r.success => {
-                Err(Error::Reverted { tx_hash: r.tx_hash, reason: None })
-            }
+            Confirmation::Confirmed(r) if !r.success => Err(Error::Reverted {
+                tx_hash: r.tx_hash,
+                reason: None,
+            }),
             other => Ok(other),
         }
     }

@@ -54,7 +54,11 @@ pub struct TokenParams {
 
 impl Default for TokenParams {
     fn default() -> Self {
-        Self { name: "USD Coin".into(), symbol: "USDC".into(), version: "2".into() }
+        Self {
+            name: "USD Coin".into(),
+            symbol: "USDC".into(),
+            version: "2".into(),
+        }
     }
 }
 
@@ -90,14 +94,27 @@ pub fn deployment_txs(
         ),
         create(
             &PaymentRouter::BYTECODE,
-            PaymentRouter::constructorCall { token_: addrs.token, feeRecipient_: fee_recipient }
-                .abi_encode(),
+            PaymentRouter::constructorCall {
+                token_: addrs.token,
+                feeRecipient_: fee_recipient,
+            }
+            .abi_encode(),
         ),
         create(&Subscriptions::BYTECODE, Vec::new()),
     ];
-    txs.extend(holders.iter().map(|&to| TxRequest {
-        gas: Some(100_000),
-        ..TxRequest::call(deployer, addrs.token, Token::mintCall { to, amount: mint_each }.abi_encode())
+    txs.extend(holders.iter().map(|&to| {
+        TxRequest {
+            gas: Some(100_000),
+            ..TxRequest::call(
+                deployer,
+                addrs.token,
+                Token::mintCall {
+                    to,
+                    amount: mint_each,
+                }
+                .abi_encode(),
+            )
+        }
     }));
     txs
 }
@@ -126,7 +143,9 @@ pub async fn deploy(
         match chain.send_and_wait(tx, WaitOptions::default()).await? {
             Confirmation::Confirmed(_) => {}
             Confirmation::Pending { tx_hash } => {
-                return Err(Error::Unavailable(format!("deployment transaction {tx_hash} not mined in time")));
+                return Err(Error::Unavailable(format!(
+                    "deployment transaction {tx_hash} not mined in time"
+                )));
             }
         }
     }
@@ -149,10 +168,18 @@ async fn nonce_of(chain: &dyn Chain, account: Address) -> Result<u64> {
 pub enum Revert {
     /// The payer's token balance is too low (spec: `InsufficientFunds`).
     #[error("InsufficientFunds: {account} holds {balance}, needs {needed}")]
-    InsufficientFunds { account: Address, balance: U256, needed: U256 },
+    InsufficientFunds {
+        account: Address,
+        balance: U256,
+        needed: U256,
+    },
     /// The spender's ERC-20 allowance is too low.
     #[error("InsufficientAllowance: {spender} may spend {allowance}, needs {needed}")]
-    InsufficientAllowance { spender: Address, allowance: U256, needed: U256 },
+    InsufficientAllowance {
+        spender: Address,
+        allowance: U256,
+        needed: U256,
+    },
     /// A signature does not recover to the expected signer.
     #[error("InvalidSignature")]
     InvalidSignature,
@@ -247,58 +274,98 @@ impl Revert {
         use Token::TokenErrors as T;
         if let Ok(e) = S::abi_decode(data) {
             return match e {
-                S::AllowanceExhausted(e) => Self::AllowanceExhausted { id: e.id, remaining: e.remaining },
-                S::AllowanceNotRaised(e) => Self::AllowanceNotRaised { current: e.current, requested: e.requested },
-                S::ChargeAlreadyApplied(e) => Self::ChargeAlreadyApplied { id: e.id, reference: e.r#ref },
-                S::InsufficientAllowance(e) => {
-                    Self::InsufficientAllowance { spender: e.spender, allowance: e.allowance, needed: e.needed }
-                }
-                S::InsufficientFunds(e) => {
-                    Self::InsufficientFunds { account: e.account, balance: e.balance, needed: e.needed }
-                }
+                S::AllowanceExhausted(e) => Self::AllowanceExhausted {
+                    id: e.id,
+                    remaining: e.remaining,
+                },
+                S::AllowanceNotRaised(e) => Self::AllowanceNotRaised {
+                    current: e.current,
+                    requested: e.requested,
+                },
+                S::ChargeAlreadyApplied(e) => Self::ChargeAlreadyApplied {
+                    id: e.id,
+                    reference: e.r#ref,
+                },
+                S::InsufficientAllowance(e) => Self::InsufficientAllowance {
+                    spender: e.spender,
+                    allowance: e.allowance,
+                    needed: e.needed,
+                },
+                S::InsufficientFunds(e) => Self::InsufficientFunds {
+                    account: e.account,
+                    balance: e.balance,
+                    needed: e.needed,
+                },
                 S::InsufficientGas(_) => Self::InsufficientGas,
                 S::InvalidPlan(_) => Self::InvalidPlan,
                 S::InvalidSignature(_) => Self::InvalidSignature,
-                S::NotDue(e) => Self::NotDue { id: e.id, paid_through: e.paidThrough },
+                S::NotDue(e) => Self::NotDue {
+                    id: e.id,
+                    paid_through: e.paidThrough,
+                },
                 S::PlanDeprecated(e) => Self::PlanDeprecated { plan_id: e.planId },
                 S::PlanExists(e) => Self::PlanExists { plan_id: e.planId },
-                S::SignatureExpired(e) => Self::SignatureExpired { deadline: e.deadline },
-                S::SubscriptionNotActive(e) => Self::SubscriptionNotActive { id: e.id, state: e.state },
+                S::SignatureExpired(e) => Self::SignatureExpired {
+                    deadline: e.deadline,
+                },
+                S::SubscriptionNotActive(e) => Self::SubscriptionNotActive {
+                    id: e.id,
+                    state: e.state,
+                },
                 S::TransferFailed(_) => Self::TransferFailed,
                 S::Unauthorized(e) => Self::Unauthorized { caller: e.caller },
                 S::UnknownPlan(e) => Self::UnknownPlan { plan_id: e.planId },
                 S::UnknownSubscription(e) => Self::UnknownSubscription { id: e.id },
-                S::WrongCycle(e) => Self::WrongCycle { id: e.id, expected: e.expected },
+                S::WrongCycle(e) => Self::WrongCycle {
+                    id: e.id,
+                    expected: e.expected,
+                },
                 S::ZeroAmount(_) => Self::ZeroAmount,
             };
         }
         if let Ok(e) = R::abi_decode(data) {
             return match e {
-                R::FeeExceedsAmount(e) => Self::FeeExceedsAmount { amount: e.amount, fee: e.fee },
+                R::FeeExceedsAmount(e) => Self::FeeExceedsAmount {
+                    amount: e.amount,
+                    fee: e.fee,
+                },
                 R::TransferFailed(_) => Self::TransferFailed,
                 R::ZeroAddress(_) => Self::ZeroAddress,
             };
         }
         if let Ok(e) = T::abi_decode(data) {
             return match e {
-                T::AuthorizationAlreadyUsed(e) => {
-                    Self::AuthorizationAlreadyUsed { authorizer: e.authorizer, nonce: e.nonce }
-                }
-                T::AuthorizationExpired(e) => {
-                    Self::AuthorizationExpired { valid_before: e.validBefore, timestamp: e.timestamp }
-                }
-                T::AuthorizationNotYetValid(e) => {
-                    Self::AuthorizationNotYetValid { valid_after: e.validAfter, timestamp: e.timestamp }
-                }
-                T::CallerMustBePayee(e) => Self::CallerMustBePayee { caller: e.caller, payee: e.payee },
-                T::InsufficientAllowance(e) => {
-                    Self::InsufficientAllowance { spender: e.spender, allowance: e.allowance, needed: e.needed }
-                }
-                T::InsufficientFunds(e) => {
-                    Self::InsufficientFunds { account: e.account, balance: e.balance, needed: e.needed }
-                }
+                T::AuthorizationAlreadyUsed(e) => Self::AuthorizationAlreadyUsed {
+                    authorizer: e.authorizer,
+                    nonce: e.nonce,
+                },
+                T::AuthorizationExpired(e) => Self::AuthorizationExpired {
+                    valid_before: e.validBefore,
+                    timestamp: e.timestamp,
+                },
+                T::AuthorizationNotYetValid(e) => Self::AuthorizationNotYetValid {
+                    valid_after: e.validAfter,
+                    timestamp: e.timestamp,
+                },
+                T::CallerMustBePayee(e) => Self::CallerMustBePayee {
+                    caller: e.caller,
+                    payee: e.payee,
+                },
+                T::InsufficientAllowance(e) => Self::InsufficientAllowance {
+                    spender: e.spender,
+                    allowance: e.allowance,
+                    needed: e.needed,
+                },
+                T::InsufficientFunds(e) => Self::InsufficientFunds {
+                    account: e.account,
+                    balance: e.balance,
+                    needed: e.needed,
+                },
                 T::InvalidSignature(_) => Self::InvalidSignature,
-                T::PermitExpired(e) => Self::PermitExpired { deadline: e.deadline, timestamp: e.timestamp },
+                T::PermitExpired(e) => Self::PermitExpired {
+                    deadline: e.deadline,
+                    timestamp: e.timestamp,
+                },
                 T::Unauthorized(e) => Self::Unauthorized { caller: e.caller },
                 T::ZeroAddress(_) => Self::ZeroAddress,
             };
@@ -378,5 +445,6 @@ impl SubscriptionState {
 /// Calls `call` on `to` and decodes its return value.
 pub async fn read<C: SolCall>(chain: &dyn Chain, to: Address, call: &C) -> Result<C::Return> {
     let out = chain.call(None, to, call.abi_encode().into()).await?;
-    C::abi_decode_returns(&out).map_err(|e| Error::InvalidInput(format!("decoding {}: {e}", C::SIGNATURE)))
+    C::abi_decode_returns(&out)
+        .map_err(|e| Error::InvalidInput(format!("decoding {}: {e}", C::SIGNATURE)))
 }

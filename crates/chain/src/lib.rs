@@ -24,11 +24,11 @@ pub use contracts::{Deployment, Revert};
 pub use error::{Error, Result};
 pub use wallet::Wallet;
 
+// Enabled for its TLS features (HTTPS node URLs through alloy's transport).
+use reqwest as _;
+
 pub use alloy::primitives::{Address, B256, Bytes, Log, U256};
 
-// criterion is used by the benches only.
-#[cfg(test)]
-use criterion as _;
 #[cfg(test)]
 use tempfile as _;
 #[cfg(test)]

@@ -119,6 +119,9 @@ impl RpcChain {
             .parse()
             .map_err(|e| Error::InvalidInput(format!("node URL: {e}")))?;
         let endpoint = redacted(&parsed);
+        // HTTPS nodes: reqwest is built without a bundled crypto provider; install ring once per
+        // process (an error only means one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let provider = RootProvider::new_http(parsed);
         let mut chain = Self {
             provider,
@@ -133,13 +136,13 @@ impl RpcChain {
         let reported = chain
             .request("eth_chainId", chain.provider.get_chain_id())
             .await?;
-        if let Some(expected) = chain.options.chain_id {
-            if expected != reported {
-                return Err(Error::Rejected(format!(
-                    "the node at {} serves chain id {reported}, expected {expected}",
-                    chain.endpoint
-                )));
-            }
+        if let Some(expected) = chain.options.chain_id
+            && expected != reported
+        {
+            return Err(Error::Rejected(format!(
+                "the node at {} serves chain id {reported}, expected {expected}",
+                chain.endpoint
+            )));
         }
         chain.chain_id = reported;
         Ok(chain)
@@ -178,10 +181,10 @@ impl RpcChain {
 
     /// EIP-1559 fees: twice the latest base fee plus the node's suggested tip; cached briefly.
     async fn fees(&self) -> Result<Fees> {
-        if let Some((at, fees)) = *lock(&self.fees) {
-            if at.elapsed() < FEE_TTL {
-                return Ok(fees);
-            }
+        if let Some((at, fees)) = *lock(&self.fees)
+            && at.elapsed() < FEE_TTL
+        {
+            return Ok(fees);
         }
         let priority = match self
             .request(
@@ -421,7 +424,9 @@ impl Chain for RpcChain {
                 Ok(hash)
             }
             Err(e) => {
+                // The cached nonce or fees may be what the node refused: read both afresh next time.
                 *next = None;
+                *lock(&self.fees) = None;
                 Err(e)
             }
         }

@@ -19,7 +19,9 @@ pub struct Wallet {
 
 impl fmt::Debug for Wallet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Wallet").field("addresses", &self.addresses()).finish()
+        f.debug_struct("Wallet")
+            .field("addresses", &self.addresses())
+            .finish()
     }
 }
 
@@ -34,7 +36,9 @@ impl Wallet {
                 Ok((s.address(), s))
             })
             .collect::<Result<HashMap<_, _>>>()?;
-        Ok(Self { signers: Arc::new(signers) })
+        Ok(Self {
+            signers: Arc::new(signers),
+        })
     }
 
     /// The addresses this wallet can sign for, sorted.
@@ -53,7 +57,9 @@ impl Wallet {
     pub fn merged(&self, other: &Wallet) -> Wallet {
         let mut signers = (*self.signers).clone();
         signers.extend(other.signers.iter().map(|(a, s)| (*a, s.clone())));
-        Self { signers: Arc::new(signers) }
+        Self {
+            signers: Arc::new(signers),
+        }
     }
 
     /// Signs an EIP-1559 transaction as `from`.

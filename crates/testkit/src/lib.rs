@@ -4,7 +4,7 @@
 //!
 //! Every backend has the same genesis as far as tests can tell: the contracts deployed by dev
 //! account 0 at the same addresses, and every dev account holding
-//! [`DEV_TOKENS`](tollgate_chain::devnet::DEV_TOKENS).
+//! [`DEV_TOKENS`].
 //!
 //! ```no_run
 //! # async fn demo() -> tollgate_testkit::Result<()> {

@@ -25,7 +25,11 @@ const MAX_RECORD: u32 = 1 << 24;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Record {
     /// A transaction included in its own block at `timestamp`, sent by `sender`, EIP-2718 bytes.
-    Tx { timestamp: u64, sender: Address, raw: Bytes },
+    Tx {
+        timestamp: u64,
+        sender: Address,
+        raw: Bytes,
+    },
     /// The clock moved forward by `seconds` (time travel).
     TimeAdvance { seconds: u64 },
     /// An empty block mined at `timestamp`.
@@ -36,7 +40,11 @@ impl Record {
     pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64);
         match self {
-            Self::Tx { timestamp, sender, raw } => {
+            Self::Tx {
+                timestamp,
+                sender,
+                raw,
+            } => {
                 out.push(1);
                 out.extend_from_slice(&timestamp.to_le_bytes());
                 out.extend_from_slice(sender.as_slice());
@@ -58,7 +66,9 @@ impl Record {
         let bad = || io::Error::new(io::ErrorKind::InvalidData, "malformed journal record");
         let (&kind, rest) = payload.split_first().ok_or_else(bad)?;
         let u64_at = |b: &[u8]| -> io::Result<u64> {
-            Ok(u64::from_le_bytes(b.get(..8).ok_or_else(bad)?.try_into().map_err(|_| bad())?))
+            Ok(u64::from_le_bytes(
+                b.get(..8).ok_or_else(bad)?.try_into().map_err(|_| bad())?,
+            ))
         };
         match kind {
             1 if rest.len() > 28 => Ok(Self::Tx {
@@ -66,8 +76,12 @@ impl Record {
                 sender: Address::from_slice(&rest[8..28]),
                 raw: Bytes::copy_from_slice(&rest[28..]),
             }),
-            2 if rest.len() == 8 => Ok(Self::TimeAdvance { seconds: u64_at(rest)? }),
-            3 if rest.len() == 8 => Ok(Self::Mine { timestamp: u64_at(rest)? }),
+            2 if rest.len() == 8 => Ok(Self::TimeAdvance {
+                seconds: u64_at(rest)?,
+            }),
+            3 if rest.len() == 8 => Ok(Self::Mine {
+                timestamp: u64_at(rest)?,
+            }),
             _ => Err(bad()),
         }
     }
@@ -93,7 +107,12 @@ pub(crate) struct Opened {
 
 /// Opens (creating if needed) the journal at `path` and reads it back, truncating a torn tail.
 pub(crate) fn open(path: &Path) -> io::Result<Opened> {
-    let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?;
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
     let mut data = Vec::new();
     file.read_to_end(&mut data)?;
     if data.is_empty() {
@@ -103,7 +122,12 @@ pub(crate) fn open(path: &Path) -> io::Result<Opened> {
             // Make the file's creation itself durable.
             File::open(dir)?.sync_all()?;
         }
-        return Ok(Opened { identity: None, records: Vec::new(), dropped_tail: 0, file });
+        return Ok(Opened {
+            identity: None,
+            records: Vec::new(),
+            dropped_tail: 0,
+            file,
+        });
     }
     if data.len() < MAGIC.len() || &data[..MAGIC.len()] != MAGIC {
         return Err(io::Error::new(
@@ -117,7 +141,11 @@ pub(crate) fn open(path: &Path) -> io::Result<Opened> {
     while pos < data.len() {
         let rest = &data[pos..];
         let torn = |why: &str| -> io::Result<()> {
-            tracing::warn!(offset = pos, bytes = rest.len(), "devnet journal: dropping torn last record ({why})");
+            tracing::warn!(
+                offset = pos,
+                bytes = rest.len(),
+                "devnet journal: dropping torn last record ({why})"
+            );
             Ok(())
         };
         if rest.len() < 8 {
@@ -154,12 +182,22 @@ pub(crate) fn open(path: &Path) -> io::Result<Opened> {
     file.seek(SeekFrom::End(0))?;
     let mut payloads = payloads.into_iter();
     let identity = payloads.next();
-    let records = payloads.map(|p| Record::decode(&p)).collect::<io::Result<Vec<_>>>()?;
-    Ok(Opened { identity, records, dropped_tail, file })
+    let records = payloads
+        .map(|p| Record::decode(&p))
+        .collect::<io::Result<Vec<_>>>()?;
+    Ok(Opened {
+        identity,
+        records,
+        dropped_tail,
+        file,
+    })
 }
 
 fn corrupt(offset: usize, why: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, format!("devnet journal damaged at byte {offset}: {why}"))
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!("devnet journal damaged at byte {offset}: {why}"),
+    )
 }
 
 /// Writes the identity record synchronously (a new journal only).
@@ -186,7 +224,10 @@ impl Writer {
             .name("devnet-journal".into())
             .spawn(move || flusher(file, &rx, &durable))
             .expect("spawn the journal thread");
-        Self { tx: Some(tx), thread: Some(thread) }
+        Self {
+            tx: Some(tx),
+            thread: Some(thread),
+        }
     }
 
     /// Queues record `seq` for the next group commit.
@@ -220,7 +261,9 @@ fn flusher(file: File, rx: &mpsc::Receiver<(u64, Vec<u8>)>, durable: &watch::Sen
                 result = out.write_all(&b);
             }
         }
-        let result = result.and_then(|()| out.flush()).and_then(|()| out.get_ref().sync_data());
+        let result = result
+            .and_then(|()| out.flush())
+            .and_then(|()| out.get_ref().sync_data());
         if let Err(e) = result {
             tracing::error!(error = %e, "devnet journal write failed; no further transaction becomes durable");
             return;
@@ -243,7 +286,11 @@ mod tests {
         let (durable, mut seen) = watch::channel(0);
         let writer = Writer::start(opened.file, durable);
         let recs = [
-            Record::Tx { timestamp: 7, sender: Address::repeat_byte(1), raw: Bytes::from_static(&[2, 0xc0]) },
+            Record::Tx {
+                timestamp: 7,
+                sender: Address::repeat_byte(1),
+                raw: Bytes::from_static(&[2, 0xc0]),
+            },
             Record::TimeAdvance { seconds: 86_400 },
             Record::Mine { timestamp: 9 },
         ];
@@ -265,7 +312,10 @@ mod tests {
         assert_eq!(opened.identity.as_deref(), Some(&b"{\"id\":1}"[..]));
         assert_eq!(opened.records, recs);
         assert_eq!(opened.dropped_tail, buf.len() as u64 - 3);
-        assert_eq!(std::fs::metadata(&path).unwrap().len(), len_before - opened.dropped_tail);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().len(),
+            len_before - opened.dropped_tail
+        );
     }
 
     #[test]
@@ -292,6 +342,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("journal");
         std::fs::write(&path, b"hello world").unwrap();
-        assert!(open(&path).unwrap_err().to_string().contains("not a Tollgate devnet journal"));
+        assert!(
+            open(&path)
+                .unwrap_err()
+                .to_string()
+                .contains("not a Tollgate devnet journal")
+        );
     }
 }

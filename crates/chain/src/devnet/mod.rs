@@ -5,12 +5,15 @@
 //!   ([`crate::contracts::deployment_addresses`]) and every account receives tokens.
 //! - Automine: each accepted transaction is executed at once in a block of its own. Transactions
 //!   with a future nonce wait in a small per-sender pool until the gap is filled.
-//! - Durable: each block is appended to a journal in the state directory ([`journal`]); a flusher
+//! - Durable: each block is appended to a journal in the state directory; a flusher
 //!   thread fsyncs batches (group commit). A transaction's receipt becomes visible only once its
 //!   record is durable, so nothing a client saw confirmed can be lost by a crash. A restart replays
 //!   the journal and restores every balance, nonce, plan and subscription exactly.
 //! - Time travel: [`Devnet::advance_time`] moves the clock and mines a block.
 //! - [`server`] serves standard Ethereum JSON-RPC over HTTP.
+//!
+//! The journal's format: length-prefixed, checksummed records after a magic header; the first
+//! record pins the devnet's identity (chain id, network, token, accounts, genesis time).
 
 mod journal;
 pub mod server;
@@ -24,9 +27,8 @@ use std::{
 
 use alloy::{
     consensus::{
-        Header, Receipt as ConsensusReceipt, ReceiptEnvelope, ReceiptWithBloom,
-        Transaction as _, TxEip1559, TxEnvelope, TxType, proofs,
-        transaction::SignerRecoverable,
+        Header, Receipt as ConsensusReceipt, ReceiptEnvelope, ReceiptWithBloom, Transaction as _,
+        TxEip1559, TxEnvelope, TxType, proofs, transaction::SignerRecoverable,
     },
     eips::{Encodable2718, eip2718::Decodable2718},
     primitives::{Address, B256, Bytes, Log, TxKind, U256, logs_bloom},
@@ -44,7 +46,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 use crate::{
-    Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest, WaitOptions, Wallet,
+    Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest, WaitOptions,
+    Wallet,
     accounts::{DEV_ACCOUNT_COUNT, DevAccount, dev_accounts},
     contracts::{Deployment, Revert, TokenParams, deployment_addresses, deployment_txs},
 };
@@ -226,7 +229,10 @@ pub struct AccountInfoJson {
 }
 
 fn now_secs() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -251,14 +257,20 @@ impl Devnet {
         };
         let genesis_timestamp = match opened.as_ref().and_then(|o| o.identity.as_ref()) {
             Some(raw) => {
-                let stored: Identity = serde_json::from_slice(raw)
-                    .map_err(|e| Error::JournalMismatch(format!("unreadable identity record: {e}")))?;
-                let wanted = Identity { genesis_timestamp: stored.genesis_timestamp, ..identity(&config, 0) };
+                let stored: Identity = serde_json::from_slice(raw).map_err(|e| {
+                    Error::JournalMismatch(format!("unreadable identity record: {e}"))
+                })?;
+                let wanted = Identity {
+                    genesis_timestamp: stored.genesis_timestamp,
+                    ..identity(&config, 0)
+                };
                 if stored != wanted {
                     return Err(Error::JournalMismatch(format!(
                         "{} was created for chain id {} ({}), token {:?}, {} accounts; \
                          start with the same settings or use another state directory",
-                        path.as_ref().map(|p| p.display().to_string()).unwrap_or_default(),
+                        path.as_ref()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default(),
                         stored.chain_id,
                         stored.network,
                         stored.token.name,
@@ -276,7 +288,8 @@ impl Devnet {
 
         if let Some(mut opened) = opened {
             if opened.identity.is_none() {
-                let id = serde_json::to_vec(&identity(&config, genesis_timestamp)).expect("serializes");
+                let id =
+                    serde_json::to_vec(&identity(&config, genesis_timestamp)).expect("serializes");
                 journal::write_identity(&mut opened.file, &id)?;
             }
             let replayed = opened.records.len();
@@ -284,7 +297,12 @@ impl Devnet {
                 core.replay(record)?;
             }
             if replayed > 0 {
-                tracing::info!(records = replayed, blocks = core.blocks.len() - 1, dropped_tail_bytes = opened.dropped_tail, "devnet state restored from journal");
+                tracing::info!(
+                    records = replayed,
+                    blocks = core.blocks.len() - 1,
+                    dropped_tail_bytes = opened.dropped_tail,
+                    "devnet state restored from journal"
+                );
             }
             durable_tx.send_replace(core.seq);
             core.journal = Some(journal::Writer::start(opened.file, durable_tx.clone()));
@@ -334,7 +352,10 @@ impl Devnet {
             accounts: self
                 .accounts
                 .iter()
-                .map(|a| AccountInfoJson { address: a.address, private_key: a.private_key })
+                .map(|a| AccountInfoJson {
+                    address: a.address,
+                    private_key: a.private_key,
+                })
                 .collect(),
         }
     }
@@ -352,7 +373,10 @@ impl Devnet {
     /// pool when its nonce is ahead of the sender's.
     pub fn send_raw(&self, raw: &[u8]) -> Result<B256> {
         if raw.len() > MAX_TX_BYTES {
-            return Err(Error::InvalidInput(format!("transaction of {} bytes exceeds {MAX_TX_BYTES}", raw.len())));
+            return Err(Error::InvalidInput(format!(
+                "transaction of {} bytes exceeds {MAX_TX_BYTES}",
+                raw.len()
+            )));
         }
         let envelope = TxEnvelope::decode_2718(&mut &raw[..])
             .map_err(|e| Error::InvalidInput(format!("transaction decoding: {e}")))?;
@@ -366,11 +390,20 @@ impl Devnet {
     fn submit(&self, envelope: TxEnvelope, sender: Address) -> Result<B256> {
         match envelope.tx_type() {
             TxType::Legacy | TxType::Eip2930 | TxType::Eip1559 => {}
-            other => return Err(Error::Rejected(format!("transaction type {other:?} is not supported by the devnet"))),
+            other => {
+                return Err(Error::Rejected(format!(
+                    "transaction type {other:?} is not supported by the devnet"
+                )));
+            }
         }
-        if let Some(id) = envelope.chain_id() {
-            if id != self.config.chain_id {
-                return Err(Error::Rejected(format!("chain id {id} does not match the devnet's {}", self.config.chain_id)));
+        if let Some(id) = envelope.chain_id()
+            && id != self.config.chain_id
+        {
+            {
+                return Err(Error::Rejected(format!(
+                    "chain id {id} does not match the devnet's {}",
+                    self.config.chain_id
+                )));
             }
         }
         let hash = *envelope.tx_hash();
@@ -381,12 +414,16 @@ impl Devnet {
         let expected = core.account(sender).nonce;
         let nonce = envelope.nonce();
         if nonce < expected {
-            return Err(Error::Rejected(format!("nonce too low: {nonce} < {expected} for {sender}")));
+            return Err(Error::Rejected(format!(
+                "nonce too low: {nonce} < {expected} for {sender}"
+            )));
         }
         if nonce > expected {
             let queue = core.queued.entry(sender).or_default();
             if queue.len() >= MAX_QUEUED_PER_SENDER {
-                return Err(Error::Rejected(format!("too many queued transactions from {sender}")));
+                return Err(Error::Rejected(format!(
+                    "too many queued transactions from {sender}"
+                )));
             }
             queue.insert(nonce, (envelope, hash));
             return Ok(hash);
@@ -396,8 +433,12 @@ impl Devnet {
         // Fill from the pool what the new nonce unblocked.
         loop {
             let next = core.account(sender).nonce;
-            let Some(queue) = core.queued.get_mut(&sender) else { break };
-            let Some((envelope, _)) = queue.remove(&next) else { break };
+            let Some(queue) = core.queued.get_mut(&sender) else {
+                break;
+            };
+            let Some((envelope, _)) = queue.remove(&next) else {
+                break;
+            };
             if queue.is_empty() {
                 core.queued.remove(&sender);
             }
@@ -417,21 +458,35 @@ impl Devnet {
     }
 
     /// Executes a call against the latest state without committing; a revert keeps its raw data.
-    pub fn simulate(&self, from: Option<Address>, to: Option<Address>, data: Bytes, value: U256, gas: Option<u64>) -> Result<Simulation> {
+    pub fn simulate(
+        &self,
+        from: Option<Address>,
+        to: Option<Address>,
+        data: Bytes,
+        value: U256,
+        gas: Option<u64>,
+    ) -> Result<Simulation> {
         let mut core = lock(&self.core);
         core.simulate(from.unwrap_or_default(), to, data, value, gas)
     }
 
     /// Estimates the gas a transaction needs (binary search over the limit, as geth).
-    pub fn estimate_gas(&self, from: Option<Address>, to: Option<Address>, data: Bytes, value: U256) -> Result<u64> {
+    pub fn estimate_gas(
+        &self,
+        from: Option<Address>,
+        to: Option<Address>,
+        data: Bytes,
+        value: U256,
+    ) -> Result<u64> {
         let mut core = lock(&self.core);
         let from = from.unwrap_or_default();
-        let used = core.simulate(from, to, data.clone(), value, None)?.into_result()?.1;
+        let used = core
+            .simulate(from, to, data.clone(), value, None)?
+            .into_result()?
+            .1;
         // Refunds and the 63/64 rule can make the needed limit larger than the gas used: try a
         // margin first (as geth's optimistic estimate), and search upwards only if it fails.
-        let ok = |core: &mut Core, gas: u64| {
-            matches!(core.simulate(from, to, data.clone(), value, Some(gas)), Ok(s) if s.is_success())
-        };
+        let ok = |core: &mut Core, gas: u64| matches!(core.simulate(from, to, data.clone(), value, Some(gas)), Ok(s) if s.is_success());
         let first_try = (used + used / 4 + 2_300).min(BLOCK_GAS_LIMIT);
         if ok(&mut core, first_try) {
             return Ok(first_try);
@@ -489,12 +544,20 @@ impl Devnet {
         core.blocks.len() as u64 - 1
     }
 
+    /// Waits until everything recorded so far is durable.
+    pub async fn flush(&self) -> Result<()> {
+        let seq = lock(&self.core).seq;
+        self.wait_durable(seq, Duration::from_secs(30)).await
+    }
+
     async fn wait_durable(&self, seq: u64, timeout: Duration) -> Result<()> {
         let mut rx = self.durable.clone();
         match tokio::time::timeout(timeout, rx.wait_for(|d| *d >= seq)).await {
             Ok(Ok(_)) => Ok(()),
             Ok(Err(_)) => Err(Error::Stopped),
-            Err(_) => Err(Error::Unavailable("the devnet journal did not become durable in time".into())),
+            Err(_) => Err(Error::Unavailable(
+                "the devnet journal did not become durable in time".into(),
+            )),
         }
     }
 
@@ -502,7 +565,10 @@ impl Devnet {
     pub(crate) fn with_core<R>(&self, f: impl FnOnce(&CoreView<'_>) -> R) -> R {
         let durable = self.durable_seq();
         let mut core = lock(&self.core);
-        f(&CoreView { core: &mut core, durable })
+        f(&CoreView {
+            core: &mut core,
+            durable,
+        })
     }
 
     fn signer_lock(&self, from: Address) -> Arc<tokio::sync::Mutex<()>> {
@@ -537,7 +603,11 @@ impl CoreView<'_> {
     }
     pub(crate) fn block(&self, number: u64) -> Option<BlockView<'_>> {
         let b = self.core.blocks.get(number as usize)?;
-        (b.seq <= self.durable).then(|| BlockView { header: &b.header, hash: b.hash, tx: b.tx })
+        (b.seq <= self.durable).then_some(BlockView {
+            header: &b.header,
+            hash: b.hash,
+            tx: b.tx,
+        })
     }
     pub(crate) fn block_by_hash(&self, hash: B256) -> Option<BlockView<'_>> {
         // Blocks are few enough to scan from the end; lookups by hash are rare.
@@ -546,7 +616,11 @@ impl CoreView<'_> {
             .iter()
             .rev()
             .find(|b| b.hash == hash && b.seq <= self.durable)
-            .map(|b| BlockView { header: &b.header, hash: b.hash, tx: b.tx })
+            .map(|b| BlockView {
+                header: &b.header,
+                hash: b.hash,
+                tx: b.tx,
+            })
     }
     pub(crate) fn tx(&self, hash: &B256) -> Option<&TxEntry> {
         self.core.txs.get(hash).filter(|t| t.seq <= self.durable)
@@ -564,7 +638,8 @@ impl CoreView<'_> {
         self.core.code(address)
     }
     pub(crate) fn logs(&self, filter: &LogFilter) -> Vec<ChainLog> {
-        self.core.logs(filter, self.core.latest_visible(self.durable))
+        self.core
+            .logs(filter, self.core.latest_visible(self.durable))
     }
 }
 
@@ -576,10 +651,20 @@ pub(crate) struct BlockView<'a> {
 }
 
 impl Core {
-    fn genesis(config: &DevnetConfig, accounts: &[DevAccount], genesis_timestamp: u64) -> Result<Self> {
+    fn genesis(
+        config: &DevnetConfig,
+        accounts: &[DevAccount],
+        genesis_timestamp: u64,
+    ) -> Result<Self> {
         let mut db = CacheDB::new(EmptyDB::new());
         for a in accounts {
-            db.insert_account_info(a.address, AccountInfo { balance: DEV_ETH, ..Default::default() });
+            db.insert_account_info(
+                a.address,
+                AccountInfo {
+                    balance: DEV_ETH,
+                    ..Default::default()
+                },
+            );
         }
         let header = Header {
             number: 0,
@@ -593,7 +678,12 @@ impl Core {
             db,
             block_env: BlockEnv::default(),
             chain_id: config.chain_id,
-            blocks: vec![Block { header, hash, tx: None, seq: 0 }],
+            blocks: vec![Block {
+                header,
+                hash,
+                tx: None,
+                seq: 0,
+            }],
             txs: HashMap::new(),
             queued: HashMap::new(),
             time_offset: 0,
@@ -623,7 +713,9 @@ impl Core {
             match core.execute(env, true, false) {
                 Ok(ExecutionResult::Success { .. }) => {}
                 other => {
-                    return Err(Error::Rejected(format!("devnet genesis deployment failed: {other:?}")));
+                    return Err(Error::Rejected(format!(
+                        "devnet genesis deployment failed: {other:?}"
+                    )));
                 }
             }
         }
@@ -631,7 +723,11 @@ impl Core {
     }
 
     fn account(&self, address: Address) -> AccountInfo {
-        self.db.basic_ref(address).ok().flatten().unwrap_or_default()
+        self.db
+            .basic_ref(address)
+            .ok()
+            .flatten()
+            .unwrap_or_default()
     }
 
     fn pending_nonce(&self, address: Address) -> u64 {
@@ -694,7 +790,9 @@ impl Core {
         if commit {
             evm.transact_commit(env).map_err(|e| e.to_string())
         } else {
-            evm.transact(env).map(|r| r.result).map_err(|e| e.to_string())
+            evm.transact(env)
+                .map(|r| r.result)
+                .map_err(|e| e.to_string())
         }
     }
 
@@ -712,7 +810,10 @@ impl Core {
 
     fn tx_env(envelope: &TxEnvelope, sender: Address) -> TxEnv {
         let (gas_price, priority) = match envelope.tx_type() {
-            TxType::Eip1559 => (envelope.max_fee_per_gas(), envelope.max_priority_fee_per_gas()),
+            TxType::Eip1559 => (
+                envelope.max_fee_per_gas(),
+                envelope.max_priority_fee_per_gas(),
+            ),
             _ => (envelope.gas_price().unwrap_or_default(), None),
         };
         TxEnv {
@@ -733,15 +834,21 @@ impl Core {
 
     /// Executes `envelope` in a new block and records it. `journal`: append it to the journal
     /// (false while replaying).
-    fn include(&mut self, envelope: TxEnvelope, sender: Address, timestamp: u64, journal: bool) -> Result<()> {
+    fn include(
+        &mut self,
+        envelope: TxEnvelope,
+        sender: Address,
+        timestamp: u64,
+        journal: bool,
+    ) -> Result<()> {
         let number = self.blocks.len() as u64;
         self.set_block(number, timestamp);
         let env = Self::tx_env(&envelope, sender);
         let result = self.execute(env, true, false).map_err(Error::Rejected)?;
         let (success, gas_used, logs, contract_address) = match result {
-            ExecutionResult::Success { gas, logs, output, .. } => {
-                (true, gas.tx_gas_used(), logs, output.address().copied())
-            }
+            ExecutionResult::Success {
+                gas, logs, output, ..
+            } => (true, gas.tx_gas_used(), logs, output.address().copied()),
             ExecutionResult::Revert { gas, logs, .. } => (false, gas.tx_gas_used(), logs, None),
             ExecutionResult::Halt { gas, logs, .. } => (false, gas.tx_gas_used(), logs, None),
         };
@@ -750,7 +857,11 @@ impl Core {
         let receipt = ReceiptEnvelope::from_typed(
             envelope.tx_type(),
             ReceiptWithBloom::new(
-                ConsensusReceipt { status: success.into(), cumulative_gas_used: gas_used, logs: logs.clone() },
+                ConsensusReceipt {
+                    status: success.into(),
+                    cumulative_gas_used: gas_used,
+                    logs: logs.clone(),
+                },
                 logs_bloom(logs.iter()),
             ),
         );
@@ -769,13 +880,25 @@ impl Core {
         };
         self.seq += 1;
         let seq = self.seq;
-        if journal {
-            if let Some(j) = &self.journal {
-                j.append(seq, &journal::Record::Tx { timestamp, sender, raw: envelope.encoded_2718().into() });
+        if journal && let Some(j) = &self.journal {
+            {
+                j.append(
+                    seq,
+                    &journal::Record::Tx {
+                        timestamp,
+                        sender,
+                        raw: envelope.encoded_2718().into(),
+                    },
+                );
             }
         }
         let block_hash = header.hash_slow();
-        self.blocks.push(Block { header, hash: block_hash, tx: Some(hash), seq });
+        self.blocks.push(Block {
+            header,
+            hash: block_hash,
+            tx: Some(hash),
+            seq,
+        });
         self.txs.insert(
             hash,
             TxEntry {
@@ -821,14 +944,24 @@ impl Core {
             ..Default::default()
         };
         let hash = header.hash_slow();
-        self.blocks.push(Block { header, hash, tx: None, seq: self.seq });
+        self.blocks.push(Block {
+            header,
+            hash,
+            tx: None,
+            seq: self.seq,
+        });
     }
 
     fn replay(&mut self, record: journal::Record) -> Result<()> {
         match record {
-            journal::Record::Tx { timestamp, sender, raw } => {
-                let envelope = TxEnvelope::decode_2718(&mut &raw[..])
-                    .map_err(|e| Error::JournalMismatch(format!("undecodable transaction in journal: {e}")))?;
+            journal::Record::Tx {
+                timestamp,
+                sender,
+                raw,
+            } => {
+                let envelope = TxEnvelope::decode_2718(&mut &raw[..]).map_err(|e| {
+                    Error::JournalMismatch(format!("undecodable transaction in journal: {e}"))
+                })?;
                 self.include(envelope, sender, timestamp, false)?;
             }
             journal::Record::TimeAdvance { seconds } => {
@@ -843,7 +976,14 @@ impl Core {
         Ok(())
     }
 
-    fn simulate(&mut self, from: Address, to: Option<Address>, data: Bytes, value: U256, gas: Option<u64>) -> Result<Simulation> {
+    fn simulate(
+        &mut self,
+        from: Address,
+        to: Option<Address>,
+        data: Bytes,
+        value: U256,
+        gas: Option<u64>,
+    ) -> Result<Simulation> {
         let number = self.blocks.len() as u64;
         let timestamp = self.next_timestamp();
         self.set_block(number, timestamp);
@@ -860,13 +1000,16 @@ impl Core {
             chain_id: Some(self.chain_id),
             ..Default::default()
         };
-        Ok(match self.execute(env, false, true).map_err(Error::Rejected)? {
-            ExecutionResult::Success { gas, output, .. } => {
-                Simulation::Success { output: output.into_data(), gas_used: gas.tx_gas_used() }
-            }
-            ExecutionResult::Revert { output, .. } => Simulation::Revert(output),
-            ExecutionResult::Halt { reason, .. } => Simulation::Halt(format!("{reason:?}")),
-        })
+        Ok(
+            match self.execute(env, false, true).map_err(Error::Rejected)? {
+                ExecutionResult::Success { gas, output, .. } => Simulation::Success {
+                    output: output.into_data(),
+                    gas_used: gas.tx_gas_used(),
+                },
+                ExecutionResult::Revert { output, .. } => Simulation::Revert(output),
+                ExecutionResult::Halt { reason, .. } => Simulation::Halt(format!("{reason:?}")),
+            },
+        )
     }
 
     fn logs(&self, filter: &LogFilter, latest: u64) -> Vec<ChainLog> {
@@ -926,7 +1069,11 @@ impl Chain for Devnet {
     }
 
     async fn timestamp(&self) -> Result<u64> {
-        Ok(self.with_core(|v| v.block(v.latest()).map(|b| b.header.timestamp).unwrap_or_default()))
+        Ok(self.with_core(|v| {
+            v.block(v.latest())
+                .map(|b| b.header.timestamp)
+                .unwrap_or_default()
+        }))
     }
 
     async fn balance(&self, account: Address) -> Result<U256> {
@@ -942,7 +1089,9 @@ impl Chain for Devnet {
     }
 
     async fn call(&self, from: Option<Address>, to: Address, data: Bytes) -> Result<Bytes> {
-        self.simulate(from, Some(to), data, U256::ZERO, None)?.into_result().map(|(out, _)| out)
+        self.simulate(from, Some(to), data, U256::ZERO, None)?
+            .into_result()
+            .map(|(out, _)| out)
     }
 
     async fn send(&self, tx: TxRequest) -> Result<B256> {
@@ -975,7 +1124,11 @@ impl Chain for Devnet {
     async fn receipt(&self, tx_hash: B256) -> Result<Option<Receipt>> {
         let durable = self.durable_seq();
         let core = lock(&self.core);
-        Ok(core.txs.get(&tx_hash).filter(|t| t.seq <= durable).and_then(|_| core.receipt(&tx_hash)))
+        Ok(core
+            .txs
+            .get(&tx_hash)
+            .filter(|t| t.seq <= durable)
+            .and_then(|_| core.receipt(&tx_hash)))
     }
 
     async fn logs(&self, filter: &LogFilter) -> Result<Vec<ChainLog>> {
@@ -992,7 +1145,9 @@ impl Chain for Devnet {
                 // The devnet is final at inclusion (one producer, no reorgs), so any requested
                 // depth is met once the block is durable.
                 if core.txs.get(&tx_hash).is_some_and(|t| t.seq <= durable) {
-                    return Ok(Confirmation::Confirmed(core.receipt(&tx_hash).expect("entry exists")));
+                    return Ok(Confirmation::Confirmed(
+                        core.receipt(&tx_hash).expect("entry exists"),
+                    ));
                 }
             }
             match tokio::time::timeout_at(deadline, rx.changed()).await {

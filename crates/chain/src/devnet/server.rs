@@ -4,9 +4,9 @@
 use std::{future::Future, sync::Arc};
 
 use alloy::{
-    consensus::{ReceiptEnvelope, ReceiptWithBloom, Receipt as ConsensusReceipt, Transaction as _},
+    consensus::{Receipt as ConsensusReceipt, ReceiptEnvelope, ReceiptWithBloom, Transaction as _},
     eips::{BlockNumberOrTag, Encodable2718},
-    primitives::{Address, B256, Bytes, U256, U64, logs_bloom},
+    primitives::{Address, B256, Bytes, U64, U256, logs_bloom},
     rpc::types::{
         Block, BlockTransactions, Filter, FilterBlockOption, Header as RpcHeader, Log as RpcLog,
         Transaction, TransactionReceipt, TransactionRequest,
@@ -47,7 +47,9 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(devnet)).with_graceful_shutdown(shutdown).await
+    axum::serve(listener, router(devnet))
+        .with_graceful_shutdown(shutdown)
+        .await
 }
 
 async fn handle(State(devnet): State<Arc<Devnet>>, body: Body) -> Response {
@@ -56,15 +58,48 @@ async fn handle(State(devnet): State<Arc<Devnet>>, body: Body) -> Response {
         Ok(Value::Array(batch)) if batch.is_empty() => {
             failure(Value::Null, -32600, "empty batch".into(), None)
         }
-        Ok(Value::Array(batch)) if batch.len() > MAX_BATCH => {
-            failure(Value::Null, -32600, format!("batch of more than {MAX_BATCH} requests"), None)
-        }
+        Ok(Value::Array(batch)) if batch.len() > MAX_BATCH => failure(
+            Value::Null,
+            -32600,
+            format!("batch of more than {MAX_BATCH} requests"),
+            None,
+        ),
         Ok(Value::Array(batch)) => {
             Value::Array(batch.into_iter().map(|r| dispatch(&devnet, r)).collect())
         }
         Ok(single) => dispatch(&devnet, single),
     };
-    (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], reply.to_string()).into_response()
+    // Time travel and mining answer once their journal records are durable, so the next request
+    // sees the new block (and a crash cannot undo what was acknowledged).
+    if mutates_clock(&body)
+        && let Err(e) = devnet.flush().await
+    {
+        let reply = failure(Value::Null, -32000, e.to_string(), None);
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            reply.to_string(),
+        )
+            .into_response();
+    }
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        reply.to_string(),
+    )
+        .into_response()
+}
+
+fn mutates_clock(body: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(body);
+    [
+        "evm_mine",
+        "anvil_mine",
+        "evm_increaseTime",
+        "anvil_increaseTime",
+    ]
+    .iter()
+    .any(|m| text.contains(m))
 }
 
 /// A JSON-RPC error: code, message, optional data.
@@ -86,7 +121,12 @@ fn invalid_params(msg: impl std::fmt::Display) -> RpcFailure {
 
 fn dispatch(devnet: &Devnet, request: Value) -> Value {
     let Value::Object(mut req) = request else {
-        return failure(Value::Null, -32600, "invalid request: not an object".into(), None);
+        return failure(
+            Value::Null,
+            -32600,
+            "invalid request: not an object".into(),
+            None,
+        );
     };
     let id = req.remove("id").unwrap_or(Value::Null);
     if !matches!(id, Value::Null | Value::Number(_) | Value::String(_)) {
@@ -162,7 +202,11 @@ fn check_state_block(view: &CoreView<'_>, params: &[Value], i: usize) -> Result<
 }
 
 fn historical() -> RpcFailure {
-    RpcFailure(-32000, "historical state is not available on the devnet: query the latest block".into(), None)
+    RpcFailure(
+        -32000,
+        "historical state is not available on the devnet: query the latest block".into(),
+        None,
+    )
 }
 
 fn resolve_block(view: &CoreView<'_>, tag: BlockNumberOrTag) -> u64 {
@@ -183,14 +227,21 @@ fn chain_error(e: Error) -> RpcFailure {
 
 fn revert_failure(data: &Bytes) -> RpcFailure {
     let reason = crate::Revert::decode(data);
-    RpcFailure(3, format!("execution reverted: {reason}"), Some(Value::String(data.to_string())))
+    RpcFailure(
+        3,
+        format!("execution reverted: {reason}"),
+        Some(Value::String(data.to_string())),
+    )
 }
 
 fn call(devnet: &Devnet, method: &str, params: &[Value]) -> RpcResult {
     match method {
         "eth_chainId" => Ok(quantity(devnet.config().chain_id)),
         "net_version" => Ok(Value::String(devnet.config().chain_id.to_string())),
-        "web3_clientVersion" => Ok(Value::String(format!("tollgate-devnet/{}", env!("CARGO_PKG_VERSION")))),
+        "web3_clientVersion" => Ok(Value::String(format!(
+            "tollgate-devnet/{}",
+            env!("CARGO_PKG_VERSION")
+        ))),
         "net_listening" => Ok(Value::Bool(true)),
         "eth_syncing" => Ok(Value::Bool(false)),
         "eth_accounts" => Ok(Value::Array(Vec::new())),
@@ -205,11 +256,18 @@ fn call(devnet: &Devnet, method: &str, params: &[Value]) -> RpcResult {
         }),
         "eth_getTransactionCount" => devnet.with_core(|v| {
             let address: Address = required(params, 0)?;
-            let pending = matches!(param::<BlockNumberOrTag>(params, 1), Ok(Some(BlockNumberOrTag::Pending)));
+            let pending = matches!(
+                param::<BlockNumberOrTag>(params, 1),
+                Ok(Some(BlockNumberOrTag::Pending))
+            );
             if !pending {
                 check_state_block(v, params, 1)?;
             }
-            let n = if pending { v.pending_nonce(address) } else { v.account(address).nonce };
+            let n = if pending {
+                v.pending_nonce(address)
+            } else {
+                v.account(address).nonce
+            };
             Ok(quantity(n))
         }),
         "eth_getCode" => devnet.with_core(|v| {
@@ -233,24 +291,42 @@ fn call(devnet: &Devnet, method: &str, params: &[Value]) -> RpcResult {
             let data = tx.input.input().cloned().unwrap_or_default();
             let value = tx.value.unwrap_or_default();
             if method == "eth_call" {
-                match devnet.simulate(tx.from, to, data, value, tx.gas).map_err(chain_error)? {
+                match devnet
+                    .simulate(tx.from, to, data, value, tx.gas)
+                    .map_err(chain_error)?
+                {
                     Simulation::Success { output, .. } => to_value(output),
                     Simulation::Revert(data) => Err(revert_failure(&data)),
-                    Simulation::Halt(reason) => Err(RpcFailure(-32000, format!("execution halted: {reason}"), None)),
+                    Simulation::Halt(reason) => Err(RpcFailure(
+                        -32000,
+                        format!("execution halted: {reason}"),
+                        None,
+                    )),
                 }
             } else {
-                match devnet.simulate(tx.from, to, data.clone(), value, None).map_err(chain_error)? {
+                match devnet
+                    .simulate(tx.from, to, data.clone(), value, None)
+                    .map_err(chain_error)?
+                {
                     Simulation::Revert(data) => Err(revert_failure(&data)),
-                    Simulation::Halt(reason) => Err(RpcFailure(-32000, format!("execution halted: {reason}"), None)),
-                    Simulation::Success { .. } => {
-                        devnet.estimate_gas(tx.from, to, data, value).map(quantity).map_err(chain_error)
-                    }
+                    Simulation::Halt(reason) => Err(RpcFailure(
+                        -32000,
+                        format!("execution halted: {reason}"),
+                        None,
+                    )),
+                    Simulation::Success { .. } => devnet
+                        .estimate_gas(tx.from, to, data, value)
+                        .map(quantity)
+                        .map_err(chain_error),
                 }
             }
         }
         "eth_sendRawTransaction" => {
             let raw: Bytes = required(params, 0)?;
-            devnet.send_raw(&raw).map_err(chain_error).and_then(to_value)
+            devnet
+                .send_raw(&raw)
+                .map_err(chain_error)
+                .and_then(to_value)
         }
         "eth_getTransactionReceipt" => {
             let hash: B256 = required(params, 0)?;
@@ -290,13 +366,20 @@ fn call(devnet: &Devnet, method: &str, params: &[Value]) -> RpcResult {
                         Some(b) => (b.header.number, b.header.number),
                         None => return Err(RpcFailure(-32000, format!("unknown block {h}"), None)),
                     },
-                    FilterBlockOption::Range { from_block, to_block } => (
+                    FilterBlockOption::Range {
+                        from_block,
+                        to_block,
+                    } => (
                         from_block.map_or(latest, |t| resolve_block(v, t)),
                         to_block.map_or(latest, |t| resolve_block(v, t)).min(latest),
                     ),
                 };
                 if to >= from && to - from > MAX_LOG_RANGE {
-                    return Err(RpcFailure(-32005, format!("query exceeds {MAX_LOG_RANGE} blocks"), None));
+                    return Err(RpcFailure(
+                        -32005,
+                        format!("query exceeds {MAX_LOG_RANGE} blocks"),
+                        None,
+                    ));
                 }
                 let mut topics: [Option<Vec<B256>>; 4] = Default::default();
                 for (i, t) in filter.topics.iter().enumerate() {
@@ -338,7 +421,11 @@ fn call(devnet: &Devnet, method: &str, params: &[Value]) -> RpcResult {
             devnet.mine();
             Ok(Value::String("0x0".into()))
         }
-        _ => Err(RpcFailure(-32601, format!("method not found: {method}"), None)),
+        _ => Err(RpcFailure(
+            -32601,
+            format!("method not found: {method}"),
+            None,
+        )),
     }
 }
 
@@ -372,9 +459,14 @@ fn fee_history(devnet: &Devnet, params: &[Value]) -> RpcResult {
 }
 
 fn rpc_transaction(view: &CoreView<'_>, entry: &TxEntry) -> Transaction {
-    let block = view.block(entry.block).expect("an included transaction's block is visible");
+    let block = view
+        .block(entry.block)
+        .expect("an included transaction's block is visible");
     Transaction {
-        inner: alloy::consensus::transaction::Recovered::new_unchecked(entry.envelope.clone(), entry.sender),
+        inner: alloy::consensus::transaction::Recovered::new_unchecked(
+            entry.envelope.clone(),
+            entry.sender,
+        ),
         block_hash: Some(block.hash),
         block_number: Some(entry.block),
         transaction_index: Some(0),
@@ -384,7 +476,9 @@ fn rpc_transaction(view: &CoreView<'_>, entry: &TxEntry) -> Transaction {
 }
 
 fn rpc_receipt(view: &CoreView<'_>, hash: B256, entry: &TxEntry) -> TransactionReceipt {
-    let block = view.block(entry.block).expect("an included transaction's block is visible");
+    let block = view
+        .block(entry.block)
+        .expect("an included transaction's block is visible");
     let logs: Vec<RpcLog> = entry
         .logs
         .iter()
@@ -401,7 +495,11 @@ fn rpc_receipt(view: &CoreView<'_>, hash: B256, entry: &TxEntry) -> TransactionR
         })
         .collect();
     let receipt = ReceiptWithBloom::new(
-        ConsensusReceipt { status: entry.success.into(), cumulative_gas_used: entry.gas_used, logs },
+        ConsensusReceipt {
+            status: entry.success.into(),
+            cumulative_gas_used: entry.gas_used,
+            logs,
+        },
         logs_bloom(entry.logs.iter()),
     );
     TransactionReceipt {
@@ -426,11 +524,17 @@ fn rpc_block(view: &CoreView<'_>, block: &BlockView<'_>, full: bool) -> Block {
         (None, false) => BlockTransactions::Hashes(Vec::new()),
         (Some(h), false) => BlockTransactions::Hashes(vec![h]),
         (Some(h), true) => {
-            let entry = view.tx(&h).expect("a visible block's transaction is visible");
+            let entry = view
+                .tx(&h)
+                .expect("a visible block's transaction is visible");
             BlockTransactions::Full(vec![rpc_transaction(view, entry)])
         }
     };
-    let size = block.tx.and_then(|h| view.tx(&h)).map_or(0, |e| e.envelope.encode_2718_len()) + 540;
+    let size = block
+        .tx
+        .and_then(|h| view.tx(&h))
+        .map_or(0, |e| e.envelope.encode_2718_len())
+        + 540;
     Block {
         header: RpcHeader {
             hash: block.hash,

@@ -9,18 +9,24 @@ use alloy::{
 };
 use tollgate_chain::{
     Chain, Error, TxRequest, WaitOptions,
-    contracts::{self, Subscriptions, SubscriptionState, Token},
+    contracts::{self, SubscriptionState, Subscriptions, Token},
     devnet::{Devnet, DevnetConfig},
 };
 
 const DAY: u64 = 86_400;
 
 fn start(dir: &Path) -> Arc<Devnet> {
-    Devnet::start(DevnetConfig { state_dir: Some(dir.to_owned()), ..Default::default() }).unwrap()
+    Devnet::start(DevnetConfig {
+        state_dir: Some(dir.to_owned()),
+        ..Default::default()
+    })
+    .unwrap()
 }
 
 async fn token_balance(chain: &dyn Chain, token: Address, who: Address) -> U256 {
-    contracts::read(chain, token, &Token::balanceOfCall { account: who }).await.unwrap()
+    contracts::read(chain, token, &Token::balanceOfCall { account: who })
+        .await
+        .unwrap()
 }
 
 /// Everything observable that the journal must restore.
@@ -45,8 +51,20 @@ async fn snapshot(devnet: &Devnet, plan: B256, sub: B256) -> Snapshot {
         ));
     }
     let block = devnet.block_number().await.unwrap();
-    let p = contracts::read(devnet, d.subscriptions, &Subscriptions::plansCall { planId: plan }).await.unwrap();
-    let s = contracts::read(devnet, d.subscriptions, &Subscriptions::statusCall { id: sub }).await.unwrap();
+    let p = contracts::read(
+        devnet,
+        d.subscriptions,
+        &Subscriptions::plansCall { planId: plan },
+    )
+    .await
+    .unwrap();
+    let s = contracts::read(
+        devnet,
+        d.subscriptions,
+        &Subscriptions::statusCall { id: sub },
+    )
+    .await
+    .unwrap();
     Snapshot {
         block,
         timestamp: devnet.timestamp().await.unwrap(),
@@ -58,8 +76,14 @@ async fn snapshot(devnet: &Devnet, plan: B256, sub: B256) -> Snapshot {
 }
 
 async fn send(chain: &dyn Chain, from: Address, to: Address, data: Vec<u8>) -> B256 {
-    let confirmed = chain.send_and_wait(TxRequest::call(from, to, data), WaitOptions::default()).await.unwrap();
-    confirmed.receipt().expect("devnet confirms at once").tx_hash
+    let confirmed = chain
+        .send_and_wait(TxRequest::call(from, to, data), WaitOptions::default())
+        .await
+        .unwrap();
+    confirmed
+        .receipt()
+        .expect("devnet confirms at once")
+        .tx_hash
 }
 
 /// Transfers, time travel, a plan and a subscription (with its first billing), then a restart:
@@ -71,7 +95,17 @@ async fn restart_restores_state_exactly() {
     let d = devnet.deployment();
     let a = devnet.accounts().to_vec();
 
-    let transfer = send(&*devnet, a[1].address, d.token, Token::transferCall { to: a[2].address, value: U256::from(1_234_567) }.abi_encode()).await;
+    let transfer = send(
+        &*devnet,
+        a[1].address,
+        d.token,
+        Token::transferCall {
+            to: a[2].address,
+            value: U256::from(1_234_567),
+        }
+        .abi_encode(),
+    )
+    .await;
     devnet.advance_time(30 * DAY).await.unwrap();
     let salt = B256::repeat_byte(7);
     send(
@@ -89,21 +123,67 @@ async fn restart_restores_state_exactly() {
         .abi_encode(),
     )
     .await;
-    let plan = contracts::read(&*devnet, d.subscriptions, &Subscriptions::planIdForCall { provider: a[3].address, salt }).await.unwrap();
-    send(&*devnet, a[4].address, d.token, Token::approveCall { spender: d.subscriptions, value: U256::MAX }.abi_encode()).await;
-    let sub = contracts::read(&*devnet, d.subscriptions, &Subscriptions::subscriptionIdForCall { planId: plan, subscriber: a[4].address, nonce: U256::ZERO }).await.unwrap();
-    send(&*devnet, a[4].address, d.subscriptions, Subscriptions::subscribeCall { planId: plan, maxOverage: U256::from(5_000_000) }.abi_encode()).await;
+    let plan = contracts::read(
+        &*devnet,
+        d.subscriptions,
+        &Subscriptions::planIdForCall {
+            provider: a[3].address,
+            salt,
+        },
+    )
+    .await
+    .unwrap();
+    send(
+        &*devnet,
+        a[4].address,
+        d.token,
+        Token::approveCall {
+            spender: d.subscriptions,
+            value: U256::MAX,
+        }
+        .abi_encode(),
+    )
+    .await;
+    let sub = contracts::read(
+        &*devnet,
+        d.subscriptions,
+        &Subscriptions::subscriptionIdForCall {
+            planId: plan,
+            subscriber: a[4].address,
+            nonce: U256::ZERO,
+        },
+    )
+    .await
+    .unwrap();
+    send(
+        &*devnet,
+        a[4].address,
+        d.subscriptions,
+        Subscriptions::subscribeCall {
+            planId: plan,
+            maxOverage: U256::from(5_000_000),
+        }
+        .abi_encode(),
+    )
+    .await;
 
     let before = snapshot(&devnet, plan, sub).await;
     assert_eq!(before.subscription.0, 1, "subscription is ACTIVE");
-    assert_eq!(before.balances[2].0, tollgate_chain::devnet::DEV_TOKENS + U256::from(1_234_567));
+    assert_eq!(
+        before.balances[2].0,
+        tollgate_chain::devnet::DEV_TOKENS + U256::from(1_234_567)
+    );
     assert!(before.timestamp >= devnet.genesis_timestamp() + 30 * DAY);
     drop(devnet);
 
     let devnet = start(dir.path());
     let after = snapshot(&devnet, plan, sub).await;
     assert_eq!(before, after);
-    let receipt = devnet.receipt(transfer).await.unwrap().expect("receipt survives the restart");
+    let receipt = devnet
+        .receipt(transfer)
+        .await
+        .unwrap()
+        .expect("receipt survives the restart");
     assert!(receipt.success);
     assert_eq!(
         contracts::SubscriptionState::from_u8(after.subscription.0),
@@ -111,7 +191,17 @@ async fn restart_restores_state_exactly() {
     );
 
     // New work continues on top of the restored chain.
-    send(&*devnet, a[1].address, d.token, Token::transferCall { to: a[2].address, value: U256::from(1) }.abi_encode()).await;
+    send(
+        &*devnet,
+        a[1].address,
+        d.token,
+        Token::transferCall {
+            to: a[2].address,
+            value: U256::from(1),
+        }
+        .abi_encode(),
+    )
+    .await;
     assert_eq!(devnet.block_number().await.unwrap(), after.block + 1);
 }
 
@@ -122,7 +212,17 @@ async fn torn_tail_is_dropped() {
     let devnet = start(dir.path());
     let d = devnet.deployment();
     let a = devnet.accounts().to_vec();
-    send(&*devnet, a[1].address, d.token, Token::transferCall { to: a[2].address, value: U256::from(99) }.abi_encode()).await;
+    send(
+        &*devnet,
+        a[1].address,
+        d.token,
+        Token::transferCall {
+            to: a[2].address,
+            value: U256::from(99),
+        }
+        .abi_encode(),
+    )
+    .await;
     let block = devnet.block_number().await.unwrap();
     drop(devnet);
 
@@ -134,8 +234,14 @@ async fn torn_tail_is_dropped() {
 
     let devnet = start(dir.path());
     assert_eq!(devnet.block_number().await.unwrap(), block);
-    assert_eq!(token_balance(&*devnet, d.token, a[2].address).await, tollgate_chain::devnet::DEV_TOKENS + U256::from(99));
-    assert!(std::fs::metadata(&journal).unwrap().len() < bytes.len() as u64, "the torn tail was truncated");
+    assert_eq!(
+        token_balance(&*devnet, d.token, a[2].address).await,
+        tollgate_chain::devnet::DEV_TOKENS + U256::from(99)
+    );
+    assert!(
+        std::fs::metadata(&journal).unwrap().len() < bytes.len() as u64,
+        "the torn tail was truncated"
+    );
 }
 
 /// A state directory made for another chain id is refused with a clear error.
@@ -143,8 +249,12 @@ async fn torn_tail_is_dropped() {
 async fn foreign_journal_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     drop(start(dir.path()));
-    let err = Devnet::start(DevnetConfig { chain_id: 84532, state_dir: Some(dir.path().to_owned()), ..Default::default() })
-        .unwrap_err();
+    let err = Devnet::start(DevnetConfig {
+        chain_id: 84532,
+        state_dir: Some(dir.path().to_owned()),
+        ..Default::default()
+    })
+    .unwrap_err();
     assert!(matches!(err, Error::JournalMismatch(_)), "{err}");
     assert!(err.to_string().contains("31337"), "{err}");
 }
@@ -162,15 +272,24 @@ async fn concurrent_sends_from_one_key() {
         let devnet = devnet.clone();
         let (from, to) = (a[1].address, a[2].address);
         tasks.push(tokio::spawn(async move {
-            let data = Token::transferCall { to, value: U256::from(i + 1) }.abi_encode();
-            devnet.send_and_wait(TxRequest::call(from, d.token, data), WaitOptions::default()).await
+            let data = Token::transferCall {
+                to,
+                value: U256::from(i + 1),
+            }
+            .abi_encode();
+            devnet
+                .send_and_wait(TxRequest::call(from, d.token, data), WaitOptions::default())
+                .await
         }));
     }
     for t in tasks {
         assert!(t.await.unwrap().unwrap().receipt().unwrap().success);
     }
     assert_eq!(devnet.nonce(a[1].address).await.unwrap(), nonce + 64);
-    assert_eq!(token_balance(&*devnet, d.token, a[2].address).await, tollgate_chain::devnet::DEV_TOKENS + U256::from(64 * 65 / 2));
+    assert_eq!(
+        token_balance(&*devnet, d.token, a[2].address).await,
+        tollgate_chain::devnet::DEV_TOKENS + U256::from(64 * 65 / 2)
+    );
 }
 
 /// A call that would revert is refused before broadcast with the decoded custom error.
@@ -182,11 +301,21 @@ async fn reverts_are_typed() {
     let a = devnet.accounts().to_vec();
     let too_much = tollgate_chain::devnet::DEV_TOKENS + U256::from(1);
     let err = devnet
-        .send(TxRequest::call(a[1].address, d.token, Token::transferCall { to: a[2].address, value: too_much }.abi_encode()))
+        .send(TxRequest::call(
+            a[1].address,
+            d.token,
+            Token::transferCall {
+                to: a[2].address,
+                value: too_much,
+            }
+            .abi_encode(),
+        ))
         .await
         .unwrap_err();
     match err {
-        Error::Revert(tollgate_chain::Revert::InsufficientFunds { account, needed, .. }) => {
+        Error::Revert(tollgate_chain::Revert::InsufficientFunds {
+            account, needed, ..
+        }) => {
             assert_eq!(account, a[1].address);
             assert_eq!(needed, too_much);
         }
@@ -201,6 +330,9 @@ async fn reverts_are_typed() {
         Err(Error::UnknownSigner(s)) if s == stranger
     ));
     // Garbage raw transactions are typed errors, not panics.
-    assert!(matches!(devnet.send_raw(&[0x02, 0xff, 0x00]), Err(Error::InvalidInput(_))));
+    assert!(matches!(
+        devnet.send_raw(&[0x02, 0xff, 0x00]),
+        Err(Error::InvalidInput(_))
+    ));
     assert!(matches!(devnet.send_raw(&[]), Err(Error::InvalidInput(_))));
 }

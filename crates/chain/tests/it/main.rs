@@ -1,4 +1,6 @@
 //! Integration tests of the chain layer against real nodes (anvil, the devnet's JSON-RPC server).
 
+mod contracts;
 mod devnet;
 mod rpc;
+mod subscriptions;

@@ -70,9 +70,15 @@ fn print_summary(devnet: &Devnet, url: &str, path: &std::path::Path) {
     let c = devnet.deployment();
     let cfg = devnet.config();
     eprintln!("Tollgate devnet ready");
-    eprintln!("  network        {} (chain id {})", cfg.network, cfg.chain_id);
+    eprintln!(
+        "  network        {} (chain id {})",
+        cfg.network, cfg.chain_id
+    );
     eprintln!("  JSON-RPC       {url}");
-    eprintln!("  token          {}  ({} / EIP-712 version {}, 6 decimals)", c.token, cfg.token.name, cfg.token.version);
+    eprintln!(
+        "  token          {}  ({} / EIP-712 version {}, 6 decimals)",
+        c.token, cfg.token.name, cfg.token.version
+    );
     eprintln!("  router         {}", c.router);
     eprintln!("  subscriptions  {}", c.subscriptions);
     eprintln!("  accounts       (10,000 ETH and 1,000,000 tokens each; well-known test keys)");

@@ -336,3 +336,103 @@ async fn reverts_are_typed() {
     ));
     assert!(matches!(devnet.send_raw(&[]), Err(Error::InvalidInput(_))));
 }
+
+/// `eth_sendRawTransaction` semantics in process: legacy (EIP-155), EIP-2930 and EIP-1559
+/// envelopes are accepted and executed; a foreign chain id is refused; a future nonce waits in the
+/// pool until the gap is filled; a repeated transaction is idempotent.
+#[tokio::test]
+async fn raw_transactions_of_every_supported_type() {
+    use alloy::{
+        consensus::{SignableTransaction, TxEip1559, TxEip2930, TxEnvelope, TxLegacy},
+        eips::Encodable2718,
+        network::TxSignerSync,
+        primitives::TxKind,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let devnet = start(dir.path());
+    let d = devnet.deployment();
+    let a = devnet.accounts().to_vec();
+    let signer = a[5].signer();
+    let to = Address::repeat_byte(0x55);
+    let input: alloy::primitives::Bytes = Token::transferCall {
+        to,
+        value: U256::from(10),
+    }
+    .abi_encode()
+    .into();
+    let gas_price = 2 * u128::from(tollgate_chain::devnet::BASE_FEE);
+    let chain_id = devnet.chain_id();
+
+    let legacy = |nonce, chain_id| {
+        let mut tx = TxLegacy {
+            chain_id: Some(chain_id),
+            nonce,
+            gas_price,
+            gas_limit: 100_000,
+            to: TxKind::Call(d.token),
+            value: U256::ZERO,
+            input: input.clone(),
+        };
+        let sig = signer.sign_transaction_sync(&mut tx).unwrap();
+        TxEnvelope::from(tx.into_signed(sig)).encoded_2718()
+    };
+    let eip2930 = |nonce| {
+        let mut tx = TxEip2930 {
+            chain_id,
+            nonce,
+            gas_price,
+            gas_limit: 100_000,
+            to: TxKind::Call(d.token),
+            value: U256::ZERO,
+            input: input.clone(),
+            access_list: Default::default(),
+        };
+        let sig = signer.sign_transaction_sync(&mut tx).unwrap();
+        TxEnvelope::from(tx.into_signed(sig)).encoded_2718()
+    };
+    let eip1559 = |nonce| {
+        let mut tx = TxEip1559 {
+            chain_id,
+            nonce,
+            gas_limit: 100_000,
+            max_fee_per_gas: gas_price,
+            max_priority_fee_per_gas: 0,
+            to: TxKind::Call(d.token),
+            value: U256::ZERO,
+            input: input.clone(),
+            access_list: Default::default(),
+        };
+        let sig = signer.sign_transaction_sync(&mut tx).unwrap();
+        TxEnvelope::from(tx.into_signed(sig)).encoded_2718()
+    };
+
+    let n = devnet.nonce(a[5].address).await.unwrap();
+    // Wrong chain id: refused, nothing executed.
+    assert!(
+        matches!(devnet.send_raw(&legacy(n, 1)), Err(Error::Rejected(m)) if m.contains("chain id"))
+    );
+    // Out of order: n+2 and n+1 wait for n.
+    let h2 = devnet.send_raw(&eip1559(n + 2)).unwrap();
+    let h1 = devnet.send_raw(&eip2930(n + 1)).unwrap();
+    assert!(
+        devnet.receipt(h1).await.unwrap().is_none(),
+        "a gapped transaction is not mined"
+    );
+    let h0 = devnet.send_raw(&legacy(n, chain_id)).unwrap();
+    assert_eq!(
+        devnet.send_raw(&legacy(n, chain_id)).unwrap(),
+        h0,
+        "resubmission is idempotent"
+    );
+    for h in [h0, h1, h2] {
+        let c = devnet.wait(h, WaitOptions::default()).await.unwrap();
+        assert!(c.receipt().expect("mined").success);
+    }
+    assert_eq!(devnet.nonce(a[5].address).await.unwrap(), n + 3);
+    assert_eq!(token_balance(&*devnet, d.token, to).await, U256::from(30));
+    // Stale nonce.
+    assert!(
+        matches!(devnet.send_raw(&eip1559(n)), Err(Error::Rejected(m)) if m.contains("nonce too low"))
+    );
+}

@@ -302,7 +302,7 @@ pub fn sign_typed<T: SolStruct>(
     let hash = typed.eip712_signing_hash(domain);
     let signature = signer
         .sign_hash_sync(&hash)
-        .map_err(|e| Error::InvalidInput(format!("signing: {e}")))?;
+        ?;
     Ok(signature.normalized_s())
 }
 

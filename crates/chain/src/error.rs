@@ -25,6 +25,9 @@ pub enum Error {
     /// No signing key is held for this sender.
     #[error("no signing key for {0}")]
     UnknownSigner(Address),
+    /// A local signer failed.
+    #[error("signing failed: {0}")]
+    Signer(#[from] alloy::signers::Error),
     /// Input that cannot be decoded (hex, RLP, signatures, sizes).
     #[error("invalid input: {0}")]
     InvalidInput(String),

@@ -67,7 +67,7 @@ impl Wallet {
         let signer = self.signers.get(&from).ok_or(Error::UnknownSigner(from))?;
         let sig = signer
             .sign_transaction_sync(&mut tx)
-            .map_err(|e| Error::InvalidInput(format!("signing: {e}")))?;
+            ?;
         Ok(tx.into_signed(sig).into())
     }
 }

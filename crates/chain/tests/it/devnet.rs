@@ -86,7 +86,7 @@ async fn send(chain: &dyn Chain, from: Address, to: Address, data: Vec<u8>) -> B
         .tx_hash
 }
 
-/// Transfers, time travel, a plan and a subscription (with its first billing), then a restart:
+/// A transfer, a router settlement, time travel, a plan and a subscription (with its first billing), then a restart:
 /// every balance, nonce, block, plan and subscription is as before.
 #[tokio::test]
 async fn restart_restores_state_exactly() {
@@ -104,6 +104,31 @@ async fn restart_restores_state_exactly() {
             value: U256::from(1_234_567),
         }
         .abi_encode(),
+    )
+    .await;
+    // A one-time settlement through the router (the facilitator's path), fee to account 0.
+    let payment = tollgate_chain::authorization::RouterPayment {
+        from: a[6].address,
+        pay_to: a[7].address,
+        amount: U256::from(500_000),
+        fee: U256::from(1_000),
+        memo: B256::repeat_byte(0x4d),
+        valid_after: U256::ZERO,
+        valid_before: U256::from(u64::MAX),
+    };
+    let domain =
+        tollgate_chain::authorization::token_domain("USD Coin", "2", devnet.chain_id(), d.token);
+    let signature = tollgate_chain::authorization::sign(
+        &a[6].signer(),
+        &payment.authorization(d.router),
+        &domain,
+    )
+    .unwrap();
+    send(
+        &*devnet,
+        a[0].address,
+        d.router,
+        payment.settle_call(signature).abi_encode(),
     )
     .await;
     devnet.advance_time(30 * DAY).await.unwrap();

@@ -300,9 +300,7 @@ pub fn sign_typed<T: SolStruct>(
     domain: &Eip712Domain,
 ) -> Result<Signature> {
     let hash = typed.eip712_signing_hash(domain);
-    let signature = signer
-        .sign_hash_sync(&hash)
-        ?;
+    let signature = signer.sign_hash_sync(&hash)?;
     Ok(signature.normalized_s())
 }
 

@@ -65,9 +65,7 @@ impl Wallet {
     /// Signs an EIP-1559 transaction as `from`.
     pub fn sign(&self, from: Address, mut tx: TxEip1559) -> Result<TxEnvelope> {
         let signer = self.signers.get(&from).ok_or(Error::UnknownSigner(from))?;
-        let sig = signer
-            .sign_transaction_sync(&mut tx)
-            ?;
+        let sig = signer.sign_transaction_sync(&mut tx)?;
         Ok(tx.into_signed(sig).into())
     }
 }

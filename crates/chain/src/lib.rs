@@ -16,6 +16,7 @@ mod backend;
 pub mod contracts;
 pub mod devnet;
 mod error;
+pub mod proof;
 pub mod rpc;
 mod wallet;
 
@@ -26,6 +27,14 @@ pub use wallet::Wallet;
 
 // Enabled for its TLS features (HTTPS node URLs through alloy's transport).
 use reqwest as _;
+
+/// Installs the process-wide TLS crypto provider (rustls with ring) that every HTTPS client in
+/// Tollgate uses. reqwest is built without a bundled provider (no aws-lc C build), so any
+/// `reqwest::Client` built before this panics. Idempotent; [`rpc::RpcChain::connect`] calls it.
+pub fn install_crypto_provider() {
+    // An error only means a provider is installed already.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
 
 pub use alloy::primitives::{Address, B256, Bytes, Log, U256};
 

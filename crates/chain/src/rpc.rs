@@ -121,7 +121,7 @@ impl RpcChain {
         let endpoint = redacted(&parsed);
         // HTTPS nodes: reqwest is built without a bundled crypto provider; install ring once per
         // process (an error only means one is installed already).
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::install_crypto_provider();
         let provider = RootProvider::new_http(parsed);
         let mut chain = Self {
             provider,

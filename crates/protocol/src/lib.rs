@@ -1,6 +1,17 @@
 //! Tollgate's wire vocabulary, free of I/O: the error codes of the spec (and, as the facilitator
 //! and gate land, the x402 V1 payment-required body, payment options, proofs and signed payments).
 
+mod amount;
+pub mod network;
+mod payment;
+pub mod x402;
+
+pub use amount::{Amount, AmountError};
+pub use payment::{
+    AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, MAX_PAYMENT_HEADER, PaymentProof,
+    PendingResponse, ProofDecodeError, SettlementStatus, SignedPayment,
+};
+
 use serde::{Deserialize, Serialize};
 
 /// The spec's error names, as they travel on the wire (`{"error": {"code": "<name>", ...}}` and

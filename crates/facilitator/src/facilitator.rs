@@ -1,0 +1,354 @@
+//! The facilitator's state: its networks (each a chain backend plus the contract addresses), the
+//! store, the proof key and the relayer keys, and the settings that bound what it accepts.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    signers::local::Secp256k1Signer,
+    sol_types::Eip712Domain,
+};
+use tollgate_chain::{Chain, authorization::token_domain};
+
+use crate::{metrics::Metrics, store::Store};
+
+/// One network the facilitator settles on.
+#[derive(Clone, Debug)]
+pub struct NetworkSpec {
+    /// Canonical network name (an x402 V1 name or a custom one).
+    pub name: String,
+    /// Chain id.
+    pub chain_id: u64,
+    /// The token settled.
+    pub token: Address,
+    /// The token's EIP-712 domain name (e.g. "USD Coin").
+    pub token_name: String,
+    /// The token's EIP-712 domain version (e.g. "2").
+    pub token_version: String,
+    /// The PaymentRouter for `/authorize`.
+    pub router: Address,
+    /// The Subscriptions contract, if deployed.
+    pub subscriptions: Option<Address>,
+    /// Confirmation depth.
+    pub confirmations: u64,
+}
+
+/// Bounds and knobs of settlement.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Base URL clients reach this facilitator at (status URLs are built on it).
+    pub public_url: String,
+    /// Fee per `/authorize` settlement, in the token's smallest unit.
+    pub fee: U256,
+    /// How long to wait for confirmation before answering 202 pending.
+    pub confirmation_timeout: Duration,
+    /// Reject authorizations whose `validBefore` is further out than this (seconds).
+    pub max_validity_secs: u64,
+    /// Proof lifetime after issuance (seconds).
+    pub proof_ttl_secs: u64,
+    /// How many blocks back to search for a settlement event during recovery.
+    pub log_lookback_blocks: u64,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Fault injection for crash tests: abort the process right after a settlement is broadcast.
+    pub crash_after_broadcast: bool,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            public_url: "http://127.0.0.1:8402".into(),
+            fee: U256::from(1_000),
+            confirmation_timeout: Duration::from_secs(10),
+            max_validity_secs: 3600,
+            proof_ttl_secs: 600,
+            log_lookback_blocks: 10_000,
+            max_body_bytes: crate::http::DEFAULT_MAX_BODY,
+            crash_after_broadcast: false,
+        }
+    }
+}
+
+/// A configured network with its chain.
+pub(crate) struct Network {
+    pub(crate) spec: NetworkSpec,
+    pub(crate) chain: Arc<dyn Chain>,
+    pub(crate) domain: Eip712Domain,
+    /// Last chain timestamp seen and when, to keep "now" on the chain's clock without a round
+    /// trip per request.
+    clock: Mutex<(u64, Instant)>,
+}
+
+impl fmt::Debug for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Network")
+            .field("spec", &self.spec)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Network {
+    /// The current time on this network: the later of the wall clock and the chain's clock
+    /// (devnets travel in time), refreshed from the chain at most once a second.
+    pub(crate) async fn now(&self) -> u64 {
+        let (ts, at) = *self.clock.lock().unwrap_or_else(|e| e.into_inner());
+        let fresh = at.elapsed() < Duration::from_secs(1) && ts != 0;
+        let chain_ts = if fresh {
+            ts + at.elapsed().as_secs()
+        } else {
+            match self.chain.timestamp().await {
+                Ok(t) => {
+                    *self.clock.lock().unwrap_or_else(|e| e.into_inner()) = (t, Instant::now());
+                    t
+                }
+                Err(_) => ts + at.elapsed().as_secs(),
+            }
+        };
+        chain_ts.max(unix_now())
+    }
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Errors building a [`Facilitator`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// No network configured.
+    #[error("no network configured")]
+    NoNetwork,
+    /// No relayer key.
+    #[error("no relayer key configured")]
+    NoRelayer,
+    /// A relayer key the network's chain backend does not hold.
+    #[error("network {network}: the chain backend holds no key for relayer {relayer}")]
+    RelayerNotHeld {
+        /// Network name.
+        network: String,
+        /// Relayer address.
+        relayer: Address,
+    },
+    /// The chain id the backend reports differs from the configured one.
+    #[error("network {network}: configured chain id {configured}, backend reports {actual}")]
+    ChainIdMismatch {
+        /// Network name.
+        network: String,
+        /// Configured.
+        configured: u64,
+        /// Reported.
+        actual: u64,
+    },
+    /// The proof key is also a relayer key (keys must be separate).
+    #[error("the proof-signing key must differ from every relayer key")]
+    ProofKeyIsRelayer,
+    /// The proof key is not a valid secp256k1 key.
+    #[error("invalid proof-signing key")]
+    InvalidProofKey,
+    /// Two networks with one name.
+    #[error("network {0} configured twice")]
+    DuplicateNetwork(String),
+}
+
+/// The facilitator. Cheap to clone; all clones share state.
+#[derive(Clone)]
+pub struct Facilitator {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) networks: HashMap<String, Network>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) proof_signer: Secp256k1Signer,
+    pub(crate) relayers: Vec<Address>,
+    next_relayer: AtomicUsize,
+    pub(crate) settings: Settings,
+    pub(crate) locks: KeyLocks,
+    pub(crate) metrics: Metrics,
+}
+
+impl fmt::Debug for Facilitator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Facilitator")
+            .field("networks", &self.inner.networks.keys().collect::<Vec<_>>())
+            .field("relayers", &self.inner.relayers)
+            .field("proof_signer", &self.inner.proof_signer.address())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Facilitator {
+    /// Assembles a facilitator. Each chain backend must hold the relayer keys (e.g.
+    /// [`tollgate_chain::rpc::RpcChain`] connected with a wallet of them, or
+    /// [`tollgate_chain::devnet::Devnet::add_signers`]).
+    pub fn new(
+        settings: Settings,
+        networks: Vec<(NetworkSpec, Arc<dyn Chain>)>,
+        relayers: Vec<Address>,
+        proof_key: B256,
+        store: Arc<dyn Store>,
+    ) -> Result<Self, BuildError> {
+        if networks.is_empty() {
+            return Err(BuildError::NoNetwork);
+        }
+        if relayers.is_empty() {
+            return Err(BuildError::NoRelayer);
+        }
+        let proof_signer =
+            Secp256k1Signer::from_bytes(&proof_key).map_err(|_| BuildError::InvalidProofKey)?;
+        if relayers.contains(&proof_signer.address()) {
+            return Err(BuildError::ProofKeyIsRelayer);
+        }
+        let metrics = Metrics::new(
+            networks.iter().map(|(s, _)| s.name.clone()),
+            crate::http::ROUTES.iter().copied(),
+        );
+        let mut map = HashMap::new();
+        for (spec, chain) in networks {
+            if chain.chain_id() != spec.chain_id {
+                return Err(BuildError::ChainIdMismatch {
+                    network: spec.name,
+                    configured: spec.chain_id,
+                    actual: chain.chain_id(),
+                });
+            }
+            let held = chain.signers();
+            if let Some(r) = relayers.iter().find(|r| !held.contains(r)) {
+                return Err(BuildError::RelayerNotHeld {
+                    network: spec.name,
+                    relayer: *r,
+                });
+            }
+            let domain = token_domain(
+                spec.token_name.clone(),
+                spec.token_version.clone(),
+                spec.chain_id,
+                spec.token,
+            );
+            let name = spec.name.clone();
+            let network = Network {
+                spec,
+                chain,
+                domain,
+                clock: Mutex::new((0, Instant::now())),
+            };
+            if map.insert(name.clone(), network).is_some() {
+                return Err(BuildError::DuplicateNetwork(name));
+            }
+        }
+        Ok(Self {
+            inner: Arc::new(Inner {
+                networks: map,
+                store,
+                proof_signer,
+                relayers,
+                next_relayer: AtomicUsize::new(0),
+                settings,
+                locks: KeyLocks::default(),
+                metrics,
+            }),
+        })
+    }
+
+    /// The proof-signing address gates verify against.
+    pub fn proof_signer(&self) -> Address {
+        self.inner.proof_signer.address()
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.inner.settings
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
+    /// The configured networks' specs, sorted by name.
+    pub fn networks(&self) -> Vec<NetworkSpec> {
+        let mut v: Vec<_> = self
+            .inner
+            .networks
+            .values()
+            .map(|n| n.spec.clone())
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    pub(crate) fn network(&self, name: &str) -> Option<&Network> {
+        let canonical = tollgate_protocol::network::canonical_name(name).unwrap_or(name);
+        self.inner
+            .networks
+            .get(canonical)
+            .or_else(|| self.inner.networks.get(name))
+    }
+
+    /// The next relayer, round robin.
+    pub(crate) fn relayer(&self) -> Address {
+        let i = self.inner.next_relayer.fetch_add(1, Ordering::Relaxed);
+        self.inner.relayers[i % self.inner.relayers.len()]
+    }
+}
+
+/// Per-key async locks, so one facilitator handles one authorization at a time while different
+/// authorizations proceed in parallel. Entries are dropped when no task holds them.
+#[derive(Default)]
+pub(crate) struct KeyLocks {
+    map: Mutex<HashMap<B256, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl KeyLocks {
+    pub(crate) async fn lock(&self, key: B256) -> KeyGuard<'_> {
+        let m = self
+            .map
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_default()
+            .clone();
+        let guard = m.clone().lock_owned().await;
+        KeyGuard {
+            locks: self,
+            key,
+            _guard: Some(guard),
+            mutex: m,
+        }
+    }
+}
+
+pub(crate) struct KeyGuard<'a> {
+    locks: &'a KeyLocks,
+    key: B256,
+    _guard: Option<tokio::sync::OwnedMutexGuard<()>>,
+    mutex: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Drop for KeyGuard<'_> {
+    fn drop(&mut self) {
+        drop(self._guard.take());
+        let mut map = self.locks.map.lock().unwrap_or_else(|e| e.into_inner());
+        // Two references: the map's and ours. Nobody else waits: remove the entry.
+        if Arc::strong_count(&self.mutex) == 2 {
+            map.remove(&self.key);
+        }
+    }
+}

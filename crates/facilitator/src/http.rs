@@ -1,0 +1,287 @@
+//! The HTTP surface: routes, handlers and the server.
+
+use std::{future::Future, time::Instant};
+
+use alloy::primitives::B256;
+use axum::{
+    Json, Router,
+    extract::{DefaultBodyLimit, MatchedPath, Path, Request, State},
+    http::{StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use tollgate_protocol::{
+    AuthorizeRequest, AuthorizeResponse, PaymentProof, PendingResponse, SettlementStatus,
+};
+
+use crate::{
+    error::{ApiError, ApiJson},
+    facilitator::{Facilitator, unix_now},
+    settle::Outcome,
+};
+
+/// The route templates (for per-route metrics).
+pub(crate) const ROUTES: &[&str] = &[
+    "/authorize",
+    "/settlements/{key}",
+    "/proofs/verify",
+    "/verify",
+    "/settle",
+    "/supported",
+    "/.well-known/tollgate",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+];
+
+/// Default request body limit (64 KiB).
+pub const DEFAULT_MAX_BODY: usize = 64 * 1024;
+
+/// The facilitator's router.
+pub fn router(f: Facilitator) -> Router {
+    Router::new()
+        .route("/authorize", post(authorize))
+        .route("/settlements/{key}", get(settlement_status))
+        .route("/proofs/verify", post(verify_proof))
+        .route("/verify", post(crate::x402::verify))
+        .route("/settle", post(crate::x402::settle))
+        .route("/supported", get(crate::x402::supported))
+        .route("/.well-known/tollgate", get(well_known))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/openapi.json", get(openapi))
+        .fallback(|| async { ApiError::not_found("no such endpoint; see /openapi.json") })
+        .layer(middleware::from_fn_with_state(f.clone(), observe))
+        .layer(DefaultBodyLimit::max(f.settings().max_body_bytes))
+        .with_state(f)
+}
+
+/// Serves `f` on `listener` until `shutdown` resolves; in-flight requests (settlements included)
+/// finish first.
+pub async fn serve(
+    f: Facilitator,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(f);
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+async fn observe(State(f): State<Facilitator>, req: Request, next: Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |p| p.as_str().to_owned());
+    let started = Instant::now();
+    let response = next.run(req).await;
+    f.metrics()
+        .http_request(&route, response.status().as_u16(), started.elapsed());
+    response
+}
+
+fn outcome_response(f: &Facilitator, outcome: Outcome) -> Response {
+    match outcome {
+        Outcome::Confirmed { proof, payment } => (
+            StatusCode::OK,
+            Json(AuthorizeResponse {
+                status: SettlementStatus::Confirmed,
+                proof,
+                payment: *payment,
+            }),
+        )
+            .into_response(),
+        Outcome::Pending { key, tx_hash } => {
+            let status_url = format!(
+                "{}/settlements/{key}",
+                f.settings().public_url.trim_end_matches('/')
+            );
+            (
+                StatusCode::ACCEPTED,
+                [(header::LOCATION, status_url.clone())],
+                Json(PendingResponse {
+                    status: SettlementStatus::Pending,
+                    tx_hash,
+                    status_url,
+                }),
+            )
+                .into_response()
+        }
+    }
+}
+
+async fn authorize(
+    State(f): State<Facilitator>,
+    ApiJson(req): ApiJson<AuthorizeRequest>,
+) -> Result<Response, ApiError> {
+    let outcome = f.authorize(&req.signed_payment).await?;
+    Ok(outcome_response(&f, outcome))
+}
+
+async fn settlement_status(
+    State(f): State<Facilitator>,
+    Path(key): Path<String>,
+) -> Result<Response, ApiError> {
+    let key: B256 = key.parse().map_err(|_| {
+        ApiError::bad_request(
+            "InvalidField",
+            "key: expected a 0x-prefixed 32-byte hex value",
+        )
+    })?;
+    let outcome = f.settlement_status(key).await?;
+    Ok(outcome_response(&f, outcome))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifyProofRequest {
+    proof: String,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VerifyProofResponse {
+    valid: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payment: Option<PaymentProof>,
+}
+
+/// `POST /proofs/verify`: for gates that prefer to ask. Checks the proof's signature against this
+/// facilitator's proof signer, its expiry, and that this facilitator issued it for a confirmed
+/// settlement.
+async fn verify_proof(
+    State(f): State<Facilitator>,
+    ApiJson(req): ApiJson<VerifyProofRequest>,
+) -> Result<Json<VerifyProofResponse>, ApiError> {
+    let invalid = |reason: String, payment: Option<PaymentProof>| {
+        Json(VerifyProofResponse {
+            valid: false,
+            reason: Some(reason),
+            payment,
+        })
+    };
+    let proof = match PaymentProof::decode(&req.proof) {
+        Ok(p) => p,
+        Err(e) => return Ok(invalid(e.to_string(), None)),
+    };
+    match tollgate_chain::proof::recover(&proof) {
+        Ok(signer) if signer == f.proof_signer() && proof.signer == signer => {}
+        Ok(_) => {
+            return Ok(invalid(
+                "not signed by this facilitator's proof key".into(),
+                Some(proof),
+            ));
+        }
+        Err(e) => return Ok(invalid(format!("signature: {e}"), Some(proof))),
+    }
+    if proof.expiry <= unix_now() {
+        return Ok(invalid("the proof has expired".into(), Some(proof)));
+    }
+    let key = crate::settle::settlement_key(
+        proof.chain_id,
+        proof.token,
+        proof.payer,
+        tollgate_chain::authorization::router_nonce(proof.pay_to, proof.memo, proof.fee.get()),
+    );
+    match f.store().settlement(key).await? {
+        Some(row)
+            if row.status == SettlementStatus::Confirmed && row.tx_hash == Some(proof.tx_hash) =>
+        {
+            Ok(Json(VerifyProofResponse {
+                valid: true,
+                reason: None,
+                payment: Some(proof),
+            }))
+        }
+        _ => Ok(invalid(
+            "no confirmed settlement matches this proof".into(),
+            Some(proof),
+        )),
+    }
+}
+
+async fn well_known(State(f): State<Facilitator>) -> Json<serde_json::Value> {
+    let networks: serde_json::Map<String, serde_json::Value> = f
+        .networks()
+        .into_iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                json!({
+                    "chainId": n.chain_id,
+                    "token": n.token,
+                    "tokenName": n.token_name,
+                    "tokenVersion": n.token_version,
+                    "decimals": 6,
+                    "router": n.router,
+                    "subscriptions": n.subscriptions,
+                    "fee": f.settings().fee.to_string(),
+                    "confirmations": n.confirmations,
+                }),
+            )
+        })
+        .collect();
+    Json(json!({
+        "x402Version": 1,
+        "facilitator": f.settings().public_url,
+        "proofSigners": [f.proof_signer()],
+        "nonce": "keccak256(abi.encode(payTo, memo, fee))",
+        "networks": networks,
+    }))
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
+}
+
+/// Ready when every chain answers and the store takes a write.
+async fn readyz(State(f): State<Facilitator>) -> Response {
+    let mut checks = serde_json::Map::new();
+    let mut ready = true;
+    for n in f.inner.networks.values() {
+        let ok = n.chain.block_number().await;
+        ready &= ok.is_ok();
+        checks.insert(
+            format!("chain:{}", n.spec.name),
+            json!(
+                ok.map(|b| format!("block {b}"))
+                    .unwrap_or_else(|e| e.to_string())
+            ),
+        );
+    }
+    let store = f.store().ping().await;
+    ready &= store.is_ok();
+    checks.insert(
+        "store".into(),
+        json!(store.map(|()| "writable".to_owned()).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "store not ready");
+            "unavailable".to_owned()
+        })),
+    );
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(json!({ "ready": ready, "checks": checks }))).into_response()
+}
+
+async fn metrics(State(f): State<Facilitator>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        f.metrics().render(),
+    )
+        .into_response()
+}
+
+async fn openapi(State(f): State<Facilitator>) -> Json<serde_json::Value> {
+    Json(crate::openapi::document(&f.settings().public_url))
+}

@@ -1,0 +1,22 @@
+//! The Tollgate facilitator as a library: an axum service that settles client-signed stablecoin
+//! transfers on EVM chains and issues signed payment proofs (the spec's `POST /authorize`), and
+//! serves the x402 V1 facilitator API (`/verify`, `/settle`, `/supported`) so that x402 resource
+//! servers we did not write can use it unchanged.
+//!
+//! Entry points: [`Facilitator::build`] from a [`config::Config`], then [`router`] for tests
+//! (`ServiceExt::oneshot`) or [`serve`] on a listener.
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
+pub mod config;
+pub mod error;
+mod facilitator;
+mod http;
+pub mod metrics;
+pub mod openapi;
+mod settle;
+pub mod store;
+mod x402;
+
+pub use facilitator::{BuildError, Facilitator, NetworkSpec, Settings};
+pub use http::{DEFAULT_MAX_BODY, router, serve};
+pub use settle::{Outcome, settlement_key};

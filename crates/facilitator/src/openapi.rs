@@ -1,0 +1,623 @@
+//! The facilitator's OpenAPI 3.1 description, served at `GET /openapi.json`.
+//!
+//! Conventions that hold across the API: amounts (and EIP-3009 `validAfter`/`validBefore`) are
+//! decimal strings of integers in the token's smallest unit; addresses are 0x-hex (checksummed on
+//! output, any case on input); hashes, nonces and memos are 0x-hex 32-byte values; every error is
+//! `{"error": {"code", "message"}}` (the x402 V1 endpoints keep x402's own `isValid`/`success`
+//! bodies for payment failures and use the error body only for malformed requests).
+
+use serde_json::{Value, json};
+
+/// Every path the document describes, in the router's order (also the route templates the
+/// metrics are labelled with).
+pub const PATHS: &[&str] = &[
+    "/authorize",
+    "/settlements/{key}",
+    "/proofs/verify",
+    "/verify",
+    "/settle",
+    "/supported",
+    "/.well-known/tollgate",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+];
+
+/// The OpenAPI 3.1 document, with `public_url` as its server.
+pub fn document(public_url: &str) -> Value {
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "Tollgate facilitator",
+            "version": env!("CARGO_PKG_VERSION"),
+            "summary": "Settles client-signed stablecoin transfers on EVM chains and issues signed payment proofs; also an x402 V1 facilitator.",
+            "description": "One-time payments: the client signs an EIP-3009 `receiveWithAuthorization` to the network's PaymentRouter whose nonce commits to `payTo`, `memo` and the fee (`keccak256(abi.encode(payTo, memo, fee))`), and posts it to `/authorize`; the facilitator settles it and answers with a proof for the `X-PAYMENT` header. x402 V1 resource servers can use `/verify`, `/settle` and `/supported` unchanged. Amounts are decimal strings in the token's smallest unit; addresses 0x-hex; hashes 0x-hex 32 bytes. Errors are `{\"error\": {\"code\", \"message\"}}`.",
+            "license": { "name": "MIT OR Apache-2.0", "identifier": "MIT OR Apache-2.0" }
+        },
+        "servers": [{ "url": public_url.trim_end_matches('/') }],
+        "tags": [
+            { "name": "tollgate", "description": "Tollgate's own API: settlement with proofs, proof verification, discovery." },
+            { "name": "x402", "description": "The x402 V1 facilitator API." },
+            { "name": "operations", "description": "Health, readiness, metrics, this document." }
+        ],
+        "paths": paths(),
+        "components": { "schemas": schemas(), "responses": responses() }
+    })
+}
+
+fn schema(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn response(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/responses/{name}") })
+}
+
+fn json_content(schema_name: &str, description: &str) -> Value {
+    json!({ "description": description, "content": { "application/json": { "schema": schema(schema_name) } } })
+}
+
+fn request_body(schema_name: &str) -> Value {
+    json!({ "required": true, "content": { "application/json": { "schema": schema(schema_name) } } })
+}
+
+fn paths() -> Value {
+    json!({
+        "/authorize": { "post": authorize() },
+        "/settlements/{key}": { "get": settlement_status() },
+        "/proofs/verify": { "post": proofs_verify() },
+        "/verify": { "post": x402_verify() },
+        "/settle": { "post": x402_settle() },
+        "/supported": { "get": {
+            "tags": ["x402"],
+            "operationId": "supported",
+            "summary": "The (x402Version, scheme, network) kinds this facilitator settles.",
+            "responses": { "200": json_content("SupportedResponse", "The supported kinds.") }
+        } },
+        "/.well-known/tollgate": { "get": {
+            "tags": ["tollgate"],
+            "operationId": "discovery",
+            "summary": "Discovery: per network the chain id, token, router, subscriptions contract, fee and confirmation depth; the proof-signer addresses gates verify proofs against offline.",
+            "responses": { "200": json_content("Discovery", "The facilitator's public parameters.") }
+        } },
+        "/healthz": { "get": {
+            "tags": ["operations"],
+            "operationId": "health",
+            "summary": "Liveness: the process answers.",
+            "responses": { "200": json_content("Health", "Alive.") }
+        } },
+        "/readyz": { "get": {
+            "tags": ["operations"],
+            "operationId": "ready",
+            "summary": "Readiness: every chain answers and the store takes a write.",
+            "responses": {
+                "200": json_content("Readiness", "Ready."),
+                "503": json_content("Readiness", "Not ready; `checks` says what failed.")
+            }
+        } },
+        "/metrics": { "get": {
+            "tags": ["operations"],
+            "operationId": "metrics",
+            "summary": "Prometheus metrics (text exposition format 0.0.4).",
+            "responses": { "200": {
+                "description": "The metrics.",
+                "content": { "text/plain; version=0.0.4; charset=utf-8": { "schema": { "type": "string" } } }
+            } }
+        } },
+        "/openapi.json": { "get": {
+            "tags": ["operations"],
+            "operationId": "openapi",
+            "summary": "This document.",
+            "responses": { "200": {
+                "description": "The OpenAPI 3.1 document.",
+                "content": { "application/json": { "schema": { "type": "object" } } }
+            } }
+        } }
+    })
+}
+
+fn authorize() -> Value {
+    json!({
+        "tags": ["tollgate"],
+        "operationId": "authorize",
+        "summary": "Settle a signed payment and get its proof.",
+        "description": "Verifies the signed payment (network served, token, the authorization paying the router, the nonce committing to payTo, memo and fee, the validity window, the signature, the payer's balance), submits it, and waits up to the configured confirmation timeout. Idempotent: the same signed payment again, also concurrently, yields the same proof and a single transfer.",
+        "requestBody": request_body("AuthorizeRequest"),
+        "responses": {
+            "200": json_content("AuthorizeResponse", "Confirmed: the proof, base64 for `X-PAYMENT`, and its fields."),
+            "202": {
+                "description": "Broadcast but not yet confirmed: poll `statusUrl` (also in `Location`).",
+                "headers": { "Location": { "description": "The status URL.", "schema": { "type": "string", "format": "uri" } } },
+                "content": { "application/json": { "schema": schema("PendingResponse") } }
+            },
+            "400": response("BadRequest"),
+            "402": response("InsufficientFunds"),
+            "409": response("AuthorizationUsed"),
+            "413": response("PayloadTooLarge"),
+            "415": response("UnsupportedMediaType"),
+            "422": response("Unprocessable"),
+            "500": response("Internal"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn settlement_status() -> Value {
+    json!({
+        "tags": ["tollgate"],
+        "operationId": "settlementStatus",
+        "summary": "The status URL of a pending settlement.",
+        "parameters": [{
+            "name": "key",
+            "in": "path",
+            "required": true,
+            "description": "The settlement key from `statusUrl`.",
+            "schema": schema("Hash32")
+        }],
+        "responses": {
+            "200": json_content("AuthorizeResponse", "Confirmed: the proof."),
+            "202": json_content("PendingResponse", "Still pending."),
+            "400": response("BadRequest"),
+            "404": response("NotFound"),
+            "422": response("Unprocessable"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn proofs_verify() -> Value {
+    json!({
+        "tags": ["tollgate"],
+        "operationId": "verifyProof",
+        "summary": "Check a payment proof online.",
+        "description": "Checks the proof's signature against this facilitator's proof signer, its expiry, and that a confirmed settlement matches it. Gates may instead verify offline against `proofSigners` from `/.well-known/tollgate`. An invalid proof is a 200 with `valid: false`.",
+        "requestBody": request_body("ProofVerifyRequest"),
+        "responses": {
+            "200": json_content("ProofVerifyResponse", "The verdict."),
+            "400": response("BadRequest"),
+            "413": response("PayloadTooLarge"),
+            "415": response("UnsupportedMediaType"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn x402_verify() -> Value {
+    json!({
+        "tags": ["x402"],
+        "operationId": "x402Verify",
+        "summary": "x402 V1: check a payment against its requirements without settling it.",
+        "requestBody": request_body("X402Request"),
+        "responses": {
+            "200": json_content("X402VerifyResponse", "The verdict; a failed check is `isValid: false` with `invalidReason`."),
+            "400": response("BadRequest"),
+            "413": response("PayloadTooLarge"),
+            "415": response("UnsupportedMediaType"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn x402_settle() -> Value {
+    json!({
+        "tags": ["x402"],
+        "operationId": "x402Settle",
+        "summary": "x402 V1: settle a payment (`transferWithAuthorization` to `payTo`).",
+        "description": "Idempotent per (chain, token, payer, nonce): the same payment again answers with the same transaction.",
+        "requestBody": request_body("X402Request"),
+        "responses": {
+            "200": json_content("X402SettleResponse", "The result; a failure is `success: false` with `errorReason`."),
+            "400": response("BadRequest"),
+            "413": response("PayloadTooLarge"),
+            "415": response("UnsupportedMediaType"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn error_response(description: &str, codes: &[&str]) -> Value {
+    json!({
+        "description": description,
+        "content": { "application/json": {
+            "schema": schema("Error"),
+            "examples": codes.iter().map(|code| ((*code).to_owned(), json!({
+                "value": { "error": { "code": code, "message": "…" } }
+            }))).collect::<serde_json::Map<_, _>>()
+        } }
+    })
+}
+
+fn responses() -> Value {
+    json!({
+        "BadRequest": error_response("400: malformed JSON, or a missing or mistyped field (the message names it).", &["InvalidJson", "InvalidField"]),
+        "InsufficientFunds": error_response("402: the payer's token balance is below the amount.", &["InsufficientFunds"]),
+        "NotFound": error_response("404: no such settlement or endpoint.", &["NotFound"]),
+        "AuthorizationUsed": error_response("409: the authorization's nonce was already used, with no settlement of this payment to return.", &["AuthorizationUsed"]),
+        "PayloadTooLarge": error_response("413: the body exceeds the configured limit.", &["PayloadTooLarge"]),
+        "UnsupportedMediaType": error_response("415: the body is not `application/json`.", &["UnsupportedMediaType"]),
+        "Unprocessable": error_response(
+            "422: well-formed but invalid: unknown network or token, bad signature, a nonce that does not commit to payTo/memo/fee, a validity window that is not open or too long, a revert.",
+            &["UnknownNetwork", "InvalidSignature", "InvalidNonce", "InvalidValidity"],
+        ),
+        "Internal": error_response("500: a bug; the cause is logged, never sent.", &["Internal"]),
+        "Unavailable": error_response("503: the chain or the store is unavailable; retry later.", &["Unavailable"])
+    })
+}
+
+fn schemas() -> Value {
+    let mut schemas = serde_json::Map::new();
+    for part in [
+        scalar_schemas(),
+        tollgate_schemas(),
+        x402_schemas(),
+        operation_schemas(),
+    ] {
+        if let Value::Object(part) = part {
+            schemas.extend(part);
+        }
+    }
+    Value::Object(schemas)
+}
+
+fn scalar_schemas() -> Value {
+    json!({
+        "Error": {
+            "type": "object",
+            "required": ["error"],
+            "properties": { "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": { "type": "string", "description": "Machine-readable: a spec name (`InsufficientFunds`, `InvalidPaymentProof`, …) or a reason." },
+                    "message": { "type": "string", "description": "Human-readable; names the offending field where there is one." }
+                }
+            } }
+        },
+        "Amount": {
+            "type": "string",
+            "pattern": "^[0-9]{1,78}$",
+            "description": "A non-negative integer (uint256) in the token's smallest unit, as a decimal string.",
+            "examples": ["500000"]
+        },
+        "Address": {
+            "type": "string",
+            "pattern": "^0x[0-9a-fA-F]{40}$",
+            "description": "An EVM address, 0x-hex (EIP-55 checksummed on output; any case accepted)."
+        },
+        "Hash32": {
+            "type": "string",
+            "pattern": "^0x[0-9a-fA-F]{64}$",
+            "description": "A 32-byte value, 0x-hex: transaction hashes, nonces, memos, settlement keys."
+        },
+        "HexBytes": {
+            "type": "string",
+            "pattern": "^0x([0-9a-fA-F]{2})*$",
+            "description": "Bytes, 0x-hex (signatures: 65 bytes `r ‖ s ‖ v` for an EOA)."
+        },
+        "UnixSeconds": { "type": "integer", "minimum": 0, "description": "Unix time, seconds." },
+        "NetworkName": {
+            "type": "string",
+            "description": "An x402 V1 network name (`base`, `base-sepolia`, …) or a configured custom one (`tollgate-devnet`).",
+            "examples": ["base-sepolia"]
+        }
+    })
+}
+
+fn tollgate_schemas() -> Value {
+    json!({
+        "AuthorizeRequest": {
+            "type": "object",
+            "required": ["signedPayment"],
+            "additionalProperties": false,
+            "properties": { "signedPayment": schema("SignedPayment") }
+        },
+        "SignedPayment": {
+            "type": "object",
+            "description": "The payment terms from the 402 and the payer's authorization paying them.",
+            "required": ["network", "token", "payTo", "amount", "memo", "authorization"],
+            "additionalProperties": false,
+            "properties": {
+                "network": schema("NetworkName"),
+                "token": schema("Address"),
+                "payTo": schema("Address"),
+                "amount": { "$ref": "#/components/schemas/Amount", "description": "The price; the fee is taken from it." },
+                "memo": { "$ref": "#/components/schemas/Hash32", "description": "The request reference from the 402 terms." },
+                "authorization": schema("Eip3009Authorization")
+            }
+        },
+        "Eip3009Authorization": {
+            "type": "object",
+            "description": "An EIP-3009 `ReceiveWithAuthorization` to the network's router, signed by the payer.",
+            "required": ["from", "to", "value", "validAfter", "validBefore", "nonce", "signature"],
+            "additionalProperties": false,
+            "properties": {
+                "from": { "$ref": "#/components/schemas/Address", "description": "The payer." },
+                "to": { "$ref": "#/components/schemas/Address", "description": "The router (see `/.well-known/tollgate`)." },
+                "value": { "$ref": "#/components/schemas/Amount", "description": "Equal to `amount`." },
+                "validAfter": { "$ref": "#/components/schemas/Amount", "description": "Unix seconds, decimal string; valid strictly after." },
+                "validBefore": { "$ref": "#/components/schemas/Amount", "description": "Unix seconds, decimal string; valid strictly before; at most the configured maximum validity ahead." },
+                "nonce": { "$ref": "#/components/schemas/Hash32", "description": "`keccak256(abi.encode(payTo, memo, fee))`." },
+                "signature": schema("HexBytes")
+            }
+        },
+        "PaymentProof": {
+            "type": "object",
+            "description": "The facilitator's EIP-712 attestation that the payment settled.",
+            "required": ["version", "network", "chainId", "token", "payer", "payTo", "amount", "fee", "memo", "txHash", "block", "issuedAt", "expiry", "signer", "signature"],
+            "additionalProperties": false,
+            "properties": {
+                "version": { "type": "integer", "const": 1 },
+                "network": schema("NetworkName"),
+                "chainId": { "type": "integer", "minimum": 1 },
+                "token": schema("Address"),
+                "payer": schema("Address"),
+                "payTo": schema("Address"),
+                "amount": { "$ref": "#/components/schemas/Amount", "description": "Gross; the payee received `amount - fee`." },
+                "fee": schema("Amount"),
+                "memo": schema("Hash32"),
+                "txHash": schema("Hash32"),
+                "block": { "type": "integer", "minimum": 0 },
+                "issuedAt": schema("UnixSeconds"),
+                "expiry": schema("UnixSeconds"),
+                "signer": { "$ref": "#/components/schemas/Address", "description": "One of `proofSigners`." },
+                "signature": { "$ref": "#/components/schemas/HexBytes", "description": "EIP-712 signature over the fields above." }
+            }
+        },
+        "AuthorizeResponse": {
+            "type": "object",
+            "required": ["status", "proof", "payment"],
+            "properties": {
+                "status": { "const": "confirmed" },
+                "proof": { "type": "string", "contentEncoding": "base64", "description": "The proof JSON, base64: the `X-PAYMENT` value." },
+                "payment": schema("PaymentProof")
+            }
+        },
+        "PendingResponse": {
+            "type": "object",
+            "required": ["status", "txHash", "statusUrl"],
+            "properties": {
+                "status": { "const": "pending" },
+                "txHash": { "oneOf": [schema("Hash32"), { "type": "null" }], "description": "The broadcast transaction, once known." },
+                "statusUrl": { "type": "string", "format": "uri", "description": "`GET` it until it answers 200 with the proof." }
+            }
+        },
+        "ProofVerifyRequest": {
+            "type": "object",
+            "required": ["proof"],
+            "additionalProperties": false,
+            "properties": { "proof": { "type": "string", "contentEncoding": "base64", "description": "An `X-PAYMENT` proof value." } }
+        },
+        "ProofVerifyResponse": {
+            "type": "object",
+            "required": ["valid"],
+            "properties": {
+                "valid": { "type": "boolean" },
+                "reason": { "type": "string", "description": "Why not, when `valid` is false." },
+                "payment": { "$ref": "#/components/schemas/PaymentProof", "description": "The decoded proof, when it decodes." }
+            }
+        },
+        "Discovery": {
+            "type": "object",
+            "required": ["x402Version", "facilitator", "proofSigners", "networks"],
+            "properties": {
+                "x402Version": { "const": 1 },
+                "facilitator": { "type": "string", "format": "uri", "description": "This facilitator's public URL." },
+                "proofSigners": { "type": "array", "items": schema("Address"), "description": "Addresses whose proof signatures gates accept." },
+                "nonce": { "type": "string", "description": "How the authorization nonce commits to the terms." },
+                "networks": {
+                    "type": "object",
+                    "description": "Keyed by network name.",
+                    "additionalProperties": schema("DiscoveryNetwork")
+                }
+            }
+        },
+        "DiscoveryNetwork": {
+            "type": "object",
+            "required": ["chainId", "token", "tokenName", "tokenVersion", "router", "fee", "confirmations"],
+            "properties": {
+                "chainId": { "type": "integer", "minimum": 1 },
+                "token": schema("Address"),
+                "tokenName": { "type": "string", "description": "The token's EIP-712 domain name." },
+                "tokenVersion": { "type": "string", "description": "The token's EIP-712 domain version." },
+                "decimals": { "type": "integer" },
+                "router": { "$ref": "#/components/schemas/Address", "description": "The PaymentRouter: the `to` of `/authorize` authorizations." },
+                "subscriptions": { "oneOf": [schema("Address"), { "type": "null" }] },
+                "fee": { "$ref": "#/components/schemas/Amount", "description": "Per settlement; committed to by the nonce." },
+                "confirmations": { "type": "integer", "minimum": 1 }
+            }
+        }
+    })
+}
+
+fn x402_schemas() -> Value {
+    json!({
+        "X402Request": {
+            "type": "object",
+            "description": "The body x402's `useFacilitator` sends to `/verify` and `/settle`.",
+            "required": ["paymentPayload", "paymentRequirements"],
+            "properties": {
+                "x402Version": { "const": 1 },
+                "paymentPayload": schema("X402PaymentPayload"),
+                "paymentRequirements": schema("X402PaymentRequirements")
+            }
+        },
+        "X402PaymentPayload": {
+            "type": "object",
+            "required": ["x402Version", "scheme", "network", "payload"],
+            "properties": {
+                "x402Version": { "const": 1 },
+                "scheme": { "const": "exact" },
+                "network": schema("NetworkName"),
+                "payload": {
+                    "type": "object",
+                    "required": ["signature", "authorization"],
+                    "properties": {
+                        "signature": schema("HexBytes"),
+                        "authorization": {
+                            "type": "object",
+                            "description": "EIP-3009 `TransferWithAuthorization` to `payTo`.",
+                            "required": ["from", "to", "value", "validAfter", "validBefore", "nonce"],
+                            "properties": {
+                                "from": schema("Address"),
+                                "to": schema("Address"),
+                                "value": schema("Amount"),
+                                "validAfter": schema("Amount"),
+                                "validBefore": schema("Amount"),
+                                "nonce": schema("Hash32")
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        "X402PaymentRequirements": {
+            "type": "object",
+            "required": ["scheme", "network", "maxAmountRequired", "resource", "description", "mimeType", "payTo", "maxTimeoutSeconds", "asset"],
+            "properties": {
+                "scheme": { "const": "exact" },
+                "network": schema("NetworkName"),
+                "maxAmountRequired": schema("Amount"),
+                "resource": { "type": "string", "format": "uri" },
+                "description": { "type": "string" },
+                "mimeType": { "type": "string" },
+                "payTo": schema("Address"),
+                "maxTimeoutSeconds": { "type": "integer", "minimum": 0 },
+                "asset": schema("Address"),
+                "outputSchema": { "type": "object" },
+                "extra": {
+                    "type": "object",
+                    "description": "The token's EIP-712 domain.",
+                    "properties": { "name": { "type": "string" }, "version": { "type": "string" } }
+                }
+            }
+        },
+        "X402VerifyResponse": {
+            "type": "object",
+            "required": ["isValid"],
+            "properties": {
+                "isValid": { "type": "boolean" },
+                "invalidReason": schema("X402Reason"),
+                "payer": schema("Address")
+            }
+        },
+        "X402SettleResponse": {
+            "type": "object",
+            "required": ["success", "transaction", "network"],
+            "properties": {
+                "success": { "type": "boolean" },
+                "errorReason": schema("X402Reason"),
+                "transaction": { "type": "string", "description": "The transaction hash (0x-hex), or empty when nothing was submitted." },
+                "network": schema("NetworkName"),
+                "payer": schema("Address")
+            }
+        },
+        "X402Reason": {
+            "type": "string",
+            "description": "An x402 V1 reason code (`ErrorReasons` of `x402@1.2.0`).",
+            "examples": [
+                "insufficient_funds",
+                "invalid_exact_evm_payload_signature",
+                "invalid_exact_evm_payload_authorization_valid_before",
+                "invalid_exact_evm_payload_recipient_mismatch",
+                "invalid_network",
+                "invalid_transaction_state"
+            ]
+        },
+        "SupportedResponse": {
+            "type": "object",
+            "required": ["kinds"],
+            "properties": { "kinds": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["x402Version", "scheme", "network"],
+                    "properties": {
+                        "x402Version": { "const": 1 },
+                        "scheme": { "const": "exact" },
+                        "network": schema("NetworkName"),
+                        "extra": { "type": "object" }
+                    }
+                }
+            } }
+        }
+    })
+}
+
+fn operation_schemas() -> Value {
+    json!({
+        "Health": {
+            "type": "object",
+            "required": ["status"],
+            "properties": { "status": { "const": "ok" } }
+        },
+        "Readiness": {
+            "type": "object",
+            "required": ["ready", "checks"],
+            "properties": {
+                "ready": { "type": "boolean" },
+                "checks": {
+                    "type": "object",
+                    "description": "Per dependency (`chain:<network>`, `store`): its state.",
+                    "additionalProperties": { "type": "string" }
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `$ref` points at a defined component.
+    fn check_refs(v: &Value, doc: &Value) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    let pointer = r.strip_prefix('#').expect("local ref");
+                    assert!(doc.pointer(pointer).is_some(), "dangling {r}");
+                }
+                map.values().for_each(|v| check_refs(v, doc));
+            }
+            Value::Array(items) => items.iter().for_each(|v| check_refs(v, doc)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn document_lists_every_path_with_resolvable_refs() {
+        let doc = document("http://127.0.0.1:8402/");
+        let text = serde_json::to_string(&doc).unwrap();
+        let doc: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert_eq!(doc["servers"][0]["url"], "http://127.0.0.1:8402");
+        let paths = doc["paths"].as_object().unwrap();
+        assert_eq!(paths.len(), PATHS.len());
+        for path in PATHS {
+            let item = paths.get(*path).unwrap_or_else(|| panic!("{path} missing"));
+            for (method, op) in item.as_object().unwrap() {
+                assert!(["get", "post"].contains(&method.as_str()));
+                assert!(op["operationId"].is_string(), "{path}");
+                assert!(
+                    op["responses"].as_object().is_some_and(|r| !r.is_empty()),
+                    "{path}"
+                );
+            }
+        }
+        check_refs(&doc, &doc);
+        for (status, code) in [
+            ("400", "BadRequest"),
+            ("402", "InsufficientFunds"),
+            ("409", "AuthorizationUsed"),
+            ("413", "PayloadTooLarge"),
+            ("422", "Unprocessable"),
+            ("503", "Unavailable"),
+        ] {
+            assert_eq!(
+                doc["paths"]["/authorize"]["post"]["responses"][status]["$ref"],
+                format!("#/components/responses/{code}")
+            );
+        }
+    }
+}

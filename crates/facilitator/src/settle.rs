@@ -1,0 +1,640 @@
+//! `POST /authorize`: validate a client-signed transfer, settle it through the PaymentRouter, wait
+//! for confirmation, and issue the signed proof.
+//!
+//! Money safety rests on the chain: an EIP-3009 nonce can be used once, and it commits to payTo,
+//! memo and fee, so whatever happens here (a crash between broadcast and reply, two replicas, a
+//! front-runner) at most one transfer exists per authorization, and it pays exactly what the payer
+//! signed. The store adds idempotency (the same request gets the same proof) and the status of
+//! settlements still pending. Recovery always asks the chain: if the nonce is used, the matching
+//! `PaymentSettled` event is the settlement.
+
+use alloy::{
+    primitives::{B256, U256, keccak256},
+    sol_types::{SolCall, SolEvent, SolValue},
+};
+use axum::http::StatusCode;
+use tollgate_chain::{
+    Confirmation, Error as ChainError, LogFilter, Receipt, Revert, TxRequest, WaitOptions,
+    authorization::{ReceiveWithAuthorization, recover, router_nonce},
+    contracts::{self, PaymentRouter, Token},
+};
+use tollgate_protocol::{Amount, PaymentProof, SettlementStatus, SignedPayment};
+
+use crate::{
+    error::ApiError,
+    facilitator::{Facilitator, Network, unix_now},
+    metrics::{SettlementOutcome, SettlementPath},
+    store::{NewSettlement, Settlement, SettlementKind},
+};
+
+/// What `/authorize` (or its status URL) answers.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Confirmed: the proof (base64) and its fields.
+    Confirmed {
+        /// `X-PAYMENT` form.
+        proof: String,
+        /// Decoded.
+        payment: Box<PaymentProof>,
+    },
+    /// Broadcast, not yet confirmed.
+    Pending {
+        /// The settlement's key (its status URL is `/settlements/{key}`).
+        key: B256,
+        /// The transaction, if broadcast.
+        tx_hash: Option<B256>,
+    },
+}
+
+/// The idempotency key of an EIP-3009 authorization: one per (chain, token, payer, nonce).
+pub fn settlement_key(
+    chain_id: u64,
+    token: alloy::primitives::Address,
+    from: alloy::primitives::Address,
+    nonce: B256,
+) -> B256 {
+    keccak256((U256::from(chain_id), token, from, nonce).abi_encode())
+}
+
+fn field(path: &str, msg: impl std::fmt::Display) -> String {
+    format!("{path}: {msg}")
+}
+
+fn u64_of(a: Amount) -> u64 {
+    a.get().try_into().unwrap_or(u64::MAX)
+}
+
+impl Facilitator {
+    /// Settles a signed payment (the spec's `/authorize`). Idempotent: the same payment again,
+    /// also concurrently, yields the same proof and one transfer.
+    pub async fn authorize(&self, sp: &SignedPayment) -> Result<Outcome, ApiError> {
+        let started = std::time::Instant::now();
+        let result = self.authorize_inner(sp).await;
+        let outcome = match &result {
+            Ok(Outcome::Confirmed { .. }) => SettlementOutcome::Confirmed,
+            Ok(Outcome::Pending { .. }) => SettlementOutcome::Pending,
+            Err(e) if e.status.is_server_error() => SettlementOutcome::Failed,
+            Err(_) => SettlementOutcome::Rejected,
+        };
+        self.inner
+            .metrics
+            .settlement(SettlementPath::Router, outcome, started.elapsed());
+        result
+    }
+
+    async fn authorize_inner(&self, sp: &SignedPayment) -> Result<Outcome, ApiError> {
+        let net = self.network(&sp.network).ok_or_else(|| {
+            ApiError::invalid(
+                "UnknownNetwork",
+                field(
+                    "signedPayment.network",
+                    format!("{:?} is not served by this facilitator", sp.network),
+                ),
+            )
+        })?;
+        let new = self.validate(net, sp).await?;
+        let _guard = self.inner.locks.lock(new.key).await;
+
+        if let Some(row) = self.inner.store.settlement(new.key).await? {
+            if row.new.request_hash != new.request_hash {
+                return Err(ApiError::conflict(
+                    "IdempotencyConflict",
+                    "this authorization (payer and nonce) was already submitted with different terms",
+                ));
+            }
+            return self.resume(net, row).await;
+        }
+
+        // Money checks before anything is written or broadcast.
+        let auth = &sp.authorization;
+        let used = contracts::read(
+            &*net.chain,
+            net.spec.token,
+            &Token::authorizationStateCall {
+                authorizer: auth.from,
+                nonce: auth.nonce,
+            },
+        )
+        .await
+        .map_err(|e| chain_error(&e))?;
+        if used {
+            // Someone (a front-runner, another replica, a crashed earlier run) used the nonce:
+            // if the settlement is on-chain, it is this payment.
+            return match self.find_settlement_event(net, &new).await? {
+                Some(receipt) => {
+                    let row = self.inner.store.insert_settlement(&new).await?;
+                    self.confirm(net, &row.new, &receipt).await
+                }
+                None => Err(ApiError::conflict(
+                    "AuthorizationUsed",
+                    "the authorization's nonce is already used or cancelled on-chain, and no matching settlement exists",
+                )),
+            };
+        }
+        let balance = contracts::read(
+            &*net.chain,
+            net.spec.token,
+            &Token::balanceOfCall { account: auth.from },
+        )
+        .await
+        .map_err(|e| chain_error(&e))?;
+        if balance < sp.amount.get() {
+            return Err(ApiError::insufficient_funds(format!(
+                "payer {} holds {balance}, the payment needs {}",
+                auth.from, sp.amount
+            )));
+        }
+
+        let row = self.inner.store.insert_settlement(&new).await?;
+        self.broadcast_and_wait(net, &row.new, sp).await
+    }
+
+    /// Every check that needs no write; returns the row to record.
+    async fn validate(&self, net: &Network, sp: &SignedPayment) -> Result<NewSettlement, ApiError> {
+        let spec = &net.spec;
+        let auth = &sp.authorization;
+        let fee = self.inner.settings.fee;
+        if sp.token != spec.token {
+            return Err(ApiError::invalid(
+                "UnsupportedToken",
+                field(
+                    "signedPayment.token",
+                    format!(
+                        "{} is not the token settled on {} ({})",
+                        sp.token, spec.name, spec.token
+                    ),
+                ),
+            ));
+        }
+        if auth.to != spec.router {
+            return Err(ApiError::invalid(
+                "InvalidAuthorization",
+                field(
+                    "signedPayment.authorization.to",
+                    format!("must be the router {}", spec.router),
+                ),
+            ));
+        }
+        if auth.value != sp.amount {
+            return Err(ApiError::invalid(
+                "InvalidAuthorization",
+                field(
+                    "signedPayment.authorization.value",
+                    format!("{} differs from amount {}", auth.value, sp.amount),
+                ),
+            ));
+        }
+        if sp.amount.get() <= fee {
+            return Err(ApiError::invalid(
+                "AmountBelowFee",
+                field(
+                    "signedPayment.amount",
+                    format!("{} does not exceed the facilitator's fee {fee}", sp.amount),
+                ),
+            ));
+        }
+        if sp.pay_to.is_zero() {
+            return Err(ApiError::invalid(
+                "InvalidAuthorization",
+                field("signedPayment.payTo", "must not be the zero address"),
+            ));
+        }
+        let expected = router_nonce(sp.pay_to, sp.memo, fee);
+        if auth.nonce != expected {
+            return Err(ApiError::invalid(
+                "NonceMismatch",
+                field(
+                    "signedPayment.authorization.nonce",
+                    format!(
+                        "must be keccak256(abi.encode(payTo, memo, fee)) with fee {fee}: expected {expected}"
+                    ),
+                ),
+            ));
+        }
+        let now = net.now().await;
+        let valid_before = u64_of(auth.valid_before);
+        if valid_before <= now {
+            return Err(ApiError::invalid(
+                "AuthorizationExpired",
+                field(
+                    "signedPayment.authorization.validBefore",
+                    format!("{valid_before} is not after now ({now})"),
+                ),
+            ));
+        }
+        let max = self.inner.settings.max_validity_secs;
+        if valid_before - now > max {
+            return Err(ApiError::invalid(
+                "ValidityTooLong",
+                field(
+                    "signedPayment.authorization.validBefore",
+                    format!("must be at most {max} s from now ({now})"),
+                ),
+            ));
+        }
+        if u64_of(auth.valid_after) >= now {
+            return Err(ApiError::invalid(
+                "AuthorizationNotYetValid",
+                field(
+                    "signedPayment.authorization.validAfter",
+                    format!("{} is not before now ({now})", auth.valid_after),
+                ),
+            ));
+        }
+        let typed = ReceiveWithAuthorization {
+            from: auth.from,
+            to: auth.to,
+            value: auth.value.get(),
+            validAfter: auth.valid_after.get(),
+            validBefore: auth.valid_before.get(),
+            nonce: auth.nonce,
+        };
+        let signer = recover(&typed, &net.domain, &auth.signature).map_err(|e| {
+            ApiError::invalid(
+                "InvalidSignature",
+                field("signedPayment.authorization.signature", e),
+            )
+        })?;
+        if signer != auth.from {
+            return Err(ApiError::invalid(
+                "InvalidSignature",
+                field(
+                    "signedPayment.authorization.signature",
+                    format!(
+                        "signed by {signer}, not by {} (check the EIP-712 domain: {} / {} on chain {}, token {})",
+                        auth.from, spec.token_name, spec.token_version, spec.chain_id, spec.token
+                    ),
+                ),
+            ));
+        }
+        let request = serde_json::to_string(sp).map_err(|e| ApiError::internal(&e))?;
+        Ok(NewSettlement {
+            key: crate::settle::settlement_key(spec.chain_id, spec.token, auth.from, auth.nonce),
+            kind: SettlementKind::Router,
+            request_hash: keccak256(request.as_bytes()),
+            network: spec.name.clone(),
+            chain_id: spec.chain_id,
+            token: spec.token,
+            payer: auth.from,
+            pay_to: sp.pay_to,
+            amount: sp.amount,
+            fee: Amount(fee),
+            memo: sp.memo,
+            nonce: auth.nonce,
+            valid_before,
+            request,
+            created_at: unix_now(),
+        })
+    }
+
+    /// Broadcasts the router settlement and waits boundedly.
+    async fn broadcast_and_wait(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        sp: &SignedPayment,
+    ) -> Result<Outcome, ApiError> {
+        let auth = &sp.authorization;
+        let call = PaymentRouter::settleCall {
+            from: auth.from,
+            payTo: sp.pay_to,
+            amount: sp.amount.get(),
+            fee: new.fee.get(),
+            memo: sp.memo,
+            validAfter: auth.valid_after.get(),
+            validBefore: auth.valid_before.get(),
+            signature: auth.signature.clone(),
+        };
+        let tx = TxRequest::call(self.relayer(), net.spec.router, call.abi_encode());
+        let tx_hash = match net.chain.send(tx).await {
+            Ok(h) => h,
+            Err(ChainError::Revert(revert)) => return self.refused(net, new, &revert).await,
+            Err(e) => return Err(chain_error(&e)),
+        };
+        if self.inner.settings.crash_after_broadcast {
+            tracing::error!(%tx_hash, "fault injection: aborting right after broadcast");
+            std::process::abort();
+        }
+        self.wait_and_confirm(net, new, tx_hash).await
+    }
+
+    /// A settlement refused at simulation: either the nonce was used meanwhile (recover), or the
+    /// payment cannot go through (no write beyond the row's failure; nothing moved).
+    async fn refused(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        revert: &Revert,
+    ) -> Result<Outcome, ApiError> {
+        if matches!(revert, Revert::AuthorizationAlreadyUsed { .. })
+            && let Some(receipt) = self.find_settlement_event(net, new).await?
+        {
+            return self.confirm(net, new, &receipt).await;
+        }
+        let error = revert_error(revert);
+        self.inner
+            .store
+            .mark_failed(
+                new.key,
+                &format!("{}: {}", error.code, error.message),
+                unix_now(),
+            )
+            .await?;
+        Err(error)
+    }
+
+    async fn wait_and_confirm(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        tx_hash: B256,
+    ) -> Result<Outcome, ApiError> {
+        let opts = WaitOptions {
+            confirmations: net.spec.confirmations,
+            timeout: self.inner.settings.confirmation_timeout,
+        };
+        match net
+            .chain
+            .wait(tx_hash, opts)
+            .await
+            .map_err(|e| chain_error(&e))?
+        {
+            Confirmation::Confirmed(receipt) if receipt.success => {
+                self.confirm(net, new, &receipt).await
+            }
+            Confirmation::Confirmed(receipt) => {
+                // Reverted on-chain: perhaps another transaction used the nonce first.
+                if let Some(r) = self.find_settlement_event(net, new).await? {
+                    return self.confirm(net, new, &r).await;
+                }
+                self.inner
+                    .store
+                    .mark_failed(
+                        new.key,
+                        &format!(
+                            "SettlementReverted: transaction {} reverted",
+                            receipt.tx_hash
+                        ),
+                        unix_now(),
+                    )
+                    .await?;
+                Err(ApiError::invalid(
+                    "SettlementReverted",
+                    format!("settlement transaction {} reverted", receipt.tx_hash),
+                ))
+            }
+            Confirmation::Pending { tx_hash } => {
+                let at = unix_now();
+                self.inner
+                    .store
+                    .mark_submitted(new.key, tx_hash, at)
+                    .await?;
+                self.inner.store.mark_pending(new.key, at).await?;
+                Ok(Outcome::Pending {
+                    key: new.key,
+                    tx_hash: Some(tx_hash),
+                })
+            }
+        }
+    }
+
+    /// Picks up a stored settlement: answers a confirmed one from the store, and drives any
+    /// other one to its end through the chain.
+    async fn resume(&self, net: &Network, row: Settlement) -> Result<Outcome, ApiError> {
+        match row.status {
+            SettlementStatus::Confirmed => stored_proof(&row),
+            SettlementStatus::Failed => {
+                let (code, message) = row
+                    .error
+                    .as_deref()
+                    .and_then(|e| e.split_once(": "))
+                    .unwrap_or(("SettlementFailed", "the settlement failed"));
+                Err(ApiError::invalid(code.to_owned(), message.to_owned()))
+            }
+            SettlementStatus::Submitted | SettlementStatus::Pending => {
+                if let Some(receipt) = self.find_settlement_event(net, &row.new).await? {
+                    return self.confirm(net, &row.new, &receipt).await;
+                }
+                match row.tx_hash {
+                    Some(h) => self.wait_and_confirm(net, &row.new, h).await,
+                    None => Ok(Outcome::Pending {
+                        key: row.new.key,
+                        tx_hash: None,
+                    }),
+                }
+            }
+            SettlementStatus::Received => {
+                // Recorded, then the process stopped before the outcome was: ask the chain.
+                if let Some(receipt) = self.find_settlement_event(net, &row.new).await? {
+                    return self.confirm(net, &row.new, &receipt).await;
+                }
+                let sp: SignedPayment =
+                    serde_json::from_str(&row.new.request).map_err(|e| ApiError::internal(&e))?;
+                if net.now().await >= row.new.valid_before {
+                    self.inner
+                        .store
+                        .mark_failed(
+                            row.new.key,
+                            "AuthorizationExpired: expired before it was settled",
+                            unix_now(),
+                        )
+                        .await?;
+                    return Err(ApiError::invalid(
+                        "AuthorizationExpired",
+                        "the authorization expired before it was settled",
+                    ));
+                }
+                self.broadcast_and_wait(net, &row.new, &sp).await
+            }
+        }
+    }
+
+    /// The status URL: the proof once confirmed, pending otherwise (driving it forward).
+    pub async fn settlement_status(&self, key: B256) -> Result<Outcome, ApiError> {
+        let row = self
+            .inner
+            .store
+            .settlement(key)
+            .await?
+            .ok_or_else(|| ApiError::not_found("no settlement with this key"))?;
+        if row.status == SettlementStatus::Confirmed {
+            return stored_proof(&row);
+        }
+        let net = self.network(&row.new.network).ok_or_else(|| {
+            ApiError::internal(&"stored settlement names an unconfigured network")
+        })?;
+        let _guard = self.inner.locks.lock(key).await;
+        match row.status {
+            SettlementStatus::Submitted | SettlementStatus::Pending => {
+                if let Some(receipt) = self.find_settlement_event(net, &row.new).await? {
+                    return self.confirm(net, &row.new, &receipt).await;
+                }
+                Ok(Outcome::Pending {
+                    key,
+                    tx_hash: row.tx_hash,
+                })
+            }
+            _ => self.resume(net, row).await,
+        }
+    }
+
+    /// Finds this payment's `PaymentSettled` event on-chain (by memo, payer and payee), checking
+    /// amount and fee, with the receipt of its transaction at the configured depth.
+    async fn find_settlement_event(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+    ) -> Result<Option<Receipt>, ApiError> {
+        let latest = net
+            .chain
+            .block_number()
+            .await
+            .map_err(|e| chain_error(&e))?;
+        let filter = LogFilter {
+            from_block: latest.saturating_sub(self.inner.settings.log_lookback_blocks),
+            to_block: Some(latest),
+            addresses: vec![net.spec.router],
+            topics: [
+                Some(vec![PaymentRouter::PaymentSettled::SIGNATURE_HASH]),
+                Some(vec![new.memo]),
+                Some(vec![new.payer.into_word()]),
+                Some(vec![new.pay_to.into_word()]),
+            ],
+        };
+        let logs = net.chain.logs(&filter).await.map_err(|e| chain_error(&e))?;
+        for l in logs {
+            let Ok(ev) = PaymentRouter::PaymentSettled::decode_log(&l.log) else {
+                continue;
+            };
+            if ev.amount == new.amount.get() && ev.fee == new.fee.get() {
+                let receipt = net
+                    .chain
+                    .receipt(l.tx_hash)
+                    .await
+                    .map_err(|e| chain_error(&e))?;
+                if let Some(r) = receipt
+                    && latest + 1 >= r.block_number + net.spec.confirmations.max(1)
+                {
+                    return Ok(Some(r));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Checks the receipt carries this payment's `PaymentSettled`, issues and stores the proof.
+    async fn confirm(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        receipt: &Receipt,
+    ) -> Result<Outcome, ApiError> {
+        let settled = receipt
+            .logs
+            .iter()
+            .filter(|l| l.address == net.spec.router)
+            .any(|l| {
+                PaymentRouter::PaymentSettled::decode_log(l).is_ok_and(|ev| {
+                    ev.memo == new.memo
+                        && ev.from == new.payer
+                        && ev.payTo == new.pay_to
+                        && ev.amount == new.amount.get()
+                        && ev.fee == new.fee.get()
+                })
+            });
+        if !settled {
+            return Err(ApiError::internal(&format!(
+                "receipt {} lacks the expected PaymentSettled event",
+                receipt.tx_hash
+            )));
+        }
+        let issued_at = unix_now().max(receipt.block_timestamp);
+        let mut proof = PaymentProof {
+            version: 1,
+            network: net.spec.name.clone(),
+            chain_id: net.spec.chain_id,
+            token: net.spec.token,
+            payer: new.payer,
+            pay_to: new.pay_to,
+            amount: new.amount,
+            fee: new.fee,
+            memo: new.memo,
+            tx_hash: receipt.tx_hash,
+            block: receipt.block_number,
+            issued_at,
+            expiry: issued_at + self.inner.settings.proof_ttl_secs,
+            signer: alloy::primitives::Address::ZERO,
+            signature: Default::default(),
+        };
+        tollgate_chain::proof::sign(&self.inner.proof_signer, &mut proof)
+            .map_err(|e| ApiError::internal(&e))?;
+        let encoded = proof.encode();
+        let stored = self
+            .inner
+            .store
+            .mark_confirmed(
+                new.key,
+                receipt.tx_hash,
+                receipt.block_number,
+                Some(&encoded),
+                unix_now(),
+            )
+            .await?;
+        // First proof wins: a concurrent replica may have confirmed it already.
+        stored_proof(&stored)
+    }
+}
+
+fn stored_proof(row: &Settlement) -> Result<Outcome, ApiError> {
+    let proof = row
+        .proof
+        .clone()
+        .ok_or_else(|| ApiError::internal(&"confirmed settlement without a proof"))?;
+    let payment = PaymentProof::decode(&proof).map_err(|e| ApiError::internal(&e))?;
+    Ok(Outcome::Confirmed {
+        proof,
+        payment: Box::new(payment),
+    })
+}
+
+/// Maps a revert at simulation to the client's error.
+pub(crate) fn revert_error(revert: &Revert) -> ApiError {
+    match revert {
+        Revert::InsufficientFunds {
+            account,
+            balance,
+            needed,
+        } => ApiError::insufficient_funds(format!(
+            "payer {account} holds {balance}, the payment needs {needed}"
+        )),
+        Revert::AuthorizationAlreadyUsed { .. } => ApiError::conflict(
+            "AuthorizationUsed",
+            "the authorization's nonce is already used or cancelled",
+        ),
+        Revert::AuthorizationExpired { .. } => {
+            ApiError::invalid("AuthorizationExpired", revert.to_string())
+        }
+        Revert::AuthorizationNotYetValid { .. } => {
+            ApiError::invalid("AuthorizationNotYetValid", revert.to_string())
+        }
+        Revert::InvalidSignature => ApiError::invalid(
+            "InvalidSignature",
+            "the token rejected the authorization's signature",
+        ),
+        other => ApiError::invalid(other.name(), other.to_string()),
+    }
+}
+
+/// Maps a chain failure to the client's error (503 for an unreachable node).
+pub(crate) fn chain_error(e: &ChainError) -> ApiError {
+    match e {
+        ChainError::Revert(r) => revert_error(r),
+        ChainError::Unavailable(_) | ChainError::Rpc { .. } | ChainError::Stopped => {
+            ApiError::unavailable("the chain", e)
+        }
+        other => ApiError::new(StatusCode::BAD_GATEWAY, "ChainError", {
+            tracing::warn!(error = %other, "chain refused a request");
+            "the chain refused the transaction".to_owned()
+        }),
+    }
+}

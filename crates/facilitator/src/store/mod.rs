@@ -1,0 +1,195 @@
+//! The facilitator's durable store, behind one seam with two implementations: SQLite (the
+//! default: WAL, a file in the state directory) and PostgreSQL (the same schema, for several
+//! replicas). Migrations are embedded in the binary and run by [`Store::migrate`].
+//!
+//! The chain is the source of truth for money; the store keeps what the chain does not: the
+//! settlement state machine with its idempotency keys, issued proofs, and provider API keys
+//! (hashed).
+
+use std::{fmt, sync::Arc};
+
+use alloy::primitives::{Address, B256};
+use async_trait::async_trait;
+use tollgate_protocol::{Amount, SettlementStatus};
+
+mod codec;
+mod postgres;
+mod sqlite;
+
+pub use postgres::PostgresStore;
+pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+/// Store errors. Their text never reaches clients (see [`crate::error`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database failed.
+    #[error("database: {0}")]
+    Database(#[from] sqlx::Error),
+    /// A migration failed.
+    #[error("migration: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value could not be read back (corruption or a schema mismatch).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+    /// The URL names no supported database.
+    #[error("unsupported store URL {0:?}: use sqlite://PATH or postgres://...")]
+    UnsupportedUrl(String),
+}
+
+/// Store result.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Which path a settlement took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SettlementKind {
+    /// `POST /authorize`: through the PaymentRouter, with the facilitator's fee and a proof.
+    Router,
+    /// `POST /settle` (x402 V1): a direct `transferWithAuthorization` to the payee.
+    X402,
+}
+
+impl SettlementKind {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Router => "router",
+            Self::X402 => "x402",
+        }
+    }
+}
+
+/// A settlement as first recorded, before anything is broadcast.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewSettlement {
+    /// Idempotency key: `keccak256(chainId, token, from, nonce)` — one authorization, one row.
+    pub key: B256,
+    /// Which path.
+    pub kind: SettlementKind,
+    /// Hash of the canonical request; the same key with another request is a conflict.
+    pub request_hash: B256,
+    /// Network name.
+    pub network: String,
+    /// Chain id.
+    pub chain_id: u64,
+    /// Token.
+    pub token: Address,
+    /// Payer.
+    pub payer: Address,
+    /// Payee.
+    pub pay_to: Address,
+    /// Gross amount.
+    pub amount: Amount,
+    /// Fee (zero on the x402 path).
+    pub fee: Amount,
+    /// Memo (zero on the x402 path).
+    pub memo: B256,
+    /// The EIP-3009 nonce.
+    pub nonce: B256,
+    /// The authorization's `validBefore` (unix seconds, saturated to `u64`).
+    pub valid_before: u64,
+    /// The signed request as received (JSON), to resubmit after a crash.
+    pub request: String,
+    /// Unix seconds.
+    pub created_at: u64,
+}
+
+/// A settlement row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settlement {
+    /// What was first recorded.
+    pub new: NewSettlement,
+    /// Where it stands.
+    pub status: SettlementStatus,
+    /// The broadcast transaction, once known.
+    pub tx_hash: Option<B256>,
+    /// The block it was mined in, once confirmed.
+    pub block: Option<u64>,
+    /// The issued proof (base64, the `X-PAYMENT` form), once confirmed (router path).
+    pub proof: Option<String>,
+    /// Why it failed, for `Failed` (a code such as `InsufficientFunds` and a message).
+    pub error: Option<String>,
+    /// Unix seconds of the last change.
+    pub updated_at: u64,
+}
+
+/// The facilitator's persistence. Every write is one transaction; every state change is
+/// idempotent (repeating it leaves the row as the first call did).
+#[async_trait]
+pub trait Store: Send + Sync + fmt::Debug + 'static {
+    /// Applies the embedded migrations (idempotent).
+    async fn migrate(&self) -> StoreResult<()>;
+
+    /// Checks the store is reachable and writable (for `/readyz`).
+    async fn ping(&self) -> StoreResult<()>;
+
+    /// Inserts `new` unless a row with its key exists; returns the row as stored either way
+    /// (the caller compares `request_hash` to detect a conflicting reuse of the key).
+    async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Settlement>;
+
+    /// The row with this key.
+    async fn settlement(&self, key: B256) -> StoreResult<Option<Settlement>>;
+
+    /// Records the broadcast transaction (status `Submitted`), from `Received`, `Submitted` or
+    /// `Pending` (a new hash is a replacement transaction; the same hash again changes nothing).
+    /// Does nothing to a `Confirmed` or `Failed` row (both are final), nor when no row has `key`.
+    async fn mark_submitted(&self, key: B256, tx_hash: B256, at: u64) -> StoreResult<()>;
+
+    /// Records that confirmation was not seen in time (status `Pending`). Does nothing to a
+    /// `Confirmed` or `Failed` row.
+    async fn mark_pending(&self, key: B256, at: u64) -> StoreResult<()>;
+
+    /// Records the confirmation and the issued proof (status `Confirmed`), in one transaction.
+    /// A row already confirmed keeps its first transaction, block and proof (first writer wins);
+    /// the stored row is returned. A `Failed` row becomes `Confirmed` (the chain is the truth)
+    /// and loses its error. No row with `key`: `StoreError::Database(sqlx::Error::RowNotFound)`.
+    async fn mark_confirmed(
+        &self,
+        key: B256,
+        tx_hash: B256,
+        block: u64,
+        proof: Option<&str>,
+        at: u64,
+    ) -> StoreResult<Settlement>;
+
+    /// Records a final failure (status `Failed`). Does nothing to a `Confirmed` row; a `Failed`
+    /// row keeps its first error.
+    async fn mark_failed(&self, key: B256, error: &str, at: u64) -> StoreResult<()>;
+
+    /// Rows still `Received`, `Submitted` or `Pending` (to resume after a restart), oldest first.
+    async fn unfinished(&self, limit: u32) -> StoreResult<Vec<Settlement>>;
+
+    /// Counts of rows by status (for metrics): every status once, in declaration order, zero
+    /// included.
+    async fn count_by_status(&self) -> StoreResult<Vec<(SettlementStatus, u64)>>;
+
+    /// Stores a provider API key's hash (keccak-256 of the key) for `provider`. A hash already
+    /// stored keeps its first provider, label and revocation (re-adding never un-revokes).
+    async fn insert_api_key(
+        &self,
+        key_hash: B256,
+        provider: Address,
+        label: &str,
+        at: u64,
+    ) -> StoreResult<()>;
+
+    /// The provider owning an unrevoked key with this hash.
+    async fn api_key_provider(&self, key_hash: B256) -> StoreResult<Option<Address>>;
+
+    /// Revokes a key; returns whether one was revoked.
+    async fn revoke_api_key(&self, key_hash: B256, at: u64) -> StoreResult<bool>;
+}
+
+/// Opens the store named by `url`: `sqlite://PATH` (created if missing; WAL) or
+/// `postgres://...`, then runs the migrations.
+pub async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
+    let store: Arc<dyn Store> = if url.starts_with("sqlite:") {
+        Arc::new(SqliteStore::connect(url).await?)
+    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        Arc::new(PostgresStore::connect(url).await?)
+    } else {
+        return Err(StoreError::UnsupportedUrl(url.to_owned()));
+    };
+    store.migrate().await?;
+    Ok(store)
+}

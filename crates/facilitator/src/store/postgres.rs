@@ -1,0 +1,312 @@
+//! [`Store`] on PostgreSQL: the same schema as SQLite, for several facilitator replicas sharing
+//! one database.
+//!
+//! Every write is one statement in its own (implicit) transaction. Concurrency rests on
+//! PostgreSQL's row locks under `READ COMMITTED`: a second `INSERT ... ON CONFLICT DO NOTHING` of
+//! a key waits for the first to commit and then does nothing; a second conditional `UPDATE` of a
+//! row waits for the first, then re-evaluates its `WHERE` against the committed row (so "first
+//! confirmation wins" needs no explicit lock).
+
+use std::{borrow::Cow, str::FromStr};
+
+use alloy::primitives::{Address, B256};
+use async_trait::async_trait;
+use sqlx::{
+    Connection, Row,
+    postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions},
+};
+use tollgate_protocol::SettlementStatus;
+
+use super::{
+    NewSettlement, Settlement, Store, StoreError, StoreResult,
+    codec::{self, NewRow, SettlementRow, settlement_columns},
+};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
+
+/// Most connections per pool (per replica).
+const MAX_CONNECTIONS: u32 = 16;
+
+/// The PostgreSQL store.
+#[derive(Clone, Debug)]
+pub struct PostgresStore {
+    pool: PgPool,
+}
+
+impl PostgresStore {
+    /// Connects to `postgres://...` (a pool of up to 16 connections). Does not migrate.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        let options = PgConnectOptions::from_str(url)?;
+        Self::with_options(options).await
+    }
+
+    /// Connects with every connection's `search_path` set to `schema` alone, creating the schema
+    /// if missing; the tables (and the migrations' bookkeeping) then live in that schema. For
+    /// tests that isolate themselves in a schema of their own, or several tenants in one
+    /// database. `schema` must be a plain lowercase identifier (`[a-z_][a-z0-9_]*`, at most 63
+    /// bytes), else `sqlx::Error::Configuration`.
+    pub async fn connect_with_schema(url: &str, schema: &str) -> StoreResult<Self> {
+        if !is_plain_identifier(schema) {
+            return Err(StoreError::Database(sqlx::Error::Configuration(
+                format!("schema name {schema:?} is not a plain lowercase identifier").into(),
+            )));
+        }
+        let options = PgConnectOptions::from_str(url)?;
+        let mut conn = PgConnection::connect_with(&options).await?;
+        // Identifier checked above, so quoting cannot be escaped.
+        let create = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(create))
+            .execute(&mut conn)
+            .await?;
+        conn.close().await?;
+        // A startup parameter rather than an `after_connect` `SET`: the server applies it to each
+        // new connection, with no extra round trip, and `RESET ALL` keeps it.
+        Self::with_options(options.options([("search_path", Cow::Borrowed(schema))])).await
+    }
+
+    async fn with_options(options: PgConnectOptions) -> StoreResult<Self> {
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    /// Closes the pool, waiting for connections in use to be returned.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn is_plain_identifier(s: &str) -> bool {
+    let mut bytes = s.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+        && s.len() <= 63
+}
+
+const INSERT: &str = concat!(
+    "INSERT INTO settlements (key, kind, request_hash, network, chain_id, token, payer, pay_to, \
+     amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'received', $15, $15) \
+     ON CONFLICT (key) DO NOTHING RETURNING ",
+    settlement_columns!()
+);
+
+const SELECT_BY_KEY: &str = concat!(
+    "SELECT ",
+    settlement_columns!(),
+    " FROM settlements WHERE key = $1"
+);
+
+// Repeating the same tx hash is a no-op; a new one (a replacement) is recorded. Confirmed and
+// failed rows are final.
+const MARK_SUBMITTED: &str = "UPDATE settlements SET status = 'submitted', tx_hash = $2, updated_at = $3 \
+     WHERE key = $1 AND status IN ('received', 'submitted', 'pending') AND tx_hash IS DISTINCT FROM $2";
+
+const MARK_PENDING: &str = "UPDATE settlements SET status = 'pending', updated_at = $2 \
+     WHERE key = $1 AND status IN ('received', 'submitted')";
+
+// The chain is the truth: a confirmation overrides a failure, but never another confirmation.
+const MARK_CONFIRMED: &str = concat!(
+    "UPDATE settlements SET status = 'confirmed', tx_hash = $2, block = $3, proof = $4, \
+     error = NULL, updated_at = $5 WHERE key = $1 AND status <> 'confirmed' RETURNING ",
+    settlement_columns!()
+);
+
+// The first failure's reason stays.
+const MARK_FAILED: &str = "UPDATE settlements SET status = 'failed', error = $2, updated_at = $3 \
+     WHERE key = $1 AND status IN ('received', 'submitted', 'pending')";
+
+const UNFINISHED: &str = concat!(
+    "SELECT ",
+    settlement_columns!(),
+    " FROM settlements WHERE status IN ('received', 'submitted', 'pending') \
+     ORDER BY created_at, key LIMIT $1"
+);
+
+const COUNT_BY_STATUS: &str = "SELECT status, COUNT(*) FROM settlements GROUP BY status";
+
+// A key hash already stored keeps its first provider, label and revocation: keys are random
+// 32-byte secrets, so a repeat is the same key, and re-adding never un-revokes.
+const INSERT_API_KEY: &str = "INSERT INTO api_keys (key_hash, provider, label, created_at) \
+     VALUES ($1, $2, $3, $4) ON CONFLICT (key_hash) DO NOTHING";
+
+const API_KEY_PROVIDER: &str =
+    "SELECT provider FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL";
+
+const REVOKE_API_KEY: &str =
+    "UPDATE api_keys SET revoked_at = $2 WHERE key_hash = $1 AND revoked_at IS NULL";
+
+#[async_trait]
+impl Store for PostgresStore {
+    async fn migrate(&self) -> StoreResult<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        // A hot standby refuses a read-write transaction: reachable *and* writable.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION READ WRITE")
+            .execute(&mut *tx)
+            .await?;
+        tx.rollback().await?;
+        Ok(())
+    }
+
+    async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Settlement> {
+        let row = NewRow::encode(new)?;
+        let mut conn = self.pool.acquire().await?;
+        let inserted: Option<SettlementRow> = sqlx::query_as(INSERT)
+            .bind(&row.key)
+            .bind(row.kind)
+            .bind(&row.request_hash)
+            .bind(&new.network)
+            .bind(row.chain_id)
+            .bind(&row.token)
+            .bind(&row.payer)
+            .bind(&row.pay_to)
+            .bind(&row.amount)
+            .bind(&row.fee)
+            .bind(&row.memo)
+            .bind(&row.nonce)
+            .bind(row.valid_before)
+            .bind(&new.request)
+            .bind(row.created_at)
+            .fetch_optional(&mut *conn)
+            .await?;
+        let stored = match inserted {
+            Some(stored) => stored,
+            // The key was there already (a concurrent insert of it made this one wait for its
+            // commit): rows are never deleted, so it is still there.
+            None => {
+                sqlx::query_as(SELECT_BY_KEY)
+                    .bind(&row.key)
+                    .fetch_one(&mut *conn)
+                    .await?
+            }
+        };
+        stored.decode()
+    }
+
+    async fn settlement(&self, key: B256) -> StoreResult<Option<Settlement>> {
+        let row: Option<SettlementRow> = sqlx::query_as(SELECT_BY_KEY)
+            .bind(codec::b256(&key))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(SettlementRow::decode).transpose()
+    }
+
+    async fn mark_submitted(&self, key: B256, tx_hash: B256, at: u64) -> StoreResult<()> {
+        sqlx::query(MARK_SUBMITTED)
+            .bind(codec::b256(&key))
+            .bind(codec::b256(&tx_hash))
+            .bind(codec::int("updated_at", at)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn mark_pending(&self, key: B256, at: u64) -> StoreResult<()> {
+        sqlx::query(MARK_PENDING)
+            .bind(codec::b256(&key))
+            .bind(codec::int("updated_at", at)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn mark_confirmed(
+        &self,
+        key: B256,
+        tx_hash: B256,
+        block: u64,
+        proof: Option<&str>,
+        at: u64,
+    ) -> StoreResult<Settlement> {
+        let key = codec::b256(&key);
+        let mut conn = self.pool.acquire().await?;
+        let updated: Option<SettlementRow> = sqlx::query_as(MARK_CONFIRMED)
+            .bind(&key)
+            .bind(codec::b256(&tx_hash))
+            .bind(codec::int("block", block)?)
+            .bind(proof)
+            .bind(codec::int("updated_at", at)?)
+            .fetch_optional(&mut *conn)
+            .await?;
+        let stored = match updated {
+            Some(stored) => stored,
+            // Already confirmed (a concurrent confirmation held the row lock; once it committed
+            // this statement re-checked `status` and skipped the row; confirmed is final, so
+            // this reads the first proof), or no such row: `sqlx::Error::RowNotFound`.
+            None => {
+                sqlx::query_as(SELECT_BY_KEY)
+                    .bind(&key)
+                    .fetch_one(&mut *conn)
+                    .await?
+            }
+        };
+        stored.decode()
+    }
+
+    async fn mark_failed(&self, key: B256, error: &str, at: u64) -> StoreResult<()> {
+        sqlx::query(MARK_FAILED)
+            .bind(codec::b256(&key))
+            .bind(error)
+            .bind(codec::int("updated_at", at)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn unfinished(&self, limit: u32) -> StoreResult<Vec<Settlement>> {
+        let rows: Vec<SettlementRow> = sqlx::query_as(UNFINISHED)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(SettlementRow::decode).collect()
+    }
+
+    async fn count_by_status(&self) -> StoreResult<Vec<(SettlementStatus, u64)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(COUNT_BY_STATUS)
+            .fetch_all(&self.pool)
+            .await?;
+        codec::status_counts(rows)
+    }
+
+    async fn insert_api_key(
+        &self,
+        key_hash: B256,
+        provider: Address,
+        label: &str,
+        at: u64,
+    ) -> StoreResult<()> {
+        sqlx::query(INSERT_API_KEY)
+            .bind(codec::b256(&key_hash))
+            .bind(codec::address(&provider))
+            .bind(label)
+            .bind(codec::int("created_at", at)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn api_key_provider(&self, key_hash: B256) -> StoreResult<Option<Address>> {
+        let row = sqlx::query(API_KEY_PROVIDER)
+            .bind(codec::b256(&key_hash))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|row| codec::parse_address("provider", row.try_get::<&str, _>(0)?))
+            .transpose()
+    }
+
+    async fn revoke_api_key(&self, key_hash: B256, at: u64) -> StoreResult<bool> {
+        let done = sqlx::query(REVOKE_API_KEY)
+            .bind(codec::b256(&key_hash))
+            .bind(codec::int("revoked_at", at)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}

@@ -1,0 +1,396 @@
+//! [`Store`] on SQLite: one file in WAL mode, written through a single connection.
+//!
+//! SQLite runs one write transaction at a time per database whatever the pool does, so the store
+//! keeps a *write pool of exactly one connection* (writers queue in the pool, fairly and without
+//! burning `SQLITE_BUSY` retries) and a *read pool* of a few `query_only` connections that WAL lets
+//! run beside the writer. The 5 s busy timeout still covers another process holding the lock
+//! (an operator's `sqlite3` shell, a second facilitator pointed at the same file by mistake).
+//!
+//! Every write is one statement (SQLite commits each in its own implicit transaction); the few
+//! methods that must return the row (`insert_settlement`, `mark_confirmed`) use `RETURNING` and,
+//! only when their statement changed nothing, read the row back on the same connection.
+
+use std::{path::Path, str::FromStr, time::Duration};
+
+use alloy::primitives::{Address, B256};
+use async_trait::async_trait;
+use sqlx::{
+    Row,
+    sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+    },
+};
+use tollgate_protocol::SettlementStatus;
+
+use super::{
+    NewSettlement, Settlement, Store, StoreError, StoreResult,
+    codec::{self, NewRow, SettlementRow, settlement_columns},
+};
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// When SQLite forces a commit to disk (`PRAGMA synchronous`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Synchronous {
+    /// `FULL`: the WAL is synced at every commit. A commit that returned survives power loss
+    /// and an OS crash. The default: a confirmed settlement and its proof are money.
+    #[default]
+    Full,
+    /// `NORMAL`: the WAL is synced only at checkpoints. A commit survives the process crashing,
+    /// but the last commits may roll back on power loss or an OS crash (the database stays
+    /// consistent). The chain still holds the transfers; only our record of them is lost.
+    Normal,
+}
+
+impl From<Synchronous> for SqliteSynchronous {
+    fn from(s: Synchronous) -> Self {
+        match s {
+            Synchronous::Full => Self::Full,
+            Synchronous::Normal => Self::Normal,
+        }
+    }
+}
+
+/// Tuning for [`SqliteStore::connect_with`]. `Default` is what [`SqliteStore::connect`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// Commit durability (default [`Synchronous::Full`]).
+    pub synchronous: Synchronous,
+    /// Most read connections (default 4). Writes always go through one connection.
+    pub max_readers: u32,
+    /// How long a statement waits for a lock held by another connection or process (default 5 s).
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            synchronous: Synchronous::Full,
+            max_readers: 4,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets the commit durability.
+    pub fn synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.synchronous = synchronous;
+        self
+    }
+
+    /// Sets the most read connections (at least 1).
+    pub fn max_readers(mut self, max_readers: u32) -> Self {
+        self.max_readers = max_readers.max(1);
+        self
+    }
+
+    /// Sets the busy timeout.
+    pub fn busy_timeout(mut self, busy_timeout: Duration) -> Self {
+        self.busy_timeout = busy_timeout;
+        self
+    }
+}
+
+/// The SQLite store.
+#[derive(Clone, Debug)]
+pub struct SqliteStore {
+    /// Exactly one connection: every write.
+    writer: SqlitePool,
+    /// `query_only` connections for reads (the writer itself for an in-memory database).
+    reader: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating the file and its directory if missing) the database at `sqlite://PATH`,
+    /// with [`SqliteOptions::default`]. `sqlite::memory:` gives a private in-memory database
+    /// (for unit tests: it is gone when the store is dropped). Does not migrate.
+    pub async fn connect(url: &str) -> StoreResult<Self> {
+        Self::connect_with(url, SqliteOptions::default()).await
+    }
+
+    /// [`connect`](Self::connect) with explicit options.
+    pub async fn connect_with(url: &str, options: SqliteOptions) -> StoreResult<Self> {
+        if !url.starts_with("sqlite:") {
+            return Err(StoreError::UnsupportedUrl(url.to_owned()));
+        }
+        let base = SqliteConnectOptions::from_str(url)?
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(options.synchronous.into())
+            .busy_timeout(options.busy_timeout)
+            .foreign_keys(true);
+
+        if is_in_memory(url) {
+            // One connection holds the database; it must never be closed or recycled.
+            let pool = SqlitePoolOptions::new()
+                .min_connections(1)
+                .max_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .connect_with(base)
+                .await?;
+            return Ok(Self {
+                writer: pool.clone(),
+                reader: pool,
+            });
+        }
+
+        if let Some(dir) = base
+            .get_filename()
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+        {
+            create_dir(dir)?;
+        }
+        // The writer first: it creates the file and switches it to WAL before any reader opens it.
+        let writer = SqlitePoolOptions::new()
+            .min_connections(1)
+            .max_connections(1)
+            .connect_with(base.clone().create_if_missing(true))
+            .await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(options.max_readers.max(1))
+            .connect_with(base.pragma("query_only", "ON"))
+            .await?;
+        Ok(Self { writer, reader })
+    }
+
+    /// Closes both pools, waiting for connections in use to be returned (a clean WAL checkpoint).
+    pub async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+}
+
+fn is_in_memory(url: &str) -> bool {
+    let rest = url.trim_start_matches("sqlite:").trim_start_matches("//");
+    rest.starts_with(":memory:") || rest.contains("mode=memory")
+}
+
+fn create_dir(dir: &Path) -> StoreResult<()> {
+    // Start-up only, once: a blocking call is fine here.
+    std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))
+}
+
+const INSERT: &str = concat!(
+    "INSERT INTO settlements (key, kind, request_hash, network, chain_id, token, payer, pay_to, \
+     amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'received', ?15, ?15) \
+     ON CONFLICT (key) DO NOTHING RETURNING ",
+    settlement_columns!()
+);
+
+const SELECT_BY_KEY: &str = concat!(
+    "SELECT ",
+    settlement_columns!(),
+    " FROM settlements WHERE key = ?1"
+);
+
+// Repeating the same tx hash is a no-op; a new one (a replacement) is recorded. Confirmed and
+// failed rows are final.
+const MARK_SUBMITTED: &str = "UPDATE settlements SET status = 'submitted', tx_hash = ?2, updated_at = ?3 \
+     WHERE key = ?1 AND status IN ('received', 'submitted', 'pending') AND tx_hash IS NOT ?2";
+
+const MARK_PENDING: &str = "UPDATE settlements SET status = 'pending', updated_at = ?2 \
+     WHERE key = ?1 AND status IN ('received', 'submitted')";
+
+// The chain is the truth: a confirmation overrides a failure, but never another confirmation.
+const MARK_CONFIRMED: &str = concat!(
+    "UPDATE settlements SET status = 'confirmed', tx_hash = ?2, block = ?3, proof = ?4, \
+     error = NULL, updated_at = ?5 WHERE key = ?1 AND status <> 'confirmed' RETURNING ",
+    settlement_columns!()
+);
+
+// The first failure's reason stays.
+const MARK_FAILED: &str = "UPDATE settlements SET status = 'failed', error = ?2, updated_at = ?3 \
+     WHERE key = ?1 AND status IN ('received', 'submitted', 'pending')";
+
+const UNFINISHED: &str = concat!(
+    "SELECT ",
+    settlement_columns!(),
+    " FROM settlements WHERE status IN ('received', 'submitted', 'pending') \
+     ORDER BY created_at, key LIMIT ?1"
+);
+
+const COUNT_BY_STATUS: &str = "SELECT status, COUNT(*) FROM settlements GROUP BY status";
+
+// A key hash already stored keeps its first provider, label and revocation: keys are random
+// 32-byte secrets, so a repeat is the same key, and re-adding never un-revokes.
+const INSERT_API_KEY: &str = "INSERT INTO api_keys (key_hash, provider, label, created_at) \
+     VALUES (?1, ?2, ?3, ?4) ON CONFLICT (key_hash) DO NOTHING";
+
+const API_KEY_PROVIDER: &str =
+    "SELECT provider FROM api_keys WHERE key_hash = ?1 AND revoked_at IS NULL";
+
+const REVOKE_API_KEY: &str =
+    "UPDATE api_keys SET revoked_at = ?2 WHERE key_hash = ?1 AND revoked_at IS NULL";
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn migrate(&self) -> StoreResult<()> {
+        MIGRATOR.run(&self.writer).await?;
+        Ok(())
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        // Takes the write lock (and gives it back): reachable *and* writable.
+        let tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        tx.rollback().await?;
+        Ok(())
+    }
+
+    async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Settlement> {
+        let row = NewRow::encode(new)?;
+        let mut conn = self.writer.acquire().await?;
+        let inserted: Option<SettlementRow> = sqlx::query_as(INSERT)
+            .bind(&row.key)
+            .bind(row.kind)
+            .bind(&row.request_hash)
+            .bind(&new.network)
+            .bind(row.chain_id)
+            .bind(&row.token)
+            .bind(&row.payer)
+            .bind(&row.pay_to)
+            .bind(&row.amount)
+            .bind(&row.fee)
+            .bind(&row.memo)
+            .bind(&row.nonce)
+            .bind(row.valid_before)
+            .bind(&new.request)
+            .bind(row.created_at)
+            .fetch_optional(&mut *conn)
+            .await?;
+        let stored = match inserted {
+            Some(stored) => stored,
+            // The key was there already: rows are never deleted, so it is still there.
+            None => {
+                sqlx::query_as(SELECT_BY_KEY)
+                    .bind(&row.key)
+                    .fetch_one(&mut *conn)
+                    .await?
+            }
+        };
+        stored.decode()
+    }
+
+    async fn settlement(&self, key: B256) -> StoreResult<Option<Settlement>> {
+        let row: Option<SettlementRow> = sqlx::query_as(SELECT_BY_KEY)
+            .bind(codec::b256(&key))
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(SettlementRow::decode).transpose()
+    }
+
+    async fn mark_submitted(&self, key: B256, tx_hash: B256, at: u64) -> StoreResult<()> {
+        sqlx::query(MARK_SUBMITTED)
+            .bind(codec::b256(&key))
+            .bind(codec::b256(&tx_hash))
+            .bind(codec::int("updated_at", at)?)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn mark_pending(&self, key: B256, at: u64) -> StoreResult<()> {
+        sqlx::query(MARK_PENDING)
+            .bind(codec::b256(&key))
+            .bind(codec::int("updated_at", at)?)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn mark_confirmed(
+        &self,
+        key: B256,
+        tx_hash: B256,
+        block: u64,
+        proof: Option<&str>,
+        at: u64,
+    ) -> StoreResult<Settlement> {
+        let key = codec::b256(&key);
+        let mut conn = self.writer.acquire().await?;
+        let updated: Option<SettlementRow> = sqlx::query_as(MARK_CONFIRMED)
+            .bind(&key)
+            .bind(codec::b256(&tx_hash))
+            .bind(codec::int("block", block)?)
+            .bind(proof)
+            .bind(codec::int("updated_at", at)?)
+            .fetch_optional(&mut *conn)
+            .await?;
+        let stored = match updated {
+            Some(stored) => stored,
+            // Already confirmed (confirmed is final, so this reads the first proof), or no such
+            // row: `sqlx::Error::RowNotFound`.
+            None => {
+                sqlx::query_as(SELECT_BY_KEY)
+                    .bind(&key)
+                    .fetch_one(&mut *conn)
+                    .await?
+            }
+        };
+        stored.decode()
+    }
+
+    async fn mark_failed(&self, key: B256, error: &str, at: u64) -> StoreResult<()> {
+        sqlx::query(MARK_FAILED)
+            .bind(codec::b256(&key))
+            .bind(error)
+            .bind(codec::int("updated_at", at)?)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn unfinished(&self, limit: u32) -> StoreResult<Vec<Settlement>> {
+        let rows: Vec<SettlementRow> = sqlx::query_as(UNFINISHED)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(SettlementRow::decode).collect()
+    }
+
+    async fn count_by_status(&self) -> StoreResult<Vec<(SettlementStatus, u64)>> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(COUNT_BY_STATUS)
+            .fetch_all(&self.reader)
+            .await?;
+        codec::status_counts(rows)
+    }
+
+    async fn insert_api_key(
+        &self,
+        key_hash: B256,
+        provider: Address,
+        label: &str,
+        at: u64,
+    ) -> StoreResult<()> {
+        sqlx::query(INSERT_API_KEY)
+            .bind(codec::b256(&key_hash))
+            .bind(codec::address(&provider))
+            .bind(label)
+            .bind(codec::int("created_at", at)?)
+            .execute(&self.writer)
+            .await?;
+        Ok(())
+    }
+
+    async fn api_key_provider(&self, key_hash: B256) -> StoreResult<Option<Address>> {
+        let row = sqlx::query(API_KEY_PROVIDER)
+            .bind(codec::b256(&key_hash))
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(|row| codec::parse_address("provider", row.try_get::<&str, _>(0)?))
+            .transpose()
+    }
+
+    async fn revoke_api_key(&self, key_hash: B256, at: u64) -> StoreResult<bool> {
+        let done = sqlx::query(REVOKE_API_KEY)
+            .bind(codec::b256(&key_hash))
+            .bind(codec::int("revoked_at", at)?)
+            .execute(&self.writer)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+}

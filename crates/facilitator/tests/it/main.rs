@@ -1,0 +1,6 @@
+//! The facilitator over real HTTP, against the devnet and against anvil.
+#![allow(unreachable_pub)]
+
+mod authorize;
+mod support;
+mod x402;

@@ -1,0 +1,363 @@
+//! The built-in x402 V1 network registry: the network names the coinbase `x402@1.2.0` package
+//! (and so `x402-fetch@1.2.0`) accepts, with their chain ids and default USDC.
+//!
+//! Source: `NetworkSchema`, `EvmNetworkToChainId`, `SvmNetworkToChainId` in
+//! `typescript/packages/x402/src/types/shared/network.ts` and the USDC `config` in
+//! `src/types/shared/evm/config.ts`, as published in `x402@1.2.0`.
+//!
+//! Names are case-sensitive, as x402's are. `<name>-mainnet` is accepted as an alias of a
+//! mainnet name (`base-mainnet` → `base`) by [`lookup`] and [`canonical_name`], but x402 V1
+//! clients only know the canonical names: anything put on the wire for them goes through
+//! [`canonical_name`] first. Networks outside this list (a devnet, a chain x402 does not name) are
+//! configured by name and chain id elsewhere; they cannot be paid by unmodified x402 V1 clients.
+
+use alloy::primitives::{Address, address};
+
+/// A network x402 V1 knows by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct KnownNetwork {
+    /// The x402 V1 name (`base-sepolia`).
+    pub name: &'static str,
+    /// The EIP-155 chain id. For a non-EVM network, x402's own stand-in number (Solana: 101 and
+    /// 103), which is no EIP-155 chain id and is never returned by [`by_chain_id`].
+    pub chain_id: u64,
+    /// Whether the network is an EVM chain. Tollgate settles on EVM networks only; the others are
+    /// listed so that errors can say "not an EVM network" instead of "unknown network".
+    pub evm: bool,
+    /// Whether the network is a test network.
+    pub testnet: bool,
+    /// The USDC contract x402 uses by default on this network, where it lists one (EVM only).
+    pub usdc: Option<Address>,
+    /// That contract's EIP-712 domain name as x402 lists it (`extra.name` of a default
+    /// requirement; the domain version is `"2"` for all of them).
+    pub usdc_name: Option<&'static str>,
+}
+
+impl KnownNetwork {
+    const fn evm(
+        name: &'static str,
+        chain_id: u64,
+        testnet: bool,
+        usdc: Address,
+        usdc_name: &'static str,
+    ) -> Self {
+        Self {
+            name,
+            chain_id,
+            evm: true,
+            testnet,
+            usdc: Some(usdc),
+            usdc_name: Some(usdc_name),
+        }
+    }
+
+    const fn non_evm(name: &'static str, chain_id: u64, testnet: bool) -> Self {
+        Self {
+            name,
+            chain_id,
+            evm: false,
+            testnet,
+            usdc: None,
+            usdc_name: None,
+        }
+    }
+}
+
+/// The EIP-712 domain version of every default USDC in [`KNOWN_NETWORKS`].
+pub const USDC_EIP712_VERSION: &str = "2";
+
+/// Every network name x402 V1 (`x402@1.2.0`) accepts, in the package's order.
+pub const KNOWN_NETWORKS: &[KnownNetwork] = &[
+    KnownNetwork::evm(
+        "abstract",
+        2741,
+        false,
+        address!("0x84a71ccd554cc1b02749b35d22f684cc8ec987e1"),
+        "Bridged USDC",
+    ),
+    KnownNetwork::evm(
+        "abstract-testnet",
+        11124,
+        true,
+        address!("0xe4C7fBB0a626ed208021ccabA6Be1566905E2dFc"),
+        "Bridged USDC",
+    ),
+    KnownNetwork::evm(
+        "base-sepolia",
+        84532,
+        true,
+        address!("0x036CbD53842c5426634e7929541eC2318f3dCF7e"),
+        "USDC",
+    ),
+    KnownNetwork::evm(
+        "base",
+        8453,
+        false,
+        address!("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"),
+        "USD Coin",
+    ),
+    KnownNetwork::evm(
+        "avalanche-fuji",
+        43113,
+        true,
+        address!("0x5425890298aed601595a70AB815c96711a31Bc65"),
+        "USD Coin",
+    ),
+    KnownNetwork::evm(
+        "avalanche",
+        43114,
+        false,
+        address!("0xB97EF9Ef8734C71904D8002F8b6Bc66Dd9c48a6E"),
+        "USD Coin",
+    ),
+    KnownNetwork::evm(
+        "iotex",
+        4689,
+        false,
+        address!("0xcdf79194c6c285077a58da47641d4dbe51f63542"),
+        "Bridged USDC",
+    ),
+    KnownNetwork::non_evm("solana-devnet", 103, true),
+    KnownNetwork::non_evm("solana", 101, false),
+    KnownNetwork::evm(
+        "sei",
+        1329,
+        false,
+        address!("0xe15fc38f6d8c56af07bbcbe3baf5708a2bf42392"),
+        "USDC",
+    ),
+    KnownNetwork::evm(
+        "sei-testnet",
+        1328,
+        true,
+        address!("0x4fcf1784b31630811181f670aea7a7bef803eaed"),
+        "USDC",
+    ),
+    KnownNetwork::evm(
+        "polygon",
+        137,
+        false,
+        address!("0x3c499c542cef5e3811e1192ce70d8cc03d5c3359"),
+        "USD Coin",
+    ),
+    KnownNetwork::evm(
+        "polygon-amoy",
+        80002,
+        true,
+        address!("0x41E94Eb019C0762f9Bfcf9Fb1E58725BfB0e7582"),
+        "USDC",
+    ),
+    KnownNetwork::evm(
+        "peaq",
+        3338,
+        false,
+        address!("0xbbA60da06c2c5424f03f7434542280FCAd453d10"),
+        "USDC",
+    ),
+    KnownNetwork::evm(
+        "story",
+        1514,
+        false,
+        address!("0xF1815bd50389c46847f0Bda824eC8da914045D14"),
+        "Bridged USDC",
+    ),
+    KnownNetwork::evm(
+        "educhain",
+        41923,
+        false,
+        address!("0x12a272A581feE5577A5dFa371afEB4b2F3a8C2F8"),
+        "Bridged USDC (Stargate)",
+    ),
+    KnownNetwork::evm(
+        "skale-base-sepolia",
+        324705682,
+        true,
+        address!("0x2e08028E3C4c2356572E096d8EF835cD5C6030bD"),
+        "Bridged USDC (SKALE Bridge)",
+    ),
+];
+
+/// The suffix accepted as an alias of a mainnet name.
+const MAINNET_SUFFIX: &str = "-mainnet";
+
+/// The network a name stands for: an x402 V1 name, or `<name>-mainnet` for a mainnet one.
+/// Case-sensitive (`Base` is unknown), as x402 is.
+pub fn lookup(name: &str) -> Option<&'static KnownNetwork> {
+    if let Some(known) = exact(name) {
+        return Some(known);
+    }
+    let base = name.strip_suffix(MAINNET_SUFFIX)?;
+    exact(base).filter(|n| !n.testnet)
+}
+
+fn exact(name: &str) -> Option<&'static KnownNetwork> {
+    KNOWN_NETWORKS.iter().find(|n| n.name == name)
+}
+
+/// The EVM network x402 V1 names for an EIP-155 chain id.
+pub fn by_chain_id(chain_id: u64) -> Option<&'static KnownNetwork> {
+    KNOWN_NETWORKS
+        .iter()
+        .find(|n| n.evm && n.chain_id == chain_id)
+}
+
+/// The x402 V1 spelling of a network name (`base-mainnet` → `base`); `None` for a name x402 does
+/// not know.
+pub fn canonical_name(name: &str) -> Option<&'static str> {
+    lookup(name).map(|n| n.name)
+}
+
+/// Whether x402 V1 clients accept `name` as it is in a `network` field (aliases are not).
+pub fn is_x402_v1_name(name: &str) -> bool {
+    exact(name).is_some()
+}
+
+/// Whether two network names denote the same network: equal, or both known and canonically
+/// equal (`base` and `base-mainnet`).
+pub fn same_network(a: &str, b: &str) -> bool {
+    a == b || matches!((canonical_name(a), canonical_name(b)), (Some(x), Some(y)) if x == y)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_match_the_x402_package() {
+        let expected = [
+            ("abstract", 2741),
+            ("abstract-testnet", 11124),
+            ("base-sepolia", 84532),
+            ("base", 8453),
+            ("avalanche-fuji", 43113),
+            ("avalanche", 43114),
+            ("iotex", 4689),
+            ("sei", 1329),
+            ("sei-testnet", 1328),
+            ("polygon", 137),
+            ("polygon-amoy", 80002),
+            ("peaq", 3338),
+            ("story", 1514),
+            ("educhain", 41923),
+            ("skale-base-sepolia", 324705682),
+        ];
+        for (name, id) in expected {
+            let n = lookup(name).unwrap_or_else(|| panic!("{name} is known"));
+            assert!(n.evm, "{name}");
+            assert_eq!(n.chain_id, id, "{name}");
+            assert!(n.usdc.is_some() && n.usdc_name.is_some(), "{name}");
+            assert_eq!(by_chain_id(id).map(|n| n.name), Some(name));
+            assert!(is_x402_v1_name(name));
+        }
+        assert_eq!(
+            KNOWN_NETWORKS.iter().filter(|n| n.evm).count(),
+            expected.len()
+        );
+        assert_eq!(
+            KNOWN_NETWORKS.len(),
+            expected.len() + 2,
+            "plus solana and solana-devnet"
+        );
+    }
+
+    #[test]
+    fn names_are_unique_and_testnets_flagged() {
+        for (i, a) in KNOWN_NETWORKS.iter().enumerate() {
+            for b in &KNOWN_NETWORKS[i + 1..] {
+                assert_ne!(a.name, b.name);
+                assert!(
+                    !(a.evm && b.evm && a.chain_id == b.chain_id),
+                    "{} / {}",
+                    a.name,
+                    b.name
+                );
+            }
+        }
+        for name in [
+            "base-sepolia",
+            "avalanche-fuji",
+            "sei-testnet",
+            "polygon-amoy",
+            "abstract-testnet",
+            "skale-base-sepolia",
+            "solana-devnet",
+        ] {
+            assert!(lookup(name).unwrap().testnet, "{name}");
+        }
+        for name in [
+            "base",
+            "avalanche",
+            "polygon",
+            "sei",
+            "iotex",
+            "abstract",
+            "peaq",
+            "story",
+            "educhain",
+            "solana",
+        ] {
+            assert!(!lookup(name).unwrap().testnet, "{name}");
+        }
+    }
+
+    #[test]
+    fn mainnet_aliases_resolve_to_the_mainnet_name() {
+        assert_eq!(canonical_name("base-mainnet"), Some("base"));
+        assert_eq!(canonical_name("polygon-mainnet"), Some("polygon"));
+        assert_eq!(canonical_name("avalanche-mainnet"), Some("avalanche"));
+        assert_eq!(lookup("base-mainnet").map(|n| n.chain_id), Some(8453));
+        assert_eq!(canonical_name("base"), Some("base"));
+        // Aliases are ours; x402 clients would refuse them on the wire.
+        assert!(!is_x402_v1_name("base-mainnet"));
+        // No alias for a testnet, nor a doubled suffix.
+        assert_eq!(lookup("base-sepolia-mainnet"), None);
+        assert_eq!(lookup("base-mainnet-mainnet"), None);
+        assert!(same_network("base", "base-mainnet"));
+        assert!(same_network("devnet", "devnet"));
+        assert!(!same_network("base", "base-sepolia"));
+    }
+
+    #[test]
+    fn lookup_is_case_sensitive_and_exact() {
+        for name in [
+            "Base",
+            "BASE",
+            "base ",
+            "",
+            "-mainnet",
+            "eip155:8453",
+            "ethereum",
+            "optimism-sepolia",
+            "lisk",
+        ] {
+            assert_eq!(lookup(name), None, "{name:?}");
+            assert!(!is_x402_v1_name(name), "{name:?}");
+        }
+    }
+
+    #[test]
+    fn solana_is_known_but_not_evm() {
+        let sol = lookup("solana").unwrap();
+        assert!(!sol.evm);
+        assert_eq!(sol.usdc, None);
+        assert!(is_x402_v1_name("solana-devnet"));
+        assert_eq!(canonical_name("solana-mainnet"), Some("solana"));
+        assert_eq!(
+            by_chain_id(101),
+            None,
+            "x402's solana numbers are no EIP-155 ids"
+        );
+    }
+
+    #[test]
+    fn default_usdc() {
+        let base = lookup("base").unwrap();
+        assert_eq!(
+            base.usdc,
+            Some(address!("0x833589fCD6eDb6E08f4c7C32D4f71b54bdA02913"))
+        );
+        assert_eq!(base.usdc_name, Some("USD Coin"));
+        assert_eq!(lookup("base-sepolia").unwrap().usdc_name, Some("USDC"));
+    }
+}

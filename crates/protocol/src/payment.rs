@@ -1,0 +1,308 @@
+//! The spec's one-time payment messages: the client's `signedPayment` for the facilitator's
+//! `/authorize`, and the facilitator's signed payment proof that travels in `X-PAYMENT`.
+
+use alloy::primitives::{Address, B256, Bytes};
+use base64::{Engine as _, engine::general_purpose::STANDARD};
+use serde::{Deserialize, Serialize};
+
+use crate::Amount;
+
+/// The body of `POST /authorize`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuthorizeRequest {
+    /// The client-signed transfer.
+    pub signed_payment: SignedPayment,
+}
+
+/// A client-signed transfer: the terms it pays and the EIP-3009 authorization that pays them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SignedPayment {
+    /// Network name (e.g. `base-sepolia`).
+    pub network: String,
+    /// Token contract.
+    #[serde(with = "crate::x402::checksummed")]
+    pub token: Address,
+    /// The recipient named in the payment terms.
+    #[serde(with = "crate::x402::checksummed")]
+    pub pay_to: Address,
+    /// The price, in the token's smallest unit (the facilitator's fee is taken from it).
+    pub amount: Amount,
+    /// The request reference from the 402 terms.
+    pub memo: B256,
+    /// The payer's EIP-3009 `ReceiveWithAuthorization` to the facilitator's router.
+    pub authorization: Eip3009Authorization,
+}
+
+/// An EIP-3009 authorization with its signature (65 bytes `r ‖ s ‖ v`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Eip3009Authorization {
+    /// The payer.
+    #[serde(with = "crate::x402::checksummed")]
+    pub from: Address,
+    /// The payee of the authorization: the router for `/authorize`.
+    #[serde(with = "crate::x402::checksummed")]
+    pub to: Address,
+    /// The amount authorized.
+    pub value: Amount,
+    /// Unix seconds; valid strictly after.
+    pub valid_after: Amount,
+    /// Unix seconds; valid strictly before.
+    pub valid_before: Amount,
+    /// 32-byte nonce; for the router, `keccak256(abi.encode(payTo, memo, fee))`.
+    pub nonce: B256,
+    /// The payer's EIP-712 signature.
+    pub signature: Bytes,
+}
+
+/// A payment proof: the facilitator's EIP-712 attestation that a payment settled on-chain. Sent
+/// by clients as base64 JSON in `X-PAYMENT`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PaymentProof {
+    /// Always 1.
+    pub version: u8,
+    /// Network name.
+    pub network: String,
+    /// Chain id of the network.
+    pub chain_id: u64,
+    /// Token contract.
+    #[serde(with = "crate::x402::checksummed")]
+    pub token: Address,
+    /// Who paid.
+    #[serde(with = "crate::x402::checksummed")]
+    pub payer: Address,
+    /// Who was paid.
+    #[serde(with = "crate::x402::checksummed")]
+    pub pay_to: Address,
+    /// Gross amount paid (the payee received `amount - fee`).
+    pub amount: Amount,
+    /// The facilitator's fee.
+    pub fee: Amount,
+    /// The request reference the payment was for.
+    pub memo: B256,
+    /// The settlement transaction.
+    pub tx_hash: B256,
+    /// Its block.
+    pub block: u64,
+    /// When the proof was issued (unix seconds).
+    pub issued_at: u64,
+    /// When the proof stops being accepted (unix seconds).
+    pub expiry: u64,
+    /// The facilitator's proof-signing address.
+    #[serde(with = "crate::x402::checksummed")]
+    pub signer: Address,
+    /// EIP-712 signature over the fields above (see `tollgate_chain::authorization::ProofClaims`).
+    pub signature: Bytes,
+}
+
+/// Why an `X-PAYMENT` value is not a proof.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProofDecodeError {
+    /// Larger than any proof can be.
+    #[error("X-PAYMENT header of {0} bytes is too large")]
+    TooLarge(usize),
+    /// Not base64.
+    #[error("X-PAYMENT is not base64: {0}")]
+    Base64(String),
+    /// Not the proof's JSON.
+    #[error("X-PAYMENT is not a payment proof: {0}")]
+    Json(String),
+    /// A proof version this code does not know.
+    #[error("unsupported proof version {0}")]
+    Version(u8),
+}
+
+/// The largest `X-PAYMENT` value accepted (encoded).
+pub const MAX_PAYMENT_HEADER: usize = 8 * 1024;
+
+impl PaymentProof {
+    /// The `X-PAYMENT` form: base64 (standard alphabet, padded) of the JSON.
+    pub fn encode(&self) -> String {
+        STANDARD.encode(serde_json::to_vec(self).expect("a proof serializes"))
+    }
+
+    /// Parses the `X-PAYMENT` form.
+    pub fn decode(header: &str) -> Result<Self, ProofDecodeError> {
+        if header.len() > MAX_PAYMENT_HEADER {
+            return Err(ProofDecodeError::TooLarge(header.len()));
+        }
+        let bytes = STANDARD
+            .decode(header.trim())
+            .map_err(|e| ProofDecodeError::Base64(e.to_string()))?;
+        let proof: Self =
+            serde_json::from_slice(&bytes).map_err(|e| ProofDecodeError::Json(e.to_string()))?;
+        if proof.version != 1 {
+            return Err(ProofDecodeError::Version(proof.version));
+        }
+        Ok(proof)
+    }
+}
+
+/// The answer of `POST /authorize` once the transfer is confirmed (HTTP 200).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthorizeResponse {
+    /// `"confirmed"`.
+    pub status: SettlementStatus,
+    /// The proof, base64, ready for `X-PAYMENT`.
+    pub proof: String,
+    /// The proof's fields, decoded.
+    pub payment: PaymentProof,
+}
+
+/// The answer of `POST /authorize` when the transfer was broadcast but not yet confirmed (HTTP
+/// 202), and of `GET` on its status URL until it is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingResponse {
+    /// `"pending"`.
+    pub status: SettlementStatus,
+    /// The broadcast transaction.
+    pub tx_hash: Option<B256>,
+    /// Where to poll: `GET` returns 200 with the proof once confirmed.
+    pub status_url: String,
+}
+
+/// Where a settlement stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SettlementStatus {
+    /// Accepted, not yet broadcast.
+    Received,
+    /// Broadcast.
+    Submitted,
+    /// Broadcast, confirmation not seen in time; still being watched.
+    Pending,
+    /// Mined and confirmed; the proof is issued.
+    Confirmed,
+    /// Failed for good (reverted, or refused before broadcast).
+    Failed,
+}
+
+impl SettlementStatus {
+    /// The name stored and sent.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Received => "received",
+            Self::Submitted => "submitted",
+            Self::Pending => "pending",
+            Self::Confirmed => "confirmed",
+            Self::Failed => "failed",
+        }
+    }
+
+    /// From the stored name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "received" => Self::Received,
+            "submitted" => Self::Submitted,
+            "pending" => Self::Pending,
+            "confirmed" => Self::Confirmed,
+            "failed" => Self::Failed,
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn proof() -> PaymentProof {
+        PaymentProof {
+            version: 1,
+            network: "base-sepolia".into(),
+            chain_id: 84532,
+            token: Address::repeat_byte(1),
+            payer: Address::repeat_byte(2),
+            pay_to: Address::repeat_byte(3),
+            amount: Amount::from_units(500_000),
+            fee: Amount::from_units(1_000),
+            memo: B256::repeat_byte(4),
+            tx_hash: B256::repeat_byte(5),
+            block: 7,
+            issued_at: 1_700_000_000,
+            expiry: 1_700_000_600,
+            signer: Address::repeat_byte(6),
+            signature: Bytes::from(vec![9; 65]),
+        }
+    }
+
+    #[test]
+    fn proof_round_trips_through_the_header_form() {
+        let p = proof();
+        assert_eq!(PaymentProof::decode(&p.encode()).unwrap(), p);
+    }
+
+    #[test]
+    fn proof_golden_json() {
+        let v = serde_json::to_value(proof()).unwrap();
+        let keys: Vec<_> = v.as_object().unwrap().keys().cloned().collect();
+        assert_eq!(
+            keys,
+            [
+                "amount",
+                "block",
+                "chainId",
+                "expiry",
+                "fee",
+                "issuedAt",
+                "memo",
+                "network",
+                "payTo",
+                "payer",
+                "signature",
+                "signer",
+                "token",
+                "txHash",
+                "version"
+            ]
+        );
+        assert_eq!(v["amount"], "500000");
+        assert_eq!(v["payTo"], Address::repeat_byte(3).to_checksum(None));
+    }
+
+    #[test]
+    fn bad_headers_are_typed() {
+        assert!(matches!(
+            PaymentProof::decode("***"),
+            Err(ProofDecodeError::Base64(_))
+        ));
+        assert!(matches!(
+            PaymentProof::decode("aGVsbG8="),
+            Err(ProofDecodeError::Json(_))
+        ));
+        assert!(matches!(
+            PaymentProof::decode(&"A".repeat(MAX_PAYMENT_HEADER + 1)),
+            Err(ProofDecodeError::TooLarge(_))
+        ));
+        let mut p = proof();
+        p.version = 2;
+        assert!(matches!(
+            PaymentProof::decode(&p.encode()),
+            Err(ProofDecodeError::Version(2))
+        ));
+    }
+
+    #[test]
+    fn signed_payment_rejects_unknown_fields_and_bad_amounts() {
+        let good = r#"{"signedPayment":{"network":"base","token":"0x0101010101010101010101010101010101010101","payTo":"0x0101010101010101010101010101010101010101","amount":"5","memo":"0x0404040404040404040404040404040404040404040404040404040404040404","authorization":{"from":"0x0101010101010101010101010101010101010101","to":"0x0101010101010101010101010101010101010101","value":"5","validAfter":"0","validBefore":"10","nonce":"0x0404040404040404040404040404040404040404040404040404040404040404","signature":"0x00"}}}"#;
+        serde_json::from_str::<AuthorizeRequest>(good).unwrap();
+        assert!(
+            serde_json::from_str::<AuthorizeRequest>(
+                &good.replace("\"amount\":\"5\"", "\"amount\":5")
+            )
+            .is_err()
+        );
+        assert!(
+            serde_json::from_str::<AuthorizeRequest>(
+                &good.replace("\"network\"", "\"extra\":1,\"network\"")
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Integration tests of `tollgate-protocol`.
+
+mod vectors;

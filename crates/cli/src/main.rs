@@ -20,11 +20,15 @@ enum Command {
     /// Run the embedded EVM devnet (contracts deployed, dev accounts funded) with a JSON-RPC
     /// listener on 127.0.0.1.
     Devnet(cmd::devnet::Args),
+    /// Run the facilitator: settles signed payments, issues payment proofs, serves the x402 V1
+    /// facilitator API.
+    Facilitator(cmd::facilitator::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
+    tollgate_chain::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -38,6 +42,7 @@ fn main() -> ExitCode {
     let result = runtime.block_on(async {
         match cli.command {
             Command::Devnet(args) => cmd::devnet::run(args).await,
+            Command::Facilitator(args) => cmd::facilitator::run(args).await,
         }
     });
     match result {

@@ -526,7 +526,11 @@ pub enum ConfigError {
     },
     /// Not TOML, or not the config's shape: an unknown key, a missing required key, a value of
     /// the wrong type. The message shows the line, the column and the offending key.
-    #[error("invalid config{}: {error}", path.as_ref().map(|p| format!(" file {}", p.display())).unwrap_or_default())]
+    #[error(
+        "invalid config{}: {}",
+        path.as_ref().map(|p| format!(" file {}", p.display())).unwrap_or_default(),
+        error.to_string().trim_end()
+    )]
     Parse {
         /// The file, when loaded from one.
         path: Option<PathBuf>,

@@ -14,6 +14,7 @@ mod http;
 pub mod metrics;
 pub mod openapi;
 mod settle;
+pub mod start;
 pub mod store;
 mod x402;
 

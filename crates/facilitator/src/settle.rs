@@ -478,6 +478,40 @@ impl Facilitator {
         }
     }
 
+    /// Drives unfinished `/authorize` settlements (left by a crash or a slow chain) to their end:
+    /// confirmed with a proof, or failed once their authorization expired unused. Rows younger
+    /// than twice the confirmation timeout are left to their request. Returns how many finished.
+    pub async fn reconcile(&self) -> usize {
+        let rows = match self.inner.store.unfinished(100).await {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::warn!(error = %e, "reconcile: store unavailable");
+                return 0;
+            }
+        };
+        let settle_after = 2 * self.inner.settings.confirmation_timeout.as_secs().max(1);
+        let mut finished = 0;
+        for row in rows {
+            if row.new.kind != SettlementKind::Router
+                || unix_now() < row.new.created_at + settle_after
+            {
+                continue;
+            }
+            match self.settlement_status(row.new.key).await {
+                Ok(Outcome::Confirmed { .. }) => finished += 1,
+                Ok(Outcome::Pending { .. }) => {}
+                Err(e) if e.status.is_client_error() => finished += 1,
+                Err(e) => {
+                    tracing::warn!(key = %row.new.key, error = %e, "reconcile: settlement still unresolved")
+                }
+            }
+        }
+        if finished > 0 {
+            tracing::info!(finished, "reconciled unfinished settlements");
+        }
+        finished
+    }
+
     /// Finds this payment's `PaymentSettled` event on-chain (by memo, payer and payee), checking
     /// amount and fee, with the receipt of its transaction at the configured depth.
     async fn find_settlement_event(

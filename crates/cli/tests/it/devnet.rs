@@ -21,12 +21,12 @@ use tollgate_chain::{
     devnet::{DEV_TOKENS, DevnetInfo},
 };
 
-struct Running {
-    child: Child,
-    info: DevnetInfo,
+pub(crate) struct Running {
+    pub(crate) child: Child,
+    pub(crate) info: DevnetInfo,
 }
 
-async fn spawn_devnet(dir: &Path, extra: &[&str]) -> Running {
+pub(crate) async fn spawn_devnet(dir: &Path, extra: &[&str]) -> Running {
     let summary = dir.join("devnet.json");
     let _ = std::fs::remove_file(&summary);
     let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))

@@ -1,3 +1,4 @@
 //! End-to-end tests of the `tollgate` binary.
 
 mod devnet;
+mod facilitator;

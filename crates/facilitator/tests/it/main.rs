@@ -2,5 +2,6 @@
 #![allow(unreachable_pub)]
 
 mod authorize;
+mod config;
 mod support;
 mod x402;

@@ -1,0 +1,72 @@
+//! `tollgate facilitator --config FILE`.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use tollgate_facilitator::{config::Config, start};
+
+/// Flags of `tollgate facilitator`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+The config is a TOML file (see examples/facilitator.toml): listen address, public URL, store
+(sqlite://PATH or postgres://...), relayer and proof-signing keys (env:VAR, file:PATH, or inline
+hex — inline keys are warned about), the fee, settlement bounds and the networks (an x402 V1 name
+such as base-sepolia, or a custom one with its chain id; RPC URL, token, router, subscriptions,
+confirmation depth). Unknown keys are errors.
+
+Endpoints: POST /authorize, GET /settlements/{key}, POST /proofs/verify, POST /verify,
+POST /settle, GET /supported, GET /.well-known/tollgate, /healthz, /readyz, /metrics,
+/openapi.json.
+
+Environment: TOLLGATE_LOG (log filter, default info).
+
+Example:
+  TOLLGATE_RELAYER_KEY=0x... TOLLGATE_PROOF_KEY=0x... tollgate facilitator --config examples/facilitator.toml")]
+pub(crate) struct Args {
+    /// The facilitator's TOML config file.
+    #[arg(long, short, value_name = "FILE")]
+    config: PathBuf,
+}
+
+/// Test-only fault injection, read from the environment by the binary (never by the library).
+const FAULT_ENV: &str = "TOLLGATE_FAULT";
+
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    let config =
+        Config::load(&args.config).with_context(|| format!("loading {}", args.config.display()))?;
+    let keys = config
+        .resolve(|var| std::env::var(var).ok())
+        .context("resolving keys")?;
+    for w in &keys.warnings {
+        tracing::warn!("{w}");
+    }
+    let mut settings = start::settings(&config);
+    if std::env::var(FAULT_ENV).as_deref() == Ok("crash-after-broadcast") {
+        tracing::warn!(
+            "{FAULT_ENV}=crash-after-broadcast: the process aborts after its first broadcast"
+        );
+        settings.crash_after_broadcast = true;
+    }
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    if config.listen.port() == 0 && settings.public_url.ends_with(":0") {
+        // Port 0 picks a free port: status URLs must name the one actually bound.
+        settings.public_url = format!("http://{addr}");
+    }
+    let facilitator = start::build(&config, &keys, settings, None)
+        .await
+        .context("starting the facilitator")?;
+    tracing::info!(
+        listen = %addr,
+        public_url = %facilitator.settings().public_url,
+        proof_signer = %facilitator.proof_signer(),
+        networks = ?facilitator.networks().iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+        store = if config.store.is_postgres() { "postgres" } else { "sqlite" },
+        "facilitator listening"
+    );
+    tollgate_facilitator::serve(facilitator, listener, crate::shutdown_signal()).await?;
+    tracing::info!("facilitator stopped");
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Building a running facilitator from its [`Config`]: chain backends, store, keys.
+
+use std::sync::Arc;
+
+use alloy::primitives::B256;
+use tollgate_chain::{
+    Chain, Wallet,
+    rpc::{RpcChain, RpcOptions},
+};
+
+use crate::{
+    BuildError, Facilitator, NetworkSpec, Settings,
+    config::{Config, ResolvedKeys, RpcEndpoint},
+    store,
+};
+
+/// Why the facilitator could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// A network is configured as `embedded` but no embedded chain was supplied.
+    #[error("network {0} uses rpc_url = \"embedded\", which only `tollgate dev` provides")]
+    NoEmbeddedChain(String),
+    /// A chain backend could not be reached.
+    #[error("network {network}: {source}")]
+    Chain {
+        /// Network name.
+        network: String,
+        /// Cause.
+        #[source]
+        source: tollgate_chain::Error,
+    },
+    /// The store could not be opened or migrated.
+    #[error("store: {0}")]
+    Store(#[from] store::StoreError),
+    /// The parts do not fit together.
+    #[error(transparent)]
+    Build(#[from] BuildError),
+}
+
+/// The settings a config describes (fault injection off).
+pub fn settings(config: &Config) -> Settings {
+    Settings {
+        public_url: config.public_url.clone(),
+        fee: config.fees.settlement_fee.get(),
+        confirmation_timeout: config.settlement.confirmation_timeout(),
+        max_validity_secs: config.settlement.max_validity_secs,
+        proof_ttl_secs: config.settlement.proof_ttl_secs,
+        max_body_bytes: config.limits.max_body_bytes,
+        ..Settings::default()
+    }
+}
+
+/// Connects every network (an [`RpcChain`] holding the relayer keys, or the supplied `embedded`
+/// chain, which must hold them already), opens and migrates the store, and assembles the
+/// facilitator.
+pub async fn build(
+    config: &Config,
+    keys: &ResolvedKeys,
+    settings: Settings,
+    embedded: Option<Arc<dyn Chain>>,
+) -> Result<Facilitator, StartError> {
+    let relayer_keys: Vec<B256> = keys
+        .relayers
+        .iter()
+        .map(|k| k.signer().to_bytes())
+        .collect();
+    let relayers = keys.relayers.iter().map(|k| k.address()).collect();
+    let wallet =
+        Wallet::from_keys(relayer_keys.iter().copied()).map_err(|source| StartError::Chain {
+            network: "*".into(),
+            source,
+        })?;
+    let mut networks = Vec::new();
+    for n in &config.networks {
+        let chain: Arc<dyn Chain> = match &n.rpc {
+            RpcEndpoint::Embedded => embedded
+                .clone()
+                .ok_or_else(|| StartError::NoEmbeddedChain(n.name.clone()))?,
+            RpcEndpoint::Url(url) => {
+                let options = RpcOptions {
+                    chain_id: Some(n.chain_id),
+                    ..RpcOptions::default()
+                };
+                let chain = RpcChain::connect(url, wallet.clone(), options)
+                    .await
+                    .map_err(|source| StartError::Chain {
+                        network: n.name.clone(),
+                        source,
+                    })?;
+                Arc::new(chain)
+            }
+        };
+        let spec = NetworkSpec {
+            name: n.name.clone(),
+            chain_id: n.chain_id,
+            token: n.token,
+            token_name: n.token_name.clone(),
+            token_version: n.token_version.clone(),
+            router: n.router,
+            subscriptions: n.subscriptions,
+            confirmations: n.confirmations,
+        };
+        networks.push((spec, chain));
+    }
+    let store = store::open(config.store.as_str()).await?;
+    Ok(Facilitator::new(
+        settings,
+        networks,
+        relayers,
+        keys.proof.signer().to_bytes(),
+        store,
+    )?)
+}

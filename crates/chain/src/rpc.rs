@@ -314,6 +314,10 @@ impl RpcChain {
         let Some(receipt) = self.receipt(tx_hash).await? else {
             return Ok(None);
         };
+        if confirmations <= 1 {
+            // Included is deep enough.
+            return Ok(Some(receipt));
+        }
         let latest = self.block_number().await?;
         if latest
             .saturating_add(1)
@@ -321,9 +325,6 @@ impl RpcChain {
             < confirmations.max(1)
         {
             return Ok(None);
-        }
-        if confirmations <= 1 {
-            return Ok(Some(receipt));
         }
         // The depth is reached: make sure the transaction was not reorged out meanwhile.
         match self.receipt(tx_hash).await? {
@@ -478,6 +479,9 @@ impl Chain for RpcChain {
 
     async fn wait(&self, tx_hash: B256, opts: WaitOptions) -> Result<Confirmation> {
         let poll = async {
+            // Most nodes (anvil, L2 sequencers) include a transaction within milliseconds: poll
+            // soon, then back off to the configured interval.
+            let mut delay = Duration::from_millis(2).min(self.options.poll_interval);
             loop {
                 match self.confirmed(tx_hash, opts.confirmations).await {
                     Ok(Some(receipt)) => return Ok(receipt),
@@ -488,7 +492,8 @@ impl Chain for RpcChain {
                     }
                     Err(e) => return Err(e),
                 }
-                tokio::time::sleep(self.options.poll_interval).await;
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(self.options.poll_interval);
             }
         };
         match tokio::time::timeout(opts.timeout, poll).await {

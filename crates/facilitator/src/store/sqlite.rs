@@ -6,16 +6,20 @@
 //! run beside the writer. The 5 s busy timeout still covers another process holding the lock
 //! (an operator's `sqlite3` shell, a second facilitator pointed at the same file by mistake).
 //!
-//! Every write is one statement (SQLite commits each in its own implicit transaction); the few
-//! methods that must return the row (`insert_settlement`, `mark_confirmed`) use `RETURNING` and,
-//! only when their statement changed nothing, read the row back on the same connection.
+//! Writes are *group-committed*: a writer task owns the write connection, takes every write that
+//! is waiting (up to [`MAX_BATCH`]), runs them in one `BEGIN IMMEDIATE … COMMIT` transaction and
+//! answers each caller only after the commit, so many concurrent settlements share one fsync
+//! (`synchronous = FULL` stays the default without costing a disk flush per write). Each write is
+//! one statement; the few that must return the row (`insert_settlement`, `mark_confirmed`) use
+//! `RETURNING` and, only when their statement changed nothing, read the row back in the same
+//! transaction.
 
-use std::{path::Path, str::FromStr, time::Duration};
+use std::{future::Future, path::Path, pin::Pin, str::FromStr, time::Duration};
 
 use alloy::primitives::{Address, B256};
 use async_trait::async_trait;
 use sqlx::{
-    Row,
+    Row, SqliteConnection,
     sqlite::{
         SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
     },
@@ -94,11 +98,23 @@ impl SqliteOptions {
     }
 }
 
+/// Most writes committed together.
+pub const MAX_BATCH: usize = 256;
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+/// Hands a write's result to its caller once the batch's commit outcome is known.
+type Deliver = Box<dyn FnOnce(&Result<(), String>) + Send>;
+/// One write: runs its statement inside the batch's transaction.
+type Job = Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Deliver> + Send>;
+
 /// The SQLite store.
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
-    /// Exactly one connection: every write.
+    /// Exactly one connection: every write (the group-commit task uses it; migrations and
+    /// `ping` borrow it between batches).
     writer: SqlitePool,
+    /// The group-commit task's queue.
+    jobs: tokio::sync::mpsc::Sender<Job>,
     /// `query_only` connections for reads (the writer itself for an in-memory database).
     reader: SqlitePool,
 }
@@ -131,8 +147,10 @@ impl SqliteStore {
                 .max_lifetime(None)
                 .connect_with(base)
                 .await?;
+            let jobs = spawn_writer(pool.clone());
             return Ok(Self {
                 writer: pool.clone(),
+                jobs,
                 reader: pool,
             });
         }
@@ -154,7 +172,40 @@ impl SqliteStore {
             .max_connections(options.max_readers.max(1))
             .connect_with(base.pragma("query_only", "ON"))
             .await?;
-        Ok(Self { writer, reader })
+        let jobs = spawn_writer(writer.clone());
+        Ok(Self {
+            writer,
+            jobs,
+            reader,
+        })
+    }
+
+    /// Runs `op` in the next group commit and returns its result once that commit is durable.
+    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<T>>
+            + Send
+            + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel::<StoreResult<T>>();
+        let job: Job = Box::new(move |conn| {
+            Box::pin(async move {
+                let result = op(conn).await;
+                Box::new(move |committed: &Result<(), String>| {
+                    let outcome = match committed {
+                        Ok(()) => result,
+                        Err(e) => Err(StoreError::Database(sqlx::Error::Protocol(format!(
+                            "group commit failed: {e}"
+                        )))),
+                    };
+                    let _ = tx.send(outcome);
+                }) as Deliver
+            })
+        });
+        let closed = || StoreError::Database(sqlx::Error::PoolClosed);
+        self.jobs.send(job).await.map_err(|_| closed())?;
+        rx.await.map_err(|_| closed())?
     }
 
     /// Closes both pools, waiting for connections in use to be returned (a clean WAL checkpoint).
@@ -162,6 +213,52 @@ impl SqliteStore {
         self.reader.close().await;
         self.writer.close().await;
     }
+}
+
+/// Starts the group-commit task on the write pool; it ends when the last store clone is dropped.
+fn spawn_writer(pool: SqlitePool) -> tokio::sync::mpsc::Sender<Job> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(4 * MAX_BATCH);
+    tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            let mut jobs = vec![first];
+            while jobs.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(_) => break,
+                }
+            }
+            let committed = commit_batch(&pool, jobs).await;
+            if let Err(e) = committed {
+                tracing::error!(error = %e, "SQLite group commit failed");
+            }
+        }
+    });
+    tx
+}
+
+/// Runs `jobs` in one transaction and delivers every result after the commit.
+async fn commit_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Result<(), String> {
+    let mut deliveries = Vec::with_capacity(jobs.len());
+    let outcome: Result<(), String> = async {
+        let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        for job in jobs {
+            deliveries.push(job(&mut conn).await);
+        }
+        if let Err(e) = sqlx::query("COMMIT").execute(&mut *conn).await {
+            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+            return Err(e.to_string());
+        }
+        Ok(())
+    }
+    .await;
+    for deliver in deliveries {
+        deliver(&outcome);
+    }
+    outcome
 }
 
 fn is_in_memory(url: &str) -> bool {
@@ -243,36 +340,41 @@ impl Store for SqliteStore {
 
     async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Settlement> {
         let row = NewRow::encode(new)?;
-        let mut conn = self.writer.acquire().await?;
-        let inserted: Option<SettlementRow> = sqlx::query_as(INSERT)
-            .bind(&row.key)
-            .bind(row.kind)
-            .bind(&row.request_hash)
-            .bind(&new.network)
-            .bind(row.chain_id)
-            .bind(&row.token)
-            .bind(&row.payer)
-            .bind(&row.pay_to)
-            .bind(&row.amount)
-            .bind(&row.fee)
-            .bind(&row.memo)
-            .bind(&row.nonce)
-            .bind(row.valid_before)
-            .bind(&new.request)
-            .bind(row.created_at)
-            .fetch_optional(&mut *conn)
-            .await?;
-        let stored = match inserted {
-            Some(stored) => stored,
-            // The key was there already: rows are never deleted, so it is still there.
-            None => {
-                sqlx::query_as(SELECT_BY_KEY)
+        let (network, request) = (new.network.clone(), new.request.clone());
+        self.write(move |conn| {
+            Box::pin(async move {
+                let inserted: Option<SettlementRow> = sqlx::query_as(INSERT)
                     .bind(&row.key)
-                    .fetch_one(&mut *conn)
-                    .await?
-            }
-        };
-        stored.decode()
+                    .bind(row.kind)
+                    .bind(&row.request_hash)
+                    .bind(&network)
+                    .bind(row.chain_id)
+                    .bind(&row.token)
+                    .bind(&row.payer)
+                    .bind(&row.pay_to)
+                    .bind(&row.amount)
+                    .bind(&row.fee)
+                    .bind(&row.memo)
+                    .bind(&row.nonce)
+                    .bind(row.valid_before)
+                    .bind(&request)
+                    .bind(row.created_at)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                let stored = match inserted {
+                    Some(stored) => stored,
+                    // The key was there already: rows are never deleted, so it is still there.
+                    None => {
+                        sqlx::query_as(SELECT_BY_KEY)
+                            .bind(&row.key)
+                            .fetch_one(&mut *conn)
+                            .await?
+                    }
+                };
+                stored.decode()
+            })
+        })
+        .await
     }
 
     async fn settlement(&self, key: B256) -> StoreResult<Option<Settlement>> {
@@ -284,22 +386,34 @@ impl Store for SqliteStore {
     }
 
     async fn mark_submitted(&self, key: B256, tx_hash: B256, at: u64) -> StoreResult<()> {
-        sqlx::query(MARK_SUBMITTED)
-            .bind(codec::b256(&key))
-            .bind(codec::b256(&tx_hash))
-            .bind(codec::int("updated_at", at)?)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+        let at = codec::int("updated_at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(MARK_SUBMITTED)
+                    .bind(codec::b256(&key))
+                    .bind(codec::b256(&tx_hash))
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn mark_pending(&self, key: B256, at: u64) -> StoreResult<()> {
-        sqlx::query(MARK_PENDING)
-            .bind(codec::b256(&key))
-            .bind(codec::int("updated_at", at)?)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+        let at = codec::int("updated_at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(MARK_PENDING)
+                    .bind(codec::b256(&key))
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn mark_confirmed(
@@ -311,37 +425,51 @@ impl Store for SqliteStore {
         at: u64,
     ) -> StoreResult<Settlement> {
         let key = codec::b256(&key);
-        let mut conn = self.writer.acquire().await?;
-        let updated: Option<SettlementRow> = sqlx::query_as(MARK_CONFIRMED)
-            .bind(&key)
-            .bind(codec::b256(&tx_hash))
-            .bind(codec::int("block", block)?)
-            .bind(proof)
-            .bind(codec::int("updated_at", at)?)
-            .fetch_optional(&mut *conn)
-            .await?;
-        let stored = match updated {
-            Some(stored) => stored,
-            // Already confirmed (confirmed is final, so this reads the first proof), or no such
-            // row: `sqlx::Error::RowNotFound`.
-            None => {
-                sqlx::query_as(SELECT_BY_KEY)
+        let block = codec::int("block", block)?;
+        let at = codec::int("updated_at", at)?;
+        let proof = proof.map(str::to_owned);
+        self.write(move |conn| {
+            Box::pin(async move {
+                let updated: Option<SettlementRow> = sqlx::query_as(MARK_CONFIRMED)
                     .bind(&key)
-                    .fetch_one(&mut *conn)
-                    .await?
-            }
-        };
-        stored.decode()
+                    .bind(codec::b256(&tx_hash))
+                    .bind(block)
+                    .bind(proof.as_deref())
+                    .bind(at)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                let stored = match updated {
+                    Some(stored) => stored,
+                    // Already confirmed (confirmed is final, so this reads the first proof), or
+                    // no such row: `sqlx::Error::RowNotFound`.
+                    None => {
+                        sqlx::query_as(SELECT_BY_KEY)
+                            .bind(&key)
+                            .fetch_one(&mut *conn)
+                            .await?
+                    }
+                };
+                stored.decode()
+            })
+        })
+        .await
     }
 
     async fn mark_failed(&self, key: B256, error: &str, at: u64) -> StoreResult<()> {
-        sqlx::query(MARK_FAILED)
-            .bind(codec::b256(&key))
-            .bind(error)
-            .bind(codec::int("updated_at", at)?)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+        let at = codec::int("updated_at", at)?;
+        let error = error.to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(MARK_FAILED)
+                    .bind(codec::b256(&key))
+                    .bind(&error)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn unfinished(&self, limit: u32) -> StoreResult<Vec<Settlement>> {
@@ -366,14 +494,21 @@ impl Store for SqliteStore {
         label: &str,
         at: u64,
     ) -> StoreResult<()> {
-        sqlx::query(INSERT_API_KEY)
-            .bind(codec::b256(&key_hash))
-            .bind(codec::address(&provider))
-            .bind(label)
-            .bind(codec::int("created_at", at)?)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
+        let at = codec::int("created_at", at)?;
+        let label = label.to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(INSERT_API_KEY)
+                    .bind(codec::b256(&key_hash))
+                    .bind(codec::address(&provider))
+                    .bind(&label)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 
     async fn api_key_provider(&self, key_hash: B256) -> StoreResult<Option<Address>> {
@@ -386,11 +521,52 @@ impl Store for SqliteStore {
     }
 
     async fn revoke_api_key(&self, key_hash: B256, at: u64) -> StoreResult<bool> {
-        let done = sqlx::query(REVOKE_API_KEY)
-            .bind(codec::b256(&key_hash))
-            .bind(codec::int("revoked_at", at)?)
-            .execute(&self.writer)
-            .await?;
-        Ok(done.rows_affected() > 0)
+        let at = codec::int("revoked_at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(REVOKE_API_KEY)
+                    .bind(codec::b256(&key_hash))
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn pragma(pool: &SqlitePool, name: &'static str) -> i64 {
+        let sql = match name {
+            "synchronous" => "PRAGMA synchronous",
+            "busy_timeout" => "PRAGMA busy_timeout",
+            "foreign_keys" => "PRAGMA foreign_keys",
+            _ => "PRAGMA query_only",
+        };
+        sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn connections_carry_the_pragmas() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("a/b/store.db").display());
+        let store = SqliteStore::connect(&url).await.unwrap();
+        assert_eq!(pragma(&store.writer, "synchronous").await, 2, "FULL");
+        assert_eq!(pragma(&store.writer, "busy_timeout").await, 5_000);
+        assert_eq!(pragma(&store.writer, "foreign_keys").await, 1);
+        assert_eq!(pragma(&store.writer, "query_only").await, 0);
+        assert_eq!(pragma(&store.reader, "query_only").await, 1);
+        assert_eq!(pragma(&store.reader, "synchronous").await, 2);
+        assert_eq!(store.writer.options().get_max_connections(), 1);
+        store.close().await;
+
+        let normal = SqliteOptions::default().synchronous(Synchronous::Normal);
+        let store = SqliteStore::connect_with(&url, normal).await.unwrap();
+        assert_eq!(pragma(&store.writer, "synchronous").await, 1, "NORMAL");
+        store.close().await;
     }
 }

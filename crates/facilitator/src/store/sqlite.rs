@@ -7,7 +7,7 @@
 //! (an operator's `sqlite3` shell, a second facilitator pointed at the same file by mistake).
 //!
 //! Writes are *group-committed*: a writer task owns the write connection, takes every write that
-//! is waiting (up to [`MAX_BATCH`]), runs them in one `BEGIN IMMEDIATE … COMMIT` transaction and
+//! is waiting (up to 256), runs them in one `BEGIN IMMEDIATE … COMMIT` transaction and
 //! answers each caller only after the commit, so many concurrent settlements share one fsync
 //! (`synchronous = FULL` stays the default without costing a disk flush per write). Each write is
 //! one statement; the few that must return the row (`insert_settlement`, `mark_confirmed`) use
@@ -99,7 +99,7 @@ impl SqliteOptions {
 }
 
 /// Most writes committed together.
-pub const MAX_BATCH: usize = 256;
+const MAX_BATCH: usize = 256;
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Hands a write's result to its caller once the batch's commit outcome is known.

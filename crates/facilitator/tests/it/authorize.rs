@@ -21,7 +21,22 @@ fn body(sp: &tollgate_protocol::SignedPayment) -> Value {
 }
 
 async fn happy_path(backend: Backend) {
-    let h = Harness::new(backend).await;
+    check_happy_path(&Harness::new(backend).await).await;
+}
+
+/// The same on a PostgreSQL store (CI sets `TOLLGATE_TEST_DATABASE_URL`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn happy_path_on_postgres() {
+    let Some((h, schema)) = Harness::on_postgres(Backend::Devnet).await else {
+        eprintln!("TOLLGATE_TEST_DATABASE_URL unset: skipping the PostgreSQL case");
+        return;
+    };
+    check_happy_path(&h).await;
+    drop(h);
+    schema.drop_schema().await;
+}
+
+async fn check_happy_path(h: &Harness) {
     let payer = h.account(1).address;
     let pay_to = h.account(7).address;
     let fee_recipient = h.account(0).address;

@@ -3,5 +3,6 @@
 
 mod authorize;
 mod config;
+mod store;
 mod support;
 mod x402;

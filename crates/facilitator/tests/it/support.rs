@@ -48,11 +48,39 @@ impl Harness {
         confirmations: u64,
         tweak: impl FnOnce(&mut Settings),
     ) -> Self {
+        Self::build(backend, confirmations, None, tweak).await
+    }
+
+    /// On PostgreSQL (a schema of its own), when `TOLLGATE_TEST_DATABASE_URL` is set.
+    pub async fn on_postgres(backend: Backend) -> Option<(Self, PgSchema)> {
+        let url = std::env::var("TOLLGATE_TEST_DATABASE_URL").ok()?;
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let schema = format!("tg_it_{}_{n}", std::process::id());
+        let pg = store::PostgresStore::connect_with_schema(&url, &schema)
+            .await
+            .expect("postgres");
+        store::Store::migrate(&pg).await.unwrap();
+        let h = Self::build(backend, 1, Some(Arc::new(pg)), |_| {}).await;
+        Some((h, PgSchema { url, schema }))
+    }
+
+    async fn build(
+        backend: Backend,
+        confirmations: u64,
+        store: Option<Arc<dyn store::Store>>,
+        tweak: impl FnOnce(&mut Settings),
+    ) -> Self {
         tollgate_chain::install_crypto_provider();
         let fixture = Fixture::new(backend).await.expect("chain fixture");
         let dir = tempfile::tempdir().unwrap();
-        let store_url = format!("sqlite://{}", dir.path().join("facilitator.db").display());
-        let store = store::open(&store_url).await.expect("store");
+        let store = match store {
+            Some(s) => s,
+            None => {
+                let url = format!("sqlite://{}", dir.path().join("facilitator.db").display());
+                store::open(&url).await.expect("store")
+            }
+        };
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let mut settings = Settings {
@@ -272,6 +300,23 @@ impl Harness {
             .unwrap();
         let status = r.status().as_u16();
         (status, r.json().await.unwrap_or(serde_json::Value::Null))
+    }
+}
+
+/// Drops a test's PostgreSQL schema.
+pub struct PgSchema {
+    url: String,
+    schema: String,
+}
+
+impl PgSchema {
+    pub async fn drop_schema(self) {
+        let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+        let sql = format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.schema);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .unwrap();
     }
 }
 

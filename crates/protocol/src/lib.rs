@@ -4,9 +4,11 @@
 mod amount;
 pub mod network;
 mod payment;
+mod required;
 pub mod x402;
 
 pub use amount::{Amount, AmountError};
+pub use required::{PaymentOption, PaymentRequired, PlanTerms, SPEC_VERSION, ServiceExtension};
 pub use payment::{
     AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, MAX_PAYMENT_HEADER, PaymentProof,
     PendingResponse, ProofDecodeError, SettlementStatus, SignedPayment,

@@ -1,5 +1,5 @@
 //! The facilitator over real HTTP, against the devnet and against anvil.
-#![allow(unreachable_pub)]
+#![allow(unreachable_pub, clippy::print_stderr)]
 
 mod authorize;
 mod config;

@@ -36,7 +36,12 @@ pub struct PaymentRequired {
 impl PaymentRequired {
     /// A body with these options and reason.
     pub fn new(accepts: Vec<PaymentOption>, error: impl Into<String>) -> Self {
-        Self { version: SPEC_VERSION.into(), x402_version: 1, accepts, error: error.into() }
+        Self {
+            version: SPEC_VERSION.into(),
+            x402_version: 1,
+            accepts,
+            error: error.into(),
+        }
     }
 }
 
@@ -113,7 +118,11 @@ mod tests {
             token: Address::repeat_byte(1),
             amount: Amount::from_units(500_000),
             memo: B256::repeat_byte(9),
-            service: Some(ServiceExtension { plan_id: None, subscription_scheme: false, facilitator: "http://f".into() }),
+            service: Some(ServiceExtension {
+                plan_id: None,
+                subscription_scheme: false,
+                facilitator: "http://f".into(),
+            }),
             plan: None,
         };
         let body = PaymentRequired::new(vec![option.clone()], "payment required");
@@ -126,7 +135,10 @@ mod tests {
         assert_eq!(v["accepts"][0]["token"], v["accepts"][0]["asset"]);
         // An x402 V1 reader sees a valid requirements entry.
         let x: crate::x402::PaymentRequiredResponse = serde_json::from_value(v.clone()).unwrap();
-        assert_eq!(x.accepts[0].max_amount_required, Amount::from_units(500_000));
+        assert_eq!(
+            x.accepts[0].max_amount_required,
+            Amount::from_units(500_000)
+        );
         // And it round-trips.
         assert_eq!(serde_json::from_value::<PaymentRequired>(v).unwrap(), body);
     }

@@ -17,12 +17,18 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the whole product locally: the devnet, a facilitator and a demo gated API, with a
+    /// "try this" guide.
+    Dev(cmd::dev::Args),
     /// Run the embedded EVM devnet (contracts deployed, dev accounts funded) with a JSON-RPC
     /// listener on 127.0.0.1.
     Devnet(cmd::devnet::Args),
     /// Run the facilitator: settles signed payments, issues payment proofs, serves the x402 V1
     /// facilitator API.
     Facilitator(cmd::facilitator::Args),
+    /// Request a URL, paying for it if the server answers 402 (x402 V1 or a Tollgate gate); the
+    /// body goes to stdout, a payment summary to stderr.
+    Pay(cmd::pay::Args),
 }
 
 fn main() -> ExitCode {
@@ -41,12 +47,16 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
+            Command::Dev(args) => cmd::dev::run(args).await,
             Command::Devnet(args) => cmd::devnet::run(args).await,
             Command::Facilitator(args) => cmd::facilitator::run(args).await,
+            // `pay` reports its own errors, with its own exit codes.
+            Command::Pay(args) => return Ok(cmd::pay::run(args).await),
         }
+        .map(|()| ExitCode::SUCCESS)
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             tracing::error!("{e:#}");
             ExitCode::FAILURE

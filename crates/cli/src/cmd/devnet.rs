@@ -1,6 +1,6 @@
 //! `tollgate devnet`: the embedded devnet behind a JSON-RPC listener.
 
-use std::{io::Write as _, path::PathBuf, sync::Arc};
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
 use tollgate_chain::devnet::{Devnet, DevnetConfig, server};
@@ -49,20 +49,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let url = format!("http://{}", listener.local_addr()?);
     let info = devnet.info(Some(url.clone()));
     let path = args.state_dir.join("devnet.json");
-    write_atomically(&path, &serde_json::to_vec_pretty(&info)?)
+    super::write_atomically(&path, &serde_json::to_vec_pretty(&info)?)
         .with_context(|| format!("writing {}", path.display()))?;
     print_summary(&devnet, &url, &path);
     server::serve(Arc::clone(&devnet), listener, crate::shutdown_signal()).await?;
     Ok(())
-}
-
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.write_all(b"\n")?;
-    f.sync_all()?;
-    std::fs::rename(tmp, path)
 }
 
 #[allow(clippy::print_stderr)]

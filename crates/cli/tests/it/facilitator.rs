@@ -21,12 +21,12 @@ use tollgate_protocol::{Amount, Eip3009Authorization, PaymentProof, SignedPaymen
 
 use crate::devnet::spawn_devnet;
 
-struct Facilitator {
-    child: Child,
-    url: String,
+pub(crate) struct Facilitator {
+    pub(crate) child: Child,
+    pub(crate) url: String,
 }
 
-async fn spawn_facilitator(config: &Path, fault: bool) -> Facilitator {
+pub(crate) async fn spawn_facilitator(config: &Path, fault: bool) -> Facilitator {
     let accounts = dev_accounts(10);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
     cmd.args(["facilitator", "--config"])

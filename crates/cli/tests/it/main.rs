@@ -2,3 +2,4 @@
 
 mod devnet;
 mod facilitator;
+mod interop;

@@ -1,0 +1,741 @@
+//! [`Agent`]: a key, a spending policy, and the one-time payment sequence.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    path::Path,
+    sync::{Arc, Mutex},
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use alloy::{
+    primitives::{Address, B256, U256, bytes::Bytes},
+    signers::local::Secp256k1Signer,
+};
+use reqwest::{StatusCode, header::HeaderValue};
+use tollgate_chain::authorization::{
+    ReceiveWithAuthorization, TransferWithAuthorization, router_nonce, sign, token_domain,
+};
+use tollgate_protocol::{
+    Amount, AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, ErrorCode, SignedPayment,
+    network,
+    x402::{
+        ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements,
+        SCHEME_EXACT, SettlementResponseHeader, X402_VERSION,
+    },
+};
+
+use crate::{
+    Error, PaidResponse, PayRequest, Payment, PaymentKind, Result, SpendPolicy,
+    error::{Malformed, Refusal},
+    facilitator::{self, Answer, WellKnown},
+    policy::{Budget, Reservation},
+    terms::{self, Offer, Terms},
+};
+
+/// The header a payment travels in.
+pub const X_PAYMENT: &str = "x-payment";
+/// The header a paid response's settlement travels in.
+pub const X_PAYMENT_RESPONSE: &str = "x-payment-response";
+
+/// The largest 402 body the agent reads (a hostile server cannot make it buffer more).
+pub const DEFAULT_MAX_402_BODY: usize = 64 * 1024;
+/// The largest final response body the agent reads by default.
+pub const DEFAULT_MAX_BODY: usize = 16 * 1024 * 1024;
+/// The longest validity the agent gives a router authorization, whatever the terms say.
+const MAX_ROUTER_VALIDITY_SECS: u64 = 300;
+/// The shortest validity the agent gives any authorization (room for settlement).
+const MIN_VALIDITY_SECS: u64 = 30;
+/// The longest validity the agent gives an x402 authorization.
+const MAX_X402_VALIDITY_SECS: u64 = 3600;
+/// How far back `validAfter` is set (clock skew between the agent and the chain).
+const VALID_AFTER_SKEW_SECS: u64 = 600;
+
+/// A paying client: a local key, a mandatory [`SpendPolicy`], and the budget spent so far.
+///
+/// Cheap to clone; clones share the key, the budget and the facilitator cache, so the budget
+/// holds across every clone and every concurrent [`Agent::pay`]. The key never appears in
+/// `Debug` output or logs.
+#[derive(Clone)]
+pub struct Agent {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    signer: Secp256k1Signer,
+    address: Address,
+    policy: SpendPolicy,
+    budget: Arc<Budget>,
+    http: reqwest::Client,
+    chain_ids: HashMap<String, u64>,
+    facilitators: Option<Vec<String>>,
+    settle_timeout: Duration,
+    max_402_body: usize,
+    max_body: usize,
+    well_known: Mutex<HashMap<String, Arc<WellKnown>>>,
+}
+
+impl fmt::Debug for Agent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Agent")
+            .field("address", &self.inner.address)
+            .field("policy", &self.inner.policy)
+            .field("spent", &self.inner.budget.used())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Parses a hex private key (32 bytes, `0x` optional, surrounding whitespace ignored).
+pub fn signer_from_hex(key: &str) -> Result<Secp256k1Signer> {
+    let bytes: B256 = key.trim().parse().map_err(|_| Error::InvalidKey)?;
+    Secp256k1Signer::from_bytes(&bytes).map_err(|_| Error::InvalidKey)
+}
+
+/// Reads a hex private key from a file (as [`signer_from_hex`]).
+pub fn signer_from_file(path: impl AsRef<Path>) -> Result<Secp256k1Signer> {
+    let path = path.as_ref();
+    let text = std::fs::read_to_string(path).map_err(|source| Error::KeyFile {
+        path: path.to_owned(),
+        source,
+    })?;
+    signer_from_hex(&text)
+}
+
+impl Agent {
+    /// A builder for an agent paying with `signer` under `policy`.
+    pub fn builder(signer: Secp256k1Signer, policy: SpendPolicy) -> AgentBuilder {
+        AgentBuilder {
+            signer,
+            policy,
+            chain_ids: HashMap::new(),
+            facilitators: None,
+            request_timeout: Duration::from_secs(30),
+            settle_timeout: Duration::from_secs(60),
+            max_402_body: DEFAULT_MAX_402_BODY,
+            max_body: DEFAULT_MAX_BODY,
+        }
+    }
+
+    /// An agent with default settings and a hex private key.
+    pub fn from_hex_key(key: &str, policy: SpendPolicy) -> Result<Self> {
+        Self::builder(signer_from_hex(key)?, policy).build()
+    }
+
+    /// An agent with default settings and a hex private key read from `path`.
+    pub fn from_key_file(path: impl AsRef<Path>, policy: SpendPolicy) -> Result<Self> {
+        Self::builder(signer_from_file(path)?, policy).build()
+    }
+
+    /// The paying address.
+    pub fn address(&self) -> Address {
+        self.inner.address
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &SpendPolicy {
+        &self.inner.policy
+    }
+
+    /// Spent so far, including payments in flight.
+    pub fn spent(&self) -> Amount {
+        self.inner.budget.used()
+    }
+
+    /// What is left of the total budget.
+    pub fn remaining(&self) -> Amount {
+        self.inner.budget.remaining()
+    }
+
+    /// Requests `request`, paying for it if the server answers 402: the spec's one-time
+    /// sequence.
+    ///
+    /// 1. Send the request. Anything but a 402 is returned as is, with no payment.
+    /// 2. Read the 402 (at most 64 KiB): the Tollgate superset body, or a generic x402 V1 body.
+    /// 3. Choose the cheapest `exact` option the [`SpendPolicy`] allows and reserve its price in
+    ///    the budget.
+    /// 4. Pay it. An option naming a facilitator (`service.facilitator`) is paid through it:
+    ///    read its `/.well-known/tollgate`, sign a `ReceiveWithAuthorization` to its router whose
+    ///    nonce commits to payTo, memo and fee, `POST /authorize`, wait for the proof (polling
+    ///    a pending settlement for a bounded time). Any other option is paid as plain x402: a
+    ///    `TransferWithAuthorization` to payTo.
+    /// 5. Send the request again with `X-PAYMENT`.
+    /// 6. If the server answers 402 with `InvalidPaymentProof`, pay once more with the fresh
+    ///    terms (the spec's automatic retry); any other 402 after paying is an error, never a
+    ///    second payment.
+    ///
+    /// A reservation is released when the payment fails before the signature leaves the
+    /// process; once sent, it counts as spent (the authorization can be settled until it
+    /// expires).
+    pub async fn pay(&self, request: PayRequest) -> Result<PaidResponse> {
+        let response = self.send(&request, None).await?;
+        if response.status() != StatusCode::PAYMENT_REQUIRED {
+            return self.finish(response, None).await;
+        }
+        let mut terms = self.read_terms(response).await?;
+        let mut payments: Vec<Payment> = Vec::new();
+        loop {
+            let (offer, route, reservation) = self.choose(&terms)?;
+            let (mut payment, reservation) = match route {
+                Route::Tollgate { facilitator, memo } => {
+                    let p = self
+                        .pay_facilitator(&offer.requirements, &facilitator, memo, reservation)
+                        .await?;
+                    (p, None)
+                }
+                Route::X402 { chain_id } => {
+                    let p = self.sign_x402(&offer.requirements, chain_id)?;
+                    (p, Some(reservation))
+                }
+            };
+            let response = self.send(&request, Some(&payment.header)).await;
+            if let Some(reservation) = reservation {
+                match &response {
+                    // Refused before anything was sent: the signature never left.
+                    Err(Error::Http(e)) if e.is_connect() => drop(reservation),
+                    _ => reservation.commit(),
+                }
+            }
+            let response = response?;
+            if response.status() != StatusCode::PAYMENT_REQUIRED {
+                payment.settlement = settlement_header(&response);
+                if payment.tx_hash.is_none() {
+                    payment.tx_hash = payment
+                        .settlement
+                        .as_ref()
+                        .and_then(|s| s.transaction.parse().ok());
+                }
+                tracing::info!(
+                    amount = %payment.amount, network = %payment.network, pay_to = %payment.pay_to,
+                    tx = ?payment.tx_hash, status = %response.status(), "paid"
+                );
+                return self.finish(response, Some(payment)).await;
+            }
+            payments.push(payment);
+            let retry = match self.read_terms(response).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable 402 after payment");
+                    return Err(Error::PaymentRejected {
+                        reason: "unreadable 402 body after payment".into(),
+                        payments,
+                    });
+                }
+            };
+            let reason = retry.error.clone().unwrap_or_default();
+            tracing::warn!(%reason, attempt = payments.len(), "402 after payment");
+            match spec_code(&reason) {
+                Some(ErrorCode::InvalidPaymentProof) if payments.len() == 1 => terms = retry,
+                Some(ErrorCode::InvalidPaymentProof) => {
+                    return Err(Error::InvalidPaymentProof { payments });
+                }
+                Some(ErrorCode::InsufficientFunds) => {
+                    return Err(Error::InsufficientFunds { message: reason });
+                }
+                Some(ErrorCode::SubscriptionNotActive) => return Err(Error::SubscriptionNotActive),
+                Some(ErrorCode::AllowanceExhausted) => return Err(Error::AllowanceExhausted),
+                _ => return Err(Error::PaymentRejected { reason, payments }),
+            }
+        }
+    }
+
+    async fn send(&self, request: &PayRequest, payment: Option<&str>) -> Result<reqwest::Response> {
+        let mut headers = request.headers.clone();
+        if let Some(p) = payment {
+            let value = HeaderValue::from_str(p).map_err(|_| Error::Facilitator {
+                status: 0,
+                code: "InvalidProof".into(),
+                message: "the payment is not a valid header value".into(),
+            })?;
+            headers.insert(X_PAYMENT, value);
+        }
+        let mut builder = self
+            .inner
+            .http
+            .request(request.method.clone(), request.url.clone())
+            .headers(headers);
+        if let Some(body) = &request.body {
+            builder = builder.body(body.clone());
+        }
+        Ok(builder.send().await?)
+    }
+
+    async fn finish(
+        &self,
+        response: reqwest::Response,
+        payment: Option<Payment>,
+    ) -> Result<PaidResponse> {
+        let status = response.status();
+        let headers = response.headers().clone();
+        let limit = self.inner.max_body;
+        let body = read_limited(response, limit)
+            .await?
+            .ok_or(Error::ResponseTooLarge { limit })?;
+        Ok(PaidResponse {
+            status,
+            headers,
+            body: Bytes::from(body),
+            payment,
+        })
+    }
+
+    async fn read_terms(&self, response: reqwest::Response) -> Result<Terms> {
+        let limit = self.inner.max_402_body;
+        let body = read_limited(response, limit)
+            .await?
+            .ok_or(Error::MalformedPaymentRequired(Malformed::TooLarge { limit }))?;
+        terms::parse(&body)
+    }
+
+    /// The cheapest option the policy allows, with its price reserved.
+    fn choose(&self, terms: &Terms) -> Result<(Offer, Route, Reservation)> {
+        let mut payable: Vec<(Offer, Route)> = terms
+            .offers
+            .iter()
+            .filter(|o| o.requirements.scheme == SCHEME_EXACT)
+            .filter_map(|o| self.route(o).map(|r| (o.clone(), r)))
+            .collect();
+        if payable.is_empty() {
+            return Err(Error::NoAcceptableOption {
+                offered: terms.offered,
+            });
+        }
+        // Cheapest first; at equal price, through a facilitator (a proof, no settlement by the
+        // server).
+        payable.sort_by_key(|(o, r)| {
+            (
+                o.requirements.max_amount_required,
+                !matches!(r, Route::Tollgate { .. }),
+            )
+        });
+        let mut first_refusal = None;
+        for (offer, route) in payable {
+            let r = &offer.requirements;
+            match self.inner.policy.check(
+                &r.network,
+                r.asset,
+                r.pay_to,
+                r.max_amount_required,
+            ) {
+                Ok(()) => {
+                    let reservation = self
+                        .inner
+                        .budget
+                        .reserve(r.max_amount_required)
+                        .map_err(|what| Error::PolicyViolation { what })?;
+                    return Ok((offer, route, reservation));
+                }
+                Err(refusal) => {
+                    first_refusal.get_or_insert(refusal);
+                }
+            }
+        }
+        Err(Error::PolicyViolation {
+            what: first_refusal.unwrap_or(Refusal::OverBudget {
+                price: Amount::ZERO,
+                remaining: self.remaining(),
+            }),
+        })
+    }
+
+    /// How this agent can pay `offer`, if at all.
+    fn route(&self, offer: &Offer) -> Option<Route> {
+        if let (Some(memo), Some(base)) = (offer.memo, &offer.facilitator) {
+            let base = base.trim_end_matches('/');
+            let trusted = self
+                .inner
+                .facilitators
+                .as_ref()
+                .is_none_or(|list| list.iter().any(|f| f.trim_end_matches('/') == base));
+            let http = url::Url::parse(base)
+                .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
+            if trusted && http {
+                return Some(Route::Tollgate {
+                    facilitator: base.to_owned(),
+                    memo,
+                });
+            }
+        }
+        offer.requirements.eip712_extra()?;
+        let r = &offer.requirements;
+        let chain_id = self.inner.chain_ids.get(&r.network).copied().or_else(|| {
+            network::lookup(&r.network)
+                .filter(|n| n.evm)
+                .map(|n| n.chain_id)
+        })?;
+        Some(Route::X402 { chain_id })
+    }
+
+    async fn well_known(&self, base: &str) -> Result<Arc<WellKnown>> {
+        if let Some(wk) = self.cache().get(base) {
+            return Ok(Arc::clone(wk));
+        }
+        let response = self
+            .inner
+            .http
+            .get(format!("{base}/.well-known/tollgate"))
+            .send()
+            .await?;
+        let status = response.status();
+        let limit = self.inner.max_402_body;
+        let body = read_limited(response, limit)
+            .await?
+            .ok_or(Error::ResponseTooLarge { limit })?;
+        if !status.is_success() {
+            return Err(facilitator::error_from(status, &body));
+        }
+        let wk: WellKnown = serde_json::from_slice(&body).map_err(|e| Error::Facilitator {
+            status: status.as_u16(),
+            code: "Unreadable".into(),
+            message: format!("/.well-known/tollgate: {e}"),
+        })?;
+        let wk = Arc::new(wk);
+        self.cache().insert(base.to_owned(), Arc::clone(&wk));
+        Ok(wk)
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<WellKnown>>> {
+        // A cache: a poisoned map is still a valid map.
+        self.inner
+            .well_known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Pays through a Tollgate facilitator and returns the receipt with the proof.
+    async fn pay_facilitator(
+        &self,
+        r: &PaymentRequirements,
+        base: &str,
+        memo: B256,
+        reservation: Reservation,
+    ) -> Result<Payment> {
+        let wk = self.well_known(base).await?;
+        let refuse = |code: &str, message: String| Error::Facilitator {
+            status: 0,
+            code: code.into(),
+            message,
+        };
+        let net = wk.network(&r.network).ok_or_else(|| {
+            refuse(
+                "UnsupportedNetwork",
+                format!("{base} does not settle {}", r.network),
+            )
+        })?;
+        if net.token != r.asset {
+            return Err(refuse(
+                "UnsupportedToken",
+                format!("{base} settles {} on {}, not {}", net.token, r.network, r.asset),
+            ));
+        }
+        let amount = r.max_amount_required;
+        if amount <= net.fee {
+            return Err(refuse(
+                "AmountBelowFee",
+                format!("price {amount} does not exceed the facilitator's fee {}", net.fee),
+            ));
+        }
+        let now = unix_now();
+        let validity = r
+            .max_timeout_seconds
+            .clamp(MIN_VALIDITY_SECS, MAX_ROUTER_VALIDITY_SECS);
+        let authorization = ReceiveWithAuthorization {
+            from: self.inner.address,
+            to: net.router,
+            value: amount.get(),
+            validAfter: U256::from(now.saturating_sub(VALID_AFTER_SKEW_SECS)),
+            validBefore: U256::from(now + validity),
+            nonce: router_nonce(r.pay_to, memo, net.fee.get()),
+        };
+        let domain = token_domain(
+            net.token_name.clone(),
+            net.token_version.clone(),
+            net.chain_id,
+            net.token,
+        );
+        let signature =
+            sign(&self.inner.signer, &authorization, &domain).map_err(Error::Signing)?;
+        let signed_payment = SignedPayment {
+            network: r.network.clone(),
+            token: r.asset,
+            pay_to: r.pay_to,
+            amount,
+            memo,
+            authorization: Eip3009Authorization {
+                from: authorization.from,
+                to: authorization.to,
+                value: amount,
+                valid_after: Amount(authorization.validAfter),
+                valid_before: Amount(authorization.validBefore),
+                nonce: authorization.nonce,
+                signature,
+            },
+        };
+        let sent = self
+            .inner
+            .http
+            .post(format!("{base}/authorize"))
+            .json(&AuthorizeRequest { signed_payment })
+            .send()
+            .await;
+        match &sent {
+            Err(e) if e.is_connect() => drop(reservation),
+            _ => reservation.commit(),
+        }
+        let confirmed = self.await_proof(sent?).await.inspect_err(|e| {
+            if matches!(e, Error::Facilitator { code, .. } if code == "NonceMismatch") {
+                // The fee changed: read the terms afresh next time.
+                self.cache().remove(base);
+            }
+        })?;
+        self.check_proof(&confirmed, r, memo, &wk)?;
+        Ok(Payment {
+            kind: PaymentKind::Tollgate,
+            amount,
+            fee: Some(confirmed.payment.fee),
+            network: r.network.clone(),
+            token: r.asset,
+            payer: self.inner.address,
+            pay_to: r.pay_to,
+            memo: Some(memo),
+            tx_hash: Some(confirmed.payment.tx_hash),
+            header: confirmed.proof,
+            proof: Some(confirmed.payment),
+            settlement: None,
+        })
+    }
+
+    /// The proof from an `/authorize` answer, polling its status URL while pending.
+    async fn await_proof(&self, response: reqwest::Response) -> Result<AuthorizeResponse> {
+        let deadline = Instant::now() + self.inner.settle_timeout;
+        let mut delay = Duration::ZERO;
+        let mut response = response;
+        loop {
+            let status = response.status();
+            let limit = self.inner.max_402_body;
+            let body = read_limited(response, limit)
+                .await?
+                .ok_or(Error::ResponseTooLarge { limit })?;
+            let pending = match facilitator::answer(status, &body)? {
+                Answer::Confirmed(r) => return Ok(*r),
+                Answer::Pending(p) => p,
+            };
+            delay = facilitator::backoff(delay);
+            if Instant::now() + delay > deadline {
+                return Err(Error::Timeout {
+                    what: "settlement confirmation",
+                });
+            }
+            tracing::debug!(tx = ?pending.tx_hash, "settlement pending");
+            tokio::time::sleep(delay).await;
+            response = self.inner.http.get(&pending.status_url).send().await?;
+        }
+    }
+
+    /// The proof must be for exactly this payment and signed by the facilitator's proof key.
+    fn check_proof(
+        &self,
+        confirmed: &AuthorizeResponse,
+        r: &PaymentRequirements,
+        memo: B256,
+        wk: &WellKnown,
+    ) -> Result<()> {
+        let p = &confirmed.payment;
+        let matches = p.payer == self.inner.address
+            && p.pay_to == r.pay_to
+            && p.amount == r.max_amount_required
+            && p.memo == memo
+            && p.token == r.asset;
+        let signed = tollgate_chain::proof::recover(p)
+            .is_ok_and(|s| s == p.signer && (wk.proof_signers.is_empty() || wk.proof_signers.contains(&s)));
+        if matches && signed {
+            Ok(())
+        } else {
+            Err(Error::Facilitator {
+                status: 200,
+                code: "ProofMismatch".into(),
+                message: "the facilitator's proof is not for this payment or not signed by its proof key"
+                    .into(),
+            })
+        }
+    }
+
+    /// Signs an x402 V1 `exact` payment as x402 clients do.
+    fn sign_x402(&self, r: &PaymentRequirements, chain_id: u64) -> Result<Payment> {
+        let extra = r
+            .eip712_extra()
+            .ok_or(Error::NoAcceptableOption { offered: 1 })?;
+        let now = unix_now();
+        let validity = r
+            .max_timeout_seconds
+            .clamp(MIN_VALIDITY_SECS, MAX_X402_VALIDITY_SECS);
+        let authorization = TransferWithAuthorization {
+            from: self.inner.address,
+            to: r.pay_to,
+            value: r.max_amount_required.get(),
+            validAfter: U256::from(now.saturating_sub(VALID_AFTER_SKEW_SECS)),
+            validBefore: U256::from(now + validity),
+            nonce: B256::random(),
+        };
+        let domain = token_domain(extra.name, extra.version, chain_id, r.asset);
+        let signature =
+            sign(&self.inner.signer, &authorization, &domain).map_err(Error::Signing)?;
+        let payload = PaymentPayload {
+            x402_version: X402_VERSION,
+            scheme: SCHEME_EXACT.into(),
+            network: r.network.clone(),
+            payload: ExactEvmPayload {
+                signature,
+                authorization: ExactEvmAuthorization {
+                    from: authorization.from,
+                    to: authorization.to,
+                    value: r.max_amount_required,
+                    valid_after: Amount(authorization.validAfter),
+                    valid_before: Amount(authorization.validBefore),
+                    nonce: authorization.nonce,
+                },
+            },
+        };
+        Ok(Payment {
+            kind: PaymentKind::X402,
+            amount: r.max_amount_required,
+            fee: None,
+            network: r.network.clone(),
+            token: r.asset,
+            payer: self.inner.address,
+            pay_to: r.pay_to,
+            memo: None,
+            tx_hash: None,
+            proof: None,
+            header: payload.encode_header(),
+            settlement: None,
+        })
+    }
+}
+
+/// How an option is paid.
+#[derive(Clone, Debug)]
+enum Route {
+    /// Through the facilitator at this base URL.
+    Tollgate { facilitator: String, memo: B256 },
+    /// As plain x402 on this chain.
+    X402 { chain_id: u64 },
+}
+
+/// Builds an [`Agent`].
+#[derive(Debug)]
+#[must_use]
+pub struct AgentBuilder {
+    signer: Secp256k1Signer,
+    policy: SpendPolicy,
+    chain_ids: HashMap<String, u64>,
+    facilitators: Option<Vec<String>>,
+    request_timeout: Duration,
+    settle_timeout: Duration,
+    max_402_body: usize,
+    max_body: usize,
+}
+
+impl AgentBuilder {
+    /// Teaches the agent a network x402 V1 does not name (a devnet), for paying generic x402
+    /// servers on it; Tollgate facilitators publish their chain ids themselves.
+    pub fn network(mut self, name: impl Into<String>, chain_id: u64) -> Self {
+        self.chain_ids.insert(name.into(), chain_id);
+        self
+    }
+
+    /// Only pay through these facilitators (base URLs). Options naming another facilitator are
+    /// paid as plain x402 to their `payTo` instead, so the money reaches no address the policy
+    /// has not seen (a facilitator names the router the agent signs to). Default: any.
+    pub fn facilitators(mut self, urls: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.facilitators = Some(
+            urls.into_iter()
+                .map(|u| u.into().trim_end_matches('/').to_owned())
+                .collect(),
+        );
+        self
+    }
+
+    /// Timeout of each HTTP request (default 30 s).
+    pub fn request_timeout(mut self, timeout: Duration) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// How long to wait for a pending settlement to confirm (default 60 s).
+    pub fn settle_timeout(mut self, timeout: Duration) -> Self {
+        self.settle_timeout = timeout;
+        self
+    }
+
+    /// The largest final response body read (default 16 MiB).
+    pub fn max_body(mut self, bytes: usize) -> Self {
+        self.max_body = bytes;
+        self
+    }
+
+    /// The agent. Redirects are not followed, so a payment header is never replayed to
+    /// another origin.
+    pub fn build(self) -> Result<Agent> {
+        tollgate_chain::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(self.request_timeout)
+            .connect_timeout(self.request_timeout.min(Duration::from_secs(10)))
+            .user_agent(concat!("tollgate-agent/", env!("CARGO_PKG_VERSION")))
+            .build()?;
+        let address = self.signer.address();
+        Ok(Agent {
+            inner: Arc::new(Inner {
+                signer: self.signer,
+                address,
+                budget: Budget::new(self.policy.total_budget),
+                policy: self.policy,
+                http,
+                chain_ids: self.chain_ids,
+                facilitators: self.facilitators,
+                settle_timeout: self.settle_timeout,
+                max_402_body: self.max_402_body,
+                max_body: self.max_body,
+                well_known: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+}
+
+/// Reads at most `limit` bytes of body; `None` when it is longer.
+async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Option<Vec<u8>>> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > limit as u64)
+    {
+        return Ok(None);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > limit {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(Some(body))
+}
+
+fn settlement_header(response: &reqwest::Response) -> Option<SettlementResponseHeader> {
+    let value = response.headers().get(X_PAYMENT_RESPONSE)?.to_str().ok()?;
+    SettlementResponseHeader::decode(value).ok()
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The spec's error name a 402 `error` carries, if it is one (x402's `insufficient_funds` reads
+/// as `InsufficientFunds`).
+fn spec_code(reason: &str) -> Option<ErrorCode> {
+    if reason == "insufficient_funds" {
+        return Some(ErrorCode::InsufficientFunds);
+    }
+    serde_json::from_value(serde_json::Value::String(reason.to_owned())).ok()
+}

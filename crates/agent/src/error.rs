@@ -1,0 +1,168 @@
+//! The agent's one error type.
+
+use std::path::PathBuf;
+
+use alloy::primitives::Address;
+use tollgate_protocol::Amount;
+
+use crate::Payment;
+
+/// Everything [`Agent::pay`](crate::Agent::pay) and the constructors can fail with.
+///
+/// Errors raised after a payment left the process carry the [`Payment`]s sent for the request,
+/// so a caller always knows what it may have paid.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The key is not a valid secp256k1 private key (32 bytes of hex). The key itself is never
+    /// part of the error.
+    #[error("invalid private key: expected 32 bytes of hex")]
+    InvalidKey,
+    /// The key file could not be read.
+    #[error("cannot read key file {path}")]
+    KeyFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The request URL does not parse.
+    #[error("invalid URL")]
+    InvalidUrl(#[from] url::ParseError),
+    /// The spending policy refuses the payment; nothing was signed.
+    #[error("payment refused by the spending policy: {what}")]
+    PolicyViolation {
+        /// What the policy refused.
+        what: Refusal,
+    },
+    /// The 402 offers nothing this agent can pay (no `exact` option on a network and token it
+    /// can sign for); nothing was signed.
+    #[error("no acceptable payment option in the 402 ({offered} offered)")]
+    NoAcceptableOption {
+        /// How many options the 402 listed.
+        offered: usize,
+    },
+    /// The 402 speaks a protocol version other than x402 V1.
+    #[error("unsupported payment protocol version {version}; only x402 V1 is supported")]
+    UnsupportedVersion {
+        /// The version the server sent.
+        version: String,
+    },
+    /// The 402 body is not a payment-required body (too large, not JSON, no `accepts`).
+    #[error("malformed 402 Payment Required body")]
+    MalformedPaymentRequired(#[source] Malformed),
+    /// The facilitator refused the payment because the wallet's token balance is too low
+    /// (HTTP 402 `InsufficientFunds` from `/authorize`, or an x402 `insufficient_funds`).
+    #[error("insufficient funds: {message}")]
+    InsufficientFunds {
+        /// The facilitator's or server's explanation.
+        message: String,
+    },
+    /// The server kept declining the payment as `InvalidPaymentProof` after the one automatic
+    /// retry with fresh terms.
+    #[error("the server declined the payment proof twice (InvalidPaymentProof)")]
+    InvalidPaymentProof {
+        /// The payments sent for this request.
+        payments: Vec<Payment>,
+    },
+    /// The server answered 402 again after the payment, for another reason; the agent does not
+    /// pay twice for one request.
+    #[error("the server answered 402 after payment: {reason}")]
+    PaymentRejected {
+        /// The 402's `error`.
+        reason: String,
+        /// The payments sent for this request.
+        payments: Vec<Payment>,
+    },
+    /// The subscription is paused or cancelled (reserved for `Agent::subscribe`).
+    #[error("SubscriptionNotActive")]
+    SubscriptionNotActive,
+    /// The subscription's overage allowance is used up (reserved for `Agent::subscribe`).
+    #[error("AllowanceExhausted")]
+    AllowanceExhausted,
+    /// The plan accepts no new subscriptions (reserved for `Agent::subscribe`).
+    #[error("PlanDeprecated")]
+    PlanDeprecated,
+    /// The facilitator refused or failed the settlement, or answered something that is not a
+    /// valid proof for this payment.
+    #[error("facilitator error {status} {code}: {message}")]
+    Facilitator {
+        /// HTTP status (0 when the answer was a 2xx that failed the agent's checks).
+        status: u16,
+        /// The error code (`{"error": {"code"}}`), or the agent's reason.
+        code: String,
+        /// The explanation.
+        message: String,
+    },
+    /// Transport failure talking to the server or the facilitator.
+    #[error("HTTP request failed")]
+    Http(#[from] reqwest::Error),
+    /// A response body exceeded the agent's limit.
+    #[error("response body larger than {limit} bytes")]
+    ResponseTooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// A bounded wait ran out (the settlement did not confirm in time).
+    #[error("timed out waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: &'static str,
+    },
+    /// Signing failed.
+    #[error("signing failed")]
+    Signing(#[source] tollgate_chain::Error),
+}
+
+/// Why a 402 body could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Malformed {
+    /// Larger than the agent reads.
+    #[error("402 body larger than {limit} bytes")]
+    TooLarge {
+        /// The limit.
+        limit: usize,
+    },
+    /// Not JSON, or JSON of another shape.
+    #[error("402 body is not a payment-required body")]
+    Json(#[source] serde_json::Error),
+    /// No `accepts` array.
+    #[error("402 body has no accepts array")]
+    NoAccepts,
+}
+
+/// What a [`SpendPolicy`](crate::SpendPolicy) refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The price exceeds the per-request cap.
+    #[error("price {price} exceeds the per-request cap {cap}")]
+    OverCap {
+        /// The price asked.
+        price: Amount,
+        /// The cap.
+        cap: Amount,
+    },
+    /// The price exceeds what is left of the total budget.
+    #[error("price {price} exceeds the remaining budget {remaining}")]
+    OverBudget {
+        /// The price asked.
+        price: Amount,
+        /// What is left.
+        remaining: Amount,
+    },
+    /// The network is not in the allow-list.
+    #[error("network {0} is not allowed")]
+    Network(String),
+    /// The token is not in the allow-list.
+    #[error("token {0} is not allowed")]
+    Token(Address),
+    /// The payee is not in the allow-list.
+    #[error("payee {0} is not allowed")]
+    Payee(Address),
+}
+
+/// Result alias for the agent.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,116 @@
+//! The facilitator as the agent sees it: `GET /.well-known/tollgate` and `POST /authorize`.
+
+use std::{collections::HashMap, time::Duration};
+
+use alloy::primitives::Address;
+use reqwest::StatusCode;
+use serde::Deserialize;
+use tollgate_protocol::{Amount, AuthorizeResponse, PendingResponse, network};
+
+use crate::{Error, Result};
+
+/// The parts of `GET /.well-known/tollgate` an agent needs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WellKnown {
+    /// Addresses whose proofs this facilitator issues.
+    #[serde(default)]
+    pub(crate) proof_signers: Vec<Address>,
+    /// Per network name.
+    pub(crate) networks: HashMap<String, NetworkInfo>,
+}
+
+/// One network of the facilitator.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct NetworkInfo {
+    /// EIP-155 chain id.
+    pub(crate) chain_id: u64,
+    /// The token settled.
+    pub(crate) token: Address,
+    /// Its EIP-712 domain name.
+    pub(crate) token_name: String,
+    /// Its EIP-712 domain version.
+    pub(crate) token_version: String,
+    /// The payment router the authorization pays.
+    pub(crate) router: Address,
+    /// The fee the router nonce commits to.
+    pub(crate) fee: Amount,
+}
+
+impl WellKnown {
+    /// The entry for `name` (exact, or the same network under an alias).
+    pub(crate) fn network(&self, name: &str) -> Option<&NetworkInfo> {
+        self.networks.get(name).or_else(|| {
+            self.networks
+                .iter()
+                .find(|(n, _)| network::same_network(n, name))
+                .map(|(_, info)| info)
+        })
+    }
+}
+
+/// The facilitator's error body.
+#[derive(Debug, Deserialize)]
+struct ErrorBody {
+    error: ErrorDetail,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorDetail {
+    code: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// The typed error for a non-success facilitator answer: `InsufficientFunds` by name, anything
+/// else as [`Error::Facilitator`].
+pub(crate) fn error_from(status: StatusCode, body: &[u8]) -> Error {
+    match serde_json::from_slice::<ErrorBody>(body) {
+        Ok(ErrorBody { error }) if error.code == "InsufficientFunds" => Error::InsufficientFunds {
+            message: error.message,
+        },
+        Ok(ErrorBody { error }) => Error::Facilitator {
+            status: status.as_u16(),
+            code: error.code,
+            message: error.message,
+        },
+        Err(_) => Error::Facilitator {
+            status: status.as_u16(),
+            code: "Unreadable".into(),
+            message: String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+        },
+    }
+}
+
+/// What `POST /authorize` or the status URL said.
+#[derive(Debug)]
+pub(crate) enum Answer {
+    /// 200: confirmed, with the proof.
+    Confirmed(Box<AuthorizeResponse>),
+    /// 202: broadcast, poll here.
+    Pending(PendingResponse),
+}
+
+/// Reads an `/authorize` or status answer.
+pub(crate) fn answer(status: StatusCode, body: &[u8]) -> Result<Answer> {
+    let unreadable = |e: serde_json::Error| Error::Facilitator {
+        status: status.as_u16(),
+        code: "Unreadable".into(),
+        message: format!("unexpected answer: {e}"),
+    };
+    match status {
+        StatusCode::OK => serde_json::from_slice(body)
+            .map(|r| Answer::Confirmed(Box::new(r)))
+            .map_err(unreadable),
+        StatusCode::ACCEPTED => serde_json::from_slice(body)
+            .map(Answer::Pending)
+            .map_err(unreadable),
+        _ => Err(error_from(status, body)),
+    }
+}
+
+/// The next poll delay: doubling from 100 ms up to 2 s.
+pub(crate) fn backoff(previous: Duration) -> Duration {
+    (previous * 2).clamp(Duration::from_millis(100), Duration::from_secs(2))
+}

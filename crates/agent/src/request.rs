@@ -1,0 +1,117 @@
+//! What the agent sends and what it hands back.
+
+use alloy::primitives::{Address, B256, bytes::Bytes};
+use reqwest::{
+    Method, StatusCode, Url,
+    header::{HeaderMap, HeaderName, HeaderValue},
+};
+use tollgate_protocol::{Amount, PaymentProof, x402::SettlementResponseHeader};
+
+use crate::Result;
+
+/// A request to a (possibly) gated resource. Unlike a `reqwest::Request` it can be sent again,
+/// which paying needs: the request goes out once unpaid and once with `X-PAYMENT`.
+#[derive(Clone, Debug)]
+pub struct PayRequest {
+    /// The method.
+    pub method: Method,
+    /// The URL.
+    pub url: Url,
+    /// Headers sent with every attempt (`X-PAYMENT` is set by the agent).
+    pub headers: HeaderMap,
+    /// The body, if any.
+    pub body: Option<Bytes>,
+}
+
+impl PayRequest {
+    /// A request with no headers and no body.
+    pub fn new(method: Method, url: Url) -> Self {
+        Self {
+            method,
+            url,
+            headers: HeaderMap::new(),
+            body: None,
+        }
+    }
+
+    /// `GET url`.
+    pub fn get(url: &str) -> Result<Self> {
+        Ok(Self::new(Method::GET, Url::parse(url)?))
+    }
+
+    /// `POST url` with `body`.
+    pub fn post(url: &str, body: impl Into<Bytes>) -> Result<Self> {
+        Ok(Self::new(Method::POST, Url::parse(url)?).body(body))
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: HeaderName, value: HeaderValue) -> Self {
+        self.headers.append(name, value);
+        self
+    }
+
+    /// Sets the body.
+    pub fn body(mut self, body: impl Into<Bytes>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+}
+
+/// The final answer to a [`PayRequest`], with what was paid for it.
+#[derive(Clone, Debug)]
+pub struct PaidResponse {
+    /// The HTTP status of the final answer.
+    pub status: StatusCode,
+    /// Its headers.
+    pub headers: HeaderMap,
+    /// Its body.
+    pub body: Bytes,
+    /// The payment that bought it; `None` when the resource answered without asking for one.
+    pub payment: Option<Payment>,
+}
+
+impl PaidResponse {
+    /// The body as JSON.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
+        serde_json::from_slice(&self.body)
+    }
+}
+
+/// How a payment was made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PaymentKind {
+    /// Through a Tollgate facilitator's router: `/authorize` settled it and returned a proof.
+    Tollgate,
+    /// A plain x402 V1 `exact` payload to `payTo`, settled by the server.
+    X402,
+}
+
+/// A receipt: what was paid, to whom, and the evidence.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Payment {
+    /// How it was paid.
+    pub kind: PaymentKind,
+    /// The gross amount, in the token's smallest unit.
+    pub amount: Amount,
+    /// The facilitator's fee out of `amount` (Tollgate payments).
+    pub fee: Option<Amount>,
+    /// The network name.
+    pub network: String,
+    /// The token.
+    pub token: Address,
+    /// The agent's address.
+    pub payer: Address,
+    /// The recipient named in the terms.
+    pub pay_to: Address,
+    /// The request reference (Tollgate payments).
+    pub memo: Option<B256>,
+    /// The settlement transaction, when known (from the proof or `X-PAYMENT-RESPONSE`).
+    pub tx_hash: Option<B256>,
+    /// The facilitator's proof (Tollgate payments).
+    pub proof: Option<PaymentProof>,
+    /// The `X-PAYMENT` value sent.
+    pub header: String,
+    /// The server's `X-PAYMENT-RESPONSE`, when it sent one.
+    pub settlement: Option<SettlementResponseHeader>,
+}

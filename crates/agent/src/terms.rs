@@ -1,0 +1,153 @@
+//! Reading a 402: the Tollgate superset body, or a generic x402 V1 one.
+
+use alloy::primitives::B256;
+use serde::Deserialize as _;
+use serde_json::Value;
+use tollgate_protocol::{PaymentOption, SPEC_VERSION, x402::PaymentRequirements};
+
+use crate::{Error, Result, error::Malformed};
+
+/// One payable entry of `accepts`.
+#[derive(Clone, Debug)]
+pub(crate) struct Offer {
+    /// The x402 V1 view (every entry has one).
+    pub(crate) requirements: PaymentRequirements,
+    /// The spec's request reference, on Tollgate entries.
+    pub(crate) memo: Option<B256>,
+    /// `service.facilitator`, on Tollgate entries.
+    pub(crate) facilitator: Option<String>,
+}
+
+/// A parsed 402.
+#[derive(Clone, Debug)]
+pub(crate) struct Terms {
+    /// The entries this agent could read.
+    pub(crate) offers: Vec<Offer>,
+    /// How many entries the server listed.
+    pub(crate) offered: usize,
+    /// The top-level `error`, when a string.
+    pub(crate) error: Option<String>,
+}
+
+/// Parses a 402 body. Entries that are neither a Tollgate option nor x402 V1 requirements (a
+/// subscription-only entry, a future scheme) are skipped rather than failing the whole body; a
+/// Tollgate entry whose spec fields contradict its x402 mirror fields is skipped as hostile.
+pub(crate) fn parse(body: &[u8]) -> Result<Terms> {
+    let malformed = Error::MalformedPaymentRequired;
+    let value: Value = serde_json::from_slice(body).map_err(|e| malformed(Malformed::Json(e)))?;
+    let Value::Object(map) = &value else {
+        return Err(malformed(Malformed::NoAccepts));
+    };
+    match (map.get("x402Version"), map.get("version")) {
+        (Some(v), _) if v.as_u64() != Some(1) => {
+            return Err(Error::UnsupportedVersion {
+                version: v.to_string(),
+            });
+        }
+        (None, Some(v)) if v.as_str() != Some(SPEC_VERSION) => {
+            return Err(Error::UnsupportedVersion {
+                version: v.to_string(),
+            });
+        }
+        (None, None) => {
+            return Err(Error::UnsupportedVersion {
+                version: "none".into(),
+            });
+        }
+        _ => {}
+    }
+    let Some(Value::Array(accepts)) = map.get("accepts") else {
+        return Err(malformed(Malformed::NoAccepts));
+    };
+    let offers = accepts.iter().filter_map(offer).collect();
+    Ok(Terms {
+        offers,
+        offered: accepts.len(),
+        error: map.get("error").and_then(Value::as_str).map(str::to_owned),
+    })
+}
+
+fn offer(entry: &Value) -> Option<Offer> {
+    if entry.get("memo").is_some() || entry.get("service").is_some() {
+        let option = PaymentOption::deserialize(entry).ok()?;
+        let r = &option.requirements;
+        if option.token != r.asset || option.amount != r.max_amount_required {
+            tracing::warn!("skipping a 402 entry whose spec fields contradict its x402 fields");
+            return None;
+        }
+        return Some(Offer {
+            memo: Some(option.memo),
+            facilitator: option.service.map(|s| s.facilitator),
+            requirements: option.requirements,
+        });
+    }
+    let requirements = PaymentRequirements::deserialize(entry).ok()?;
+    Some(Offer {
+        requirements,
+        memo: None,
+        facilitator: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Value {
+        serde_json::json!({
+            "scheme": "exact", "network": "base-sepolia", "maxAmountRequired": "500000",
+            "resource": "http://x/v1/quote", "description": "", "mimeType": "",
+            "payTo": "0x0202020202020202020202020202020202020202", "maxTimeoutSeconds": 60,
+            "asset": "0x0101010101010101010101010101010101010101",
+            "extra": { "name": "USD Coin", "version": "2" }
+        })
+    }
+
+    #[test]
+    fn reads_superset_and_generic_entries() {
+        let mut tollgate = entry();
+        tollgate["token"] = tollgate["asset"].clone();
+        tollgate["amount"] = "500000".into();
+        tollgate["memo"] = format!("{}", B256::repeat_byte(9)).into();
+        tollgate["service"] = serde_json::json!({ "subscriptionScheme": false, "facilitator": "http://f" });
+        let body = serde_json::json!({
+            "version": "1", "x402Version": 1, "error": "InvalidPaymentProof",
+            "accepts": [tollgate, entry(), { "scheme": "subscription" }]
+        });
+        let t = parse(body.to_string().as_bytes()).unwrap();
+        assert_eq!(t.offered, 3);
+        assert_eq!(t.offers.len(), 2);
+        assert_eq!(t.offers[0].facilitator.as_deref(), Some("http://f"));
+        assert_eq!(t.offers[0].memo, Some(B256::repeat_byte(9)));
+        assert!(t.offers[1].facilitator.is_none());
+        assert_eq!(t.error.as_deref(), Some("InvalidPaymentProof"));
+    }
+
+    #[test]
+    fn contradicting_superset_entries_are_skipped() {
+        let mut e = entry();
+        e["token"] = e["asset"].clone();
+        e["amount"] = "1".into();
+        e["memo"] = format!("{}", B256::ZERO).into();
+        let body = serde_json::json!({ "x402Version": 1, "accepts": [e] });
+        assert!(parse(body.to_string().as_bytes()).unwrap().offers.is_empty());
+    }
+
+    #[test]
+    fn versions_and_garbage_are_typed() {
+        for (body, want) in [
+            (r#"{"x402Version":2,"accepts":[]}"#, "version"),
+            (r#"{"version":"2","accepts":[]}"#, "version"),
+            (r#"{"accepts":[]}"#, "version"),
+            (r#"{"x402Version":1}"#, "malformed"),
+            (r#"[1,2]"#, "malformed"),
+            ("not json", "malformed"),
+        ] {
+            let got = parse(body.as_bytes()).unwrap_err();
+            match want {
+                "version" => assert!(matches!(got, Error::UnsupportedVersion { .. }), "{body}"),
+                _ => assert!(matches!(got, Error::MalformedPaymentRequired(_)), "{body}"),
+            }
+        }
+    }
+}

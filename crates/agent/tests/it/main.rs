@@ -1,0 +1,7 @@
+//! The agent against the real pieces: the devnet, a real facilitator and an axum app gated by
+//! `tollgate-gate` on loopback, plus hand-written hostile servers.
+#![allow(unreachable_pub, clippy::print_stderr)]
+
+mod hostile;
+mod pay;
+mod support;

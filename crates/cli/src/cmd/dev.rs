@@ -1,0 +1,233 @@
+//! `tollgate dev`: the whole product on one machine — the embedded devnet with the contracts, a
+//! facilitator, and a demo gated API, all on 127.0.0.1, with a "try this" guide.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use alloy::primitives::{Address, B256, keccak256};
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use tollgate_chain::{
+    Chain,
+    devnet::{Devnet, DevnetConfig, server},
+};
+use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+
+/// Flags of `tollgate dev`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Starts, on 127.0.0.1:
+  - the embedded devnet (JSON-RPC), contracts deployed, dev accounts funded;
+  - a facilitator (POST /authorize, the x402 V1 API, /.well-known/tollgate);
+  - a demo API gated by Tollgate: GET /v1/quote (one-time 0.50), GET /v1/report
+    (one-time; subscriptions land later), POST /v1/process (one-time; metering lands later),
+    GET /healthz (free).
+Writes STATE_DIR/dev.json (chainId, network, rpcUrl, facilitatorUrl, apiUrl, contracts,
+accounts with roles relayer/provider/payer, the provider's apiKey). A restart with the same state
+directory keeps all state.
+
+Ports: devnet 8545, facilitator 8402, API 8080; --port-base P uses P, P+1, P+2
+(--port-base 0 picks free ports).
+
+  tollgate dev
+  tollgate dev --network base-sepolia --chain-id 84532   # unmodified x402 clients can pay it")]
+pub(crate) struct Args {
+    /// Directory for the devnet journal, the facilitator's database and dev.json.
+    #[arg(long, default_value = ".tollgate/dev", env = "TOLLGATE_STATE_DIR")]
+    state_dir: PathBuf,
+    /// Network name (an x402 V1 name such as base-sepolia makes x402 clients able to pay).
+    #[arg(long, default_value = "tollgate-devnet")]
+    network: String,
+    /// Chain id.
+    #[arg(long, default_value_t = 31337)]
+    chain_id: u64,
+    /// First of three consecutive ports (devnet, facilitator, API); 0 picks free ports.
+    #[arg(long)]
+    port_base: Option<u16>,
+}
+
+/// Roles of the dev accounts in `dev.json`.
+const RELAYER: usize = 0;
+const PROVIDER: usize = 1;
+const PAYERS: [usize; 2] = [2, 3];
+/// The proof-signing key: dev account 9 (a well-known test key; never for real funds).
+const PROOF_KEY: usize = 9;
+
+/// `dev.json`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DevInfo {
+    pub(crate) chain_id: u64,
+    pub(crate) network: String,
+    pub(crate) rpc_url: String,
+    pub(crate) facilitator_url: String,
+    pub(crate) api_url: String,
+    pub(crate) contracts: tollgate_chain::Deployment,
+    pub(crate) accounts: Vec<DevAccountInfo>,
+    pub(crate) api_key: String,
+    pub(crate) proof_signer: Address,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DevAccountInfo {
+    pub(crate) address: Address,
+    pub(crate) private_key: B256,
+    pub(crate) role: String,
+}
+
+async fn bind(port: u16) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .with_context(|| format!("binding 127.0.0.1:{port} (use --port-base to pick other ports)"))
+}
+
+pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    let dir = &args.state_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let ports: [u16; 3] = match args.port_base {
+        None => [8545, 8402, 8080],
+        Some(0) => [0, 0, 0],
+        Some(p) => [p, p.checked_add(1).context("port base too high")?, p.checked_add(2).context("port base too high")?],
+    };
+
+    let devnet = Devnet::start(DevnetConfig {
+        chain_id: args.chain_id,
+        network: args.network.clone(),
+        state_dir: Some(dir.join("devnet")),
+        ..Default::default()
+    })
+    .with_context(|| format!("starting the devnet in {}", dir.join("devnet").display()))?;
+    let rpc_listener = bind(ports[0]).await?;
+    let facilitator_listener = bind(ports[1]).await?;
+    let api_listener = bind(ports[2]).await?;
+    let url = |l: &tokio::net::TcpListener| -> anyhow::Result<String> { Ok(format!("http://{}", l.local_addr()?)) };
+    let (rpc_url, facilitator_url, api_url) = (url(&rpc_listener)?, url(&facilitator_listener)?, url(&api_listener)?);
+
+    let accounts = devnet.accounts().to_vec();
+    let d = devnet.deployment();
+    let store_url = format!("sqlite://{}", dir.join("facilitator.db").display());
+    let store = store::open(&store_url).await.with_context(|| format!("opening {store_url}"))?;
+    let settings = Settings { public_url: facilitator_url.clone(), ..Settings::default() };
+    let spec = NetworkSpec {
+        name: args.network.clone(),
+        chain_id: args.chain_id,
+        token: d.token,
+        token_name: devnet.config().token.name.clone(),
+        token_version: devnet.config().token.version.clone(),
+        router: d.router,
+        subscriptions: Some(d.subscriptions),
+        confirmations: 1,
+    };
+    let facilitator = Facilitator::new(
+        settings,
+        vec![(spec, devnet.clone() as Arc<dyn Chain>)],
+        vec![accounts[RELAYER].address],
+        accounts[PROOF_KEY].private_key,
+        store.clone(),
+    )?;
+
+    // The provider's API key: kept across restarts in dev.json, stored hashed.
+    let path = dir.join("dev.json");
+    let api_key = existing_api_key(&path).unwrap_or_else(new_api_key);
+    store
+        .insert_api_key(keccak256(api_key.as_bytes()), accounts[PROVIDER].address, "tollgate dev", unix_now())
+        .await
+        .context("storing the provider's API key")?;
+
+    let role = |i: usize| {
+        if i == RELAYER {
+            Some("relayer")
+        } else if i == PROVIDER {
+            Some("provider")
+        } else if PAYERS.contains(&i) {
+            Some("payer")
+        } else {
+            None
+        }
+    };
+    let info = DevInfo {
+        chain_id: args.chain_id,
+        network: args.network.clone(),
+        rpc_url: rpc_url.clone(),
+        facilitator_url: facilitator_url.clone(),
+        api_url: api_url.clone(),
+        contracts: d,
+        accounts: accounts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, a)| {
+                role(i).map(|r| DevAccountInfo { address: a.address, private_key: a.private_key, role: r.into() })
+            })
+            .collect(),
+        api_key,
+        proof_signer: facilitator.proof_signer(),
+    };
+    super::write_atomically(&path, &serde_json::to_vec_pretty(&info)?).with_context(|| format!("writing {}", path.display()))?;
+
+    let api = super::demo::router(&info, &accounts[PROVIDER], dir, api_listener.local_addr()?).await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let rpc_task = tokio::spawn(server::serve(devnet.clone(), rpc_listener, stop(stop_rx.clone())));
+    let fac_task = tokio::spawn(tollgate_facilitator::serve(facilitator, facilitator_listener, stop(stop_rx.clone())));
+    let api_task = tokio::spawn(async move {
+        axum::serve(api_listener, api).with_graceful_shutdown(stop(stop_rx)).await
+    });
+    print_guide(&info, &path);
+    crate::shutdown_signal().await;
+    let _ = stop_tx.send(true);
+    for (name, task) in [("devnet RPC", rpc_task), ("facilitator", fac_task), ("API", api_task)] {
+        match task.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!("{name} stopped with an error: {e}"),
+            Err(e) => tracing::error!("{name} task failed: {e}"),
+        }
+    }
+    Ok(())
+}
+
+fn existing_api_key(path: &Path) -> Option<String> {
+    let bytes = std::fs::read(path).ok()?;
+    serde_json::from_slice::<DevInfo>(&bytes).ok().map(|i| i.api_key)
+}
+
+fn new_api_key() -> String {
+    format!("tg_dev_{}", B256::random())
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+#[allow(clippy::print_stderr)]
+fn print_guide(info: &DevInfo, path: &Path) {
+    let payer = info.accounts.iter().find(|a| a.role == "payer").expect("a payer");
+    eprintln!(
+        "\nTollgate dev is running on {} (chain id {}).\n\
+         \n  devnet JSON-RPC  {}\
+         \n  facilitator      {}   (/.well-known/tollgate, /openapi.json, /metrics)\
+         \n  demo API         {}   (/v1/quote 0.50, /v1/report, /v1/process; /healthz free)\
+         \n  token            {}   router {}   subscriptions {}\
+         \n  summary          {}\
+         \n\nTry this:\
+         \n  curl -i {api}/v1/quote                       # 402 with the payment terms\
+         \n  tollgate pay {api}/v1/quote --key {key}   # pays 0.50 and prints the quote\
+         \n\nPress Ctrl-C to stop; state persists in {dir}.",
+        info.network,
+        info.chain_id,
+        info.rpc_url,
+        info.facilitator_url,
+        info.api_url,
+        info.contracts.token,
+        info.contracts.router,
+        info.contracts.subscriptions,
+        path.display(),
+        api = info.api_url,
+        key = payer.private_key,
+        dir = path.parent().map(|p| p.display().to_string()).unwrap_or_default(),
+    );
+}

@@ -1,0 +1,240 @@
+//! The gate's errors: one enum per thing that can go wrong, each `#[non_exhaustive]`.
+//!
+//! - [`ProofError`]: an `X-PAYMENT` value that is not a Tollgate proof (malformed, or an x402
+//!   payload, which the layer routes to the x402 path);
+//! - [`InvalidProof`]: a well-formed proof that does not pay for this request, or that cannot be
+//!   checked right now ([`InvalidProof::is_unavailable`]);
+//! - [`BuildError`]: a [`crate::GateBuilder`] that cannot build;
+//! - [`StoreError`]: the memo store failed;
+//! - [`FacilitatorError`]: the facilitator could not be asked, or refused the request itself.
+
+use alloy::primitives::Address;
+use tollgate_protocol::Amount;
+
+/// Result alias with the gate's build error.
+pub type Result<T, E = BuildError> = std::result::Result<T, E>;
+
+/// Why an `X-PAYMENT` value is not a Tollgate payment proof ([`crate::parse_payment_proof`]).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProofError {
+    /// Longer than any payment header the gate reads.
+    #[error("X-PAYMENT header of {len} bytes is too large (at most {max})")]
+    TooLarge {
+        /// The header's length.
+        len: usize,
+        /// The limit that applied.
+        max: usize,
+    },
+    /// Not base64 (standard alphabet; padding optional).
+    #[error("X-PAYMENT is not base64")]
+    NotBase64(#[source] base64::DecodeError),
+    /// Base64, but not JSON.
+    #[error("X-PAYMENT is not base64-encoded JSON")]
+    NotJson(#[source] serde_json::Error),
+    /// A proof `version` other than 1 (or none that is an integer).
+    #[error("unsupported payment proof version {0:?}; only version 1 is known")]
+    UnknownVersion(Option<u64>),
+    /// JSON, version 1, but not a proof's shape (a field missing, mistyped or unknown).
+    #[error("X-PAYMENT is not a payment proof")]
+    Malformed(#[source] serde_json::Error),
+    /// An x402 payment payload (it has `x402Version`), not a Tollgate proof. The layer settles
+    /// version 1 through the facilitator and refuses the others.
+    #[error("X-PAYMENT carries an x402 payment payload (x402Version {x402_version:?}), not a Tollgate proof")]
+    X402Payload {
+        /// The payload's `x402Version`, when it is an integer.
+        x402_version: Option<u64>,
+    },
+}
+
+impl ProofError {
+    /// A stable snake_case code for the 402 body's `reason`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::TooLarge { .. } => "header_too_large",
+            Self::NotBase64(_) => "header_not_base64",
+            Self::NotJson(_) => "header_not_json",
+            Self::UnknownVersion(_) => "unknown_proof_version",
+            Self::Malformed(_) => "malformed_proof",
+            Self::X402Payload { .. } => "x402_payload",
+        }
+    }
+}
+
+/// Why a well-formed proof does not pay for the request ([`crate::Gate::verify_payment_proof`]).
+///
+/// [`InvalidProof::is_unavailable`] separates "this proof is no good" (the client gets a 402 with
+/// fresh terms) from "the proof could not be checked now" (a 503: the facilitator, the chain or the
+/// memo store is down; the memo is not spent, so the same proof works once they are back).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InvalidProof {
+    /// The signature is malformed, or does not recover to the proof's `signer`.
+    #[error("the proof's signature is invalid")]
+    BadSignature,
+    /// Signed by a key the facilitator does not publish in `/.well-known/tollgate`.
+    #[error("the proof is signed by {0}, which is not one of the facilitator's proof signers")]
+    UnknownSigner(Address),
+    /// Past the proof's own `expiry`.
+    #[error("the proof expired at {expiry}")]
+    Expired {
+        /// The proof's expiry (unix seconds).
+        expiry: u64,
+    },
+    /// For another network (or another chain id than the facilitator publishes for it).
+    #[error("the proof is for network {found:?}, this gate takes {expected:?}")]
+    WrongNetwork {
+        /// This gate's network.
+        expected: String,
+        /// The proof's network (with its chain id when only that differs).
+        found: String,
+    },
+    /// For another token.
+    #[error("the proof pays token {found}, this gate takes {expected}")]
+    WrongToken {
+        /// This gate's token.
+        expected: Address,
+        /// The proof's token.
+        found: Address,
+    },
+    /// Paid to someone else.
+    #[error("the proof pays {found}, this gate is paid to {expected}")]
+    WrongPayee {
+        /// This gate's payee.
+        expected: Address,
+        /// The proof's payee.
+        found: Address,
+    },
+    /// Less than the price.
+    #[error("the proof pays {paid}, the price is {price}")]
+    Underpaid {
+        /// The price of the request.
+        price: Amount,
+        /// What the proof paid.
+        paid: Amount,
+    },
+    /// The memo was not issued by this gate for this method, resource, price, payee and network
+    /// (its MAC does not match): a proof bought for another resource or price, or a forgery.
+    #[error("the proof's memo was not issued by this gate for this request")]
+    MemoForgedOrForeign,
+    /// The memo was issued by this gate for this request, but its time is up.
+    #[error("the proof's memo expired at {expiry}; request fresh terms")]
+    MemoExpired {
+        /// The memo's expiry (unix seconds).
+        expiry: u64,
+    },
+    /// The memo was already used once.
+    #[error("this payment was already used")]
+    Replayed,
+    /// On-chain mode: the transaction is missing, failed, or lacks the matching
+    /// `PaymentSettled` event.
+    #[error("the payment is not settled on-chain: {0}")]
+    NotSettledOnChain(&'static str),
+    /// The facilitator's signers could not be fetched (and none are cached).
+    #[error("the facilitator is unavailable")]
+    FacilitatorUnavailable(#[source] FacilitatorError),
+    /// On-chain mode: the chain could not be read.
+    #[error("the chain is unavailable")]
+    ChainUnavailable(#[source] tollgate_chain::Error),
+    /// The memo store could not record the memo.
+    #[error("the memo store is unavailable")]
+    StoreUnavailable(#[source] StoreError),
+}
+
+impl InvalidProof {
+    /// A stable snake_case code for the 402 body's `reason`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadSignature => "bad_signature",
+            Self::UnknownSigner(_) => "unknown_signer",
+            Self::Expired { .. } => "proof_expired",
+            Self::WrongNetwork { .. } => "wrong_network",
+            Self::WrongToken { .. } => "wrong_token",
+            Self::WrongPayee { .. } => "wrong_payee",
+            Self::Underpaid { .. } => "underpaid",
+            Self::MemoForgedOrForeign => "memo_forged_or_foreign",
+            Self::MemoExpired { .. } => "memo_expired",
+            Self::Replayed => "replayed",
+            Self::NotSettledOnChain(_) => "not_settled_on_chain",
+            Self::FacilitatorUnavailable(_) => "facilitator_unavailable",
+            Self::ChainUnavailable(_) => "chain_unavailable",
+            Self::StoreUnavailable(_) => "store_unavailable",
+        }
+    }
+
+    /// `true` when the proof could not be checked now (facilitator, chain or store down), as
+    /// opposed to being invalid. The layer answers these with 503.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            Self::FacilitatorUnavailable(_) | Self::ChainUnavailable(_) | Self::StoreUnavailable(_)
+        )
+    }
+}
+
+/// The memo store failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The database refused or could not be reached.
+    #[error("memo store database error")]
+    Database(#[from] sqlx::Error),
+    /// A configuration value is unusable (the message names it).
+    #[error("memo store configuration: {0}")]
+    Config(String),
+}
+
+/// The facilitator could not be asked, or answered something unusable.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FacilitatorError {
+    /// No answer: connection refused, timeout, or a broken response.
+    #[error("facilitator request to {url} failed")]
+    Request {
+        /// The URL asked.
+        url: String,
+        /// What happened.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// An HTTP error status: 5xx means unavailable, 4xx that it refused this request.
+    #[error("facilitator answered {status} to {url}{}", code.as_deref().map(|c| format!(" ({c})")).unwrap_or_default())]
+    Status {
+        /// The URL asked.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The `error.code` of its error body, when there was one.
+        code: Option<String>,
+    },
+}
+
+impl FacilitatorError {
+    /// `true` when the facilitator refused this request itself (a 4xx), rather than being down.
+    pub fn is_refusal(&self) -> bool {
+        matches!(self, Self::Status { status, .. } if (400..500).contains(status))
+    }
+}
+
+/// A [`crate::GateBuilder`] that cannot build.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A required setting was not given (the builder method is named).
+    #[error("Gate::builder(): `{0}` is required")]
+    Missing(&'static str),
+    /// A setting has an unusable value (the setting is named).
+    #[error("Gate::builder(): `{setting}`: {problem}")]
+    Invalid {
+        /// The builder method.
+        setting: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+    /// The HTTP client for the facilitator could not be built.
+    #[error("cannot build the facilitator HTTP client")]
+    Http(#[source] reqwest::Error),
+    /// The memo store could not be opened.
+    #[error("cannot open the memo store")]
+    Store(#[from] StoreError),
+}

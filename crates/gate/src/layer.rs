@@ -1,0 +1,369 @@
+//! [`PaymentGateLayer`]: the spec's `paymentGate` middleware, as a tower layer.
+
+use std::{
+    fmt,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
+
+use http::{HeaderValue, Request, Response, StatusCode, header, request::Parts};
+use serde::Serialize;
+use tollgate_protocol::{
+    Amount, ErrorCode, PaymentRequired,
+    x402::{PaymentPayload, SettlementResponseHeader},
+};
+use tower_layer::Layer;
+use tower_service::Service;
+
+use crate::{
+    Expected, Gate, Offer, Pricing, ProofError, X402Failure, gate::path_of, parse_payment_proof,
+};
+
+/// The request header carrying a payment: a Tollgate proof or an x402 V1 payload.
+pub const X_PAYMENT: &str = "x-payment";
+/// The response header of a paid response: base64 JSON `{success, transaction, network, payer}`.
+pub const X_PAYMENT_RESPONSE: &str = "x-payment-response";
+/// The x402 V2 request header; V2 is not supported.
+pub const PAYMENT_SIGNATURE: &str = "payment-signature";
+
+/// The `error` of a first 402 (no payment sent).
+pub const PAYMENT_REQUIRED_REASON: &str = "X-PAYMENT header is required";
+/// The `error` of a 402 answering an x402 V2 payment.
+pub const V2_UNSUPPORTED_REASON: &str =
+    "x402 V2 is not supported: this server accepts x402 V1 only (X-PAYMENT with x402Version 1)";
+/// How long a client should wait after a 503 (seconds).
+const RETRY_AFTER_SECS: &str = "5";
+
+/// A tower [`Layer`] that gates the services it wraps behind payment: [`Gate::payment_gate`].
+///
+/// Each request is decided before the inner service sees it:
+///
+/// | request | answer |
+/// |---|---|
+/// | no `X-PAYMENT` | 402, fresh terms, `error: "X-PAYMENT header is required"` |
+/// | `X-PAYMENT` with a Tollgate proof that pays for this method, path and price | the inner service's response, plus `X-PAYMENT-RESPONSE` |
+/// | a proof that does not ([`crate::InvalidProof`]) | 402, fresh terms, `error: "InvalidPaymentProof"`, `reason` (its [`crate::InvalidProof::code`]) and `message` |
+/// | `X-PAYMENT` with an x402 V1 `exact` payload | settled through the facilitator (`/verify`, `/settle`) first, then as a valid proof; refused: 402 with the x402 reason code in `error` |
+/// | x402 V2 (`PAYMENT-SIGNATURE`, or `x402Version: 2`) | 402, `error` saying only x402 V1 is supported |
+/// | a garbled, oversized or wrongly encoded `X-PAYMENT` | 402, `error: "InvalidPaymentProof"`, `reason` ([`ProofError::code`]) |
+/// | the facilitator, chain or memo store cannot be reached | **503** with `Retry-After` and `{"error": {"code", "message"}}`, and a `tracing::error!`: the payment could not be checked, not found wrong, so no memo is spent and the client should retry the same payment rather than pay again |
+///
+/// Every 402 body is the superset of [`Gate::build_payment_required`] (x402 V1 clients read it);
+/// nothing refused reaches the inner service.
+///
+/// Bodies: the inner service may take any request body; its response body must be buildable
+/// `From<String>` (the 402 and 503 bodies), which `axum::body::Body`,
+/// `http_body_util::Full<Bytes>` and `String` are. With axum, use it as
+/// `Router::route_layer` (only matched routes pay; unknown paths still 404) or `Router::layer`.
+/// Memos bind the path the layer sees: put the layer where paths are whole (on the outer router,
+/// after `nest`), or set [`crate::GateBuilder::public_url`] and accept the nested path in the
+/// 402's `resource`.
+#[derive(Clone)]
+pub struct PaymentGateLayer {
+    gate: Gate,
+    config: Arc<Config>,
+}
+
+#[derive(Clone, Debug)]
+struct Config {
+    pricing: Vec<Pricing>,
+    one_time: Option<Amount>,
+    description: String,
+    mime_type: String,
+}
+
+impl fmt::Debug for PaymentGateLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PaymentGateLayer")
+            .field("gate", &self.gate)
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl Gate {
+    /// The spec's `paymentGate`: a tower layer that answers 402 unless the request pays one of
+    /// `pricing` (see [`PaymentGateLayer`]). The first [`Pricing::OneTime`] is the per-request
+    /// price; an empty `pricing` gates everything shut (every request gets a 402 with no option).
+    ///
+    /// ```no_run
+    /// # async fn demo(gate: tollgate_gate::Gate) {
+    /// use axum::{Router, routing::get};
+    /// use tollgate_gate::Pricing;
+    /// let app: Router = Router::new()
+    ///     .route("/v1/quote", get(|| async { "42" }))
+    ///     .route_layer(gate.payment_gate([Pricing::one_time(500_000u64)]));
+    /// # }
+    /// ```
+    pub fn payment_gate(&self, pricing: impl IntoIterator<Item = Pricing>) -> PaymentGateLayer {
+        let pricing: Vec<Pricing> = pricing.into_iter().collect();
+        let one_time = pricing.iter().find_map(|p| match p {
+            Pricing::OneTime { amount } => Some(*amount),
+            Pricing::Subscription { .. } => None,
+        });
+        PaymentGateLayer {
+            gate: self.clone(),
+            config: Arc::new(Config {
+                pricing,
+                one_time,
+                description: String::new(),
+                mime_type: String::new(),
+            }),
+        }
+    }
+}
+
+impl PaymentGateLayer {
+    /// The `description` of the 402's entries.
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.config).description = description.into();
+        self
+    }
+
+    /// The `mimeType` of the 402's entries (e.g. `application/json`).
+    pub fn mime_type(mut self, mime_type: impl Into<String>) -> Self {
+        Arc::make_mut(&mut self.config).mime_type = mime_type.into();
+        self
+    }
+}
+
+impl<S> Layer<S> for PaymentGateLayer {
+    type Service = PaymentGate<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        PaymentGate { inner, layer: self.clone() }
+    }
+}
+
+/// The service [`PaymentGateLayer`] wraps around `S`.
+#[derive(Clone)]
+pub struct PaymentGate<S> {
+    inner: S,
+    layer: PaymentGateLayer,
+}
+
+impl<S> fmt::Debug for PaymentGate<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PaymentGate").field("layer", &self.layer).finish_non_exhaustive()
+    }
+}
+
+/// The future of [`PaymentGate`].
+pub type ResponseFuture<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
+
+impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for PaymentGate<S>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    ReqBody: Send + 'static,
+    ResBody: From<String> + Send + 'static,
+{
+    type Response = Response<ResBody>;
+    type Error = S::Error;
+    type Future = ResponseFuture<ResBody, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<ReqBody>) -> Self::Future {
+        // The inner service was driven to readiness by `poll_ready`: keep that one for this
+        // request and leave a fresh clone in its place.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let layer = self.layer.clone();
+        Box::pin(async move {
+            match layer.authorize(req).await {
+                Ok((req, paid)) => {
+                    let mut res = inner.call(req).await?;
+                    res.headers_mut().insert(X_PAYMENT_RESPONSE, paid);
+                    Ok(res)
+                }
+                Err(refused) => Ok(refused.map(ResBody::from)),
+            }
+        })
+    }
+}
+
+/// The 402 body: the superset body plus, after a failed attempt, why.
+#[derive(Serialize)]
+struct Body402 {
+    #[serde(flatten)]
+    body: PaymentRequired,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    message: Option<String>,
+}
+
+impl PaymentGateLayer {
+    /// The decision: the request with the `X-PAYMENT-RESPONSE` value to add, or the refusal.
+    async fn authorize<B>(
+        &self,
+        req: Request<B>,
+    ) -> Result<(Request<B>, HeaderValue), Response<String>> {
+        let (parts, body) = req.into_parts();
+        let paid = self.decide(&parts).await?;
+        let value = HeaderValue::from_str(&paid.encode())
+            .map_err(|_| self.unavailable("InternalError", "cannot encode X-PAYMENT-RESPONSE"))?;
+        Ok((Request::from_parts(parts, body), value))
+    }
+
+    async fn decide(&self, parts: &Parts) -> Result<SettlementResponseHeader, Response<String>> {
+        if parts.headers.contains_key(PAYMENT_SIGNATURE) {
+            return Err(self.payment_required(parts, V2_UNSUPPORTED_REASON, None, None));
+        }
+        let mut values = parts.headers.get_all(X_PAYMENT).iter();
+        let Some(value) = values.next() else {
+            return Err(self.payment_required(parts, PAYMENT_REQUIRED_REASON, None, None));
+        };
+        let invalid = |reason: &'static str, message: String| {
+            self.payment_required(
+                parts,
+                ErrorCode::InvalidPaymentProof.as_str(),
+                Some(reason),
+                Some(message),
+            )
+        };
+        if values.next().is_some() {
+            return Err(invalid("multiple_payment_headers", "send one X-PAYMENT header".into()));
+        }
+        let Ok(value) = value.to_str() else {
+            return Err(invalid("header_not_text", "X-PAYMENT is not visible ASCII".into()));
+        };
+        match parse_payment_proof(value) {
+            Ok(proof) => {
+                let Some(price) = self.config.one_time else {
+                    return Err(invalid(
+                        "one_time_not_offered",
+                        "this resource is not sold per request".into(),
+                    ));
+                };
+                let expected =
+                    Expected { method: parts.method.as_str(), resource: parts.uri.path(), price };
+                match self.gate.verify_payment_proof(&proof, &expected).await {
+                    Ok(paid) => Ok(paid.settlement_header()),
+                    Err(e) if e.is_unavailable() => {
+                        tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot verify a payment proof");
+                        Err(self.unavailable(unavailable_code(e.code()), &e.to_string()))
+                    }
+                    Err(e) => {
+                        tracing::debug!(reason = e.code(), "payment proof refused");
+                        Err(invalid(e.code(), e.to_string()))
+                    }
+                }
+            }
+            Err(ProofError::X402Payload { x402_version: Some(1) }) => self.x402(parts, value).await,
+            Err(ProofError::X402Payload { .. }) => {
+                Err(self.payment_required(parts, V2_UNSUPPORTED_REASON, None, None))
+            }
+            Err(e) => Err(invalid(e.code(), e.to_string())),
+        }
+    }
+
+    async fn x402(&self, parts: &Parts, value: &str) -> Result<SettlementResponseHeader, Response<String>> {
+        let payload = match PaymentPayload::decode_header(value) {
+            Ok(p) => p,
+            Err(e) => {
+                let reason = e.reason();
+                return Err(self.payment_required(parts, reason.as_str(), None, Some(e.to_string())));
+            }
+        };
+        let Some(price) = self.config.one_time else {
+            return Err(self.payment_required(parts, "unsupported_scheme", None, None));
+        };
+        let url = self.resource_url(parts);
+        let offer = self.offer(parts, &url);
+        match self.gate.settle_x402(&payload, &offer, price).await {
+            Ok(settled) => Ok(SettlementResponseHeader::from(&settled)),
+            Err(X402Failure::Refused(reason)) => {
+                tracing::debug!(%reason, "x402 payment refused");
+                Err(self.payment_required(parts, reason.as_str(), None, None))
+            }
+            Err(e) => {
+                tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot settle an x402 payment");
+                let code = match e {
+                    X402Failure::StoreUnavailable(_) => "MemoStoreUnavailable",
+                    _ => "FacilitatorUnavailable",
+                };
+                Err(self.unavailable(code, &e.to_string()))
+            }
+        }
+    }
+
+    fn offer<'a>(&'a self, parts: &'a Parts, url: &'a str) -> Offer<'a> {
+        Offer {
+            method: parts.method.as_str(),
+            resource_url: url,
+            pricing: &self.config.pricing,
+            description: &self.config.description,
+            mime_type: &self.config.mime_type,
+        }
+    }
+
+    /// The absolute URL of the requested resource: the gate's public URL, or the request's
+    /// authority (`Host`), over `X-Forwarded-Proto` or http.
+    fn resource_url(&self, parts: &Parts) -> String {
+        let path = path_of(parts.uri.path());
+        if let Some(base) = self.gate.public_url() {
+            return format!("{base}{path}");
+        }
+        let host = parts
+            .uri
+            .authority()
+            .map(|a| a.as_str().to_owned())
+            .or_else(|| {
+                parts
+                    .headers
+                    .get(header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .filter(|h| h.parse::<http::uri::Authority>().is_ok())
+                    .map(str::to_owned)
+            })
+            .unwrap_or_else(|| "localhost".to_owned());
+        let scheme = match parts.headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()) {
+            Some("https") => "https",
+            Some("http") => "http",
+            _ => parts.uri.scheme_str().filter(|s| *s == "https").unwrap_or("http"),
+        };
+        format!("{scheme}://{host}{path}")
+    }
+
+    fn payment_required(
+        &self,
+        parts: &Parts,
+        error: &str,
+        reason: Option<&'static str>,
+        message: Option<String>,
+    ) -> Response<String> {
+        let url = self.resource_url(parts);
+        let body = self.gate.build_payment_required(&self.offer(parts, &url), error);
+        let json = serde_json::to_string(&Body402 { body, reason, message })
+            .unwrap_or_else(|_| String::from("{}"));
+        let mut res = Response::new(json);
+        *res.status_mut() = StatusCode::PAYMENT_REQUIRED;
+        res.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        res
+    }
+
+    fn unavailable(&self, code: &str, message: &str) -> Response<String> {
+        let json = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+        let mut res = Response::new(json);
+        *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        let h = res.headers_mut();
+        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        h.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+        res
+    }
+}
+
+fn unavailable_code(reason: &str) -> &'static str {
+    match reason {
+        "chain_unavailable" => "ChainUnavailable",
+        "store_unavailable" => "MemoStoreUnavailable",
+        _ => "FacilitatorUnavailable",
+    }
+}

@@ -1,0 +1,27 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
+
+mod error;
+mod facilitator;
+mod gate;
+mod layer;
+mod memo;
+mod proof;
+pub mod store;
+
+pub use error::{BuildError, FacilitatorError, InvalidProof, ProofError, Result, StoreError};
+pub use gate::{
+    DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_SIGNERS_MIN_REFRESH,
+    DEFAULT_SIGNERS_TTL, Expected, Gate, GateBuilder, Offer, Pricing, VerifiedPayment,
+    X402Failure,
+};
+pub use layer::{
+    PAYMENT_REQUIRED_REASON, PAYMENT_SIGNATURE, PaymentGate, PaymentGateLayer, ResponseFuture,
+    V2_UNSUPPORTED_REASON, X_PAYMENT, X_PAYMENT_RESPONSE,
+};
+pub use proof::parse_payment_proof;
+pub use store::MemoStore;
+pub use tollgate_protocol::{Amount, PaymentProof, PaymentRequired, PlanTerms};
+
+#[cfg(test)]
+use tempfile as _;

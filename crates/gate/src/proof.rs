@@ -1,0 +1,129 @@
+//! `parse_payment_proof`: the spec's `parsePaymentProof`.
+
+use base64::{
+    Engine as _, alphabet,
+    engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig},
+};
+use serde_json::Value;
+use tollgate_protocol::{MAX_PAYMENT_HEADER, PaymentProof, x402::MAX_PAYLOAD_HEADER};
+
+use crate::ProofError;
+
+/// Standard alphabet; padding optional on input.
+const LENIENT_STANDARD: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// Parses the value of an `X-PAYMENT` header as a Tollgate payment proof (base64 JSON, as
+/// [`PaymentProof::encode`] writes it).
+///
+/// Every way the value can be wrong has its own [`ProofError`]; an x402 payment payload (JSON with
+/// `x402Version`) is reported as [`ProofError::X402Payload`] so that a caller can route it to the
+/// x402 path instead. This only parses: [`crate::Gate::verify_payment_proof`] checks the proof.
+///
+/// ```
+/// use tollgate_gate::{ProofError, parse_payment_proof};
+/// assert!(matches!(parse_payment_proof("not base64!"), Err(ProofError::NotBase64(_))));
+/// // base64 of {"x402Version":1}
+/// assert!(matches!(
+///     parse_payment_proof("eyJ4NDAyVmVyc2lvbiI6MX0="),
+///     Err(ProofError::X402Payload { x402_version: Some(1) })
+/// ));
+/// ```
+pub fn parse_payment_proof(header_value: &str) -> Result<PaymentProof, ProofError> {
+    let value = header_value.trim();
+    // x402 payloads may be larger than proofs (smart-wallet signatures); the proof limit is
+    // applied once the value is known to be a proof.
+    if value.len() > MAX_PAYLOAD_HEADER {
+        return Err(ProofError::TooLarge { len: value.len(), max: MAX_PAYLOAD_HEADER });
+    }
+    let bytes = LENIENT_STANDARD.decode(value).map_err(ProofError::NotBase64)?;
+    let json: Value = serde_json::from_slice(&bytes).map_err(ProofError::NotJson)?;
+    if let Some(v) = json.get("x402Version") {
+        return Err(ProofError::X402Payload { x402_version: v.as_u64() });
+    }
+    if value.len() > MAX_PAYMENT_HEADER {
+        return Err(ProofError::TooLarge { len: value.len(), max: MAX_PAYMENT_HEADER });
+    }
+    match json.get("version").and_then(Value::as_u64) {
+        Some(1) => {}
+        other => return Err(ProofError::UnknownVersion(other)),
+    }
+    serde_json::from_value(json).map_err(ProofError::Malformed)
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy::primitives::{Address, B256, Bytes};
+    use base64::engine::general_purpose::STANDARD;
+    use tollgate_protocol::Amount;
+
+    use super::*;
+
+    fn proof() -> PaymentProof {
+        PaymentProof {
+            version: 1,
+            network: "base-sepolia".into(),
+            chain_id: 84532,
+            token: Address::repeat_byte(1),
+            payer: Address::repeat_byte(2),
+            pay_to: Address::repeat_byte(3),
+            amount: Amount::from_units(500_000),
+            fee: Amount::from_units(1_000),
+            memo: B256::repeat_byte(4),
+            tx_hash: B256::repeat_byte(5),
+            block: 7,
+            issued_at: 1_700_000_000,
+            expiry: 1_700_000_600,
+            signer: Address::repeat_byte(6),
+            signature: Bytes::from(vec![9; 65]),
+        }
+    }
+
+    fn enc(v: serde_json::Value) -> String {
+        STANDARD.encode(v.to_string())
+    }
+
+    #[test]
+    fn round_trip_padded_and_not() {
+        let p = proof();
+        assert_eq!(parse_payment_proof(&p.encode()).unwrap(), p);
+        let unpadded = p.encode().trim_end_matches('=').to_owned();
+        assert_eq!(parse_payment_proof(&unpadded).unwrap(), p);
+    }
+
+    #[test]
+    fn each_way_to_be_wrong_is_typed() {
+        assert!(matches!(
+            parse_payment_proof(&"A".repeat(MAX_PAYLOAD_HEADER + 1)),
+            Err(ProofError::TooLarge { max: MAX_PAYLOAD_HEADER, .. })
+        ));
+        // Larger than a proof can be, and not an x402 payload.
+        let mut big = serde_json::to_value(proof()).unwrap();
+        big["network"] = "x".repeat(MAX_PAYMENT_HEADER).into();
+        assert!(matches!(
+            parse_payment_proof(&enc(big)),
+            Err(ProofError::TooLarge { max: MAX_PAYMENT_HEADER, .. })
+        ));
+        assert!(matches!(parse_payment_proof("%%%"), Err(ProofError::NotBase64(_))));
+        assert!(matches!(parse_payment_proof("aGVsbG8="), Err(ProofError::NotJson(_))));
+        let mut v2 = serde_json::to_value(proof()).unwrap();
+        v2["version"] = 2.into();
+        assert!(matches!(parse_payment_proof(&enc(v2)), Err(ProofError::UnknownVersion(Some(2)))));
+        assert!(matches!(
+            parse_payment_proof(&enc(serde_json::json!({"hello": 1}))),
+            Err(ProofError::UnknownVersion(None))
+        ));
+        let mut bad = serde_json::to_value(proof()).unwrap();
+        bad["amount"] = 5.into();
+        let e = parse_payment_proof(&enc(bad)).unwrap_err();
+        assert!(matches!(e, ProofError::Malformed(_)), "{e:?}");
+        assert_eq!(e.code(), "malformed_proof");
+        let x = enc(serde_json::json!({"x402Version": 2, "payload": {}}));
+        assert!(matches!(
+            parse_payment_proof(&x),
+            Err(ProofError::X402Payload { x402_version: Some(2) })
+        ));
+    }
+}

@@ -1,0 +1,57 @@
+//! The once-only set: which memos (and which x402 authorizations) were used.
+//!
+//! Memos are verified without storage; only "was this one used already" needs it. Each entry
+//! carries an expiry after which it can never be accepted again anyway (the memo's own expiry, or
+//! the x402 authorization's `validBefore`), so expired entries are pruned.
+//!
+//! Two implementations: [`SqliteMemoStore`] (the default; a file, or `sqlite::memory:` for a single
+//! process) and [`PostgresMemoStore`] (for several gate replicas sharing one set).
+
+mod postgres;
+mod sqlite;
+
+use std::{fmt, sync::Arc};
+
+use alloy::primitives::B256;
+use async_trait::async_trait;
+
+pub use postgres::PostgresMemoStore;
+pub use sqlite::SqliteMemoStore;
+
+use crate::StoreError;
+
+/// The once-only set behind a gate. Implementations must make [`MemoStore::claim`] atomic: of any
+/// number of concurrent claims of one key, across every process sharing the store, exactly one
+/// returns `true`.
+#[async_trait]
+pub trait MemoStore: Send + Sync + fmt::Debug + 'static {
+    /// Records `key` as used until `expires_at` (unix seconds). `true` if it was not recorded
+    /// before (the caller may serve the request), `false` if it was (a replay).
+    async fn claim(&self, key: B256, expires_at: u64) -> Result<bool, StoreError>;
+
+    /// Forgets `key` (after a claim whose payment then failed for a reason that allows a retry).
+    async fn release(&self, key: B256) -> Result<(), StoreError>;
+
+    /// Deletes entries that expired at or before `now`; returns how many.
+    async fn prune(&self, now: u64) -> Result<u64, StoreError>;
+}
+
+/// Opens a memo store by URL: `sqlite::memory:` (one process only), `sqlite://<path>` (created if
+/// missing), or `postgres://…` / `postgresql://…` (table `tollgate_gate_memos`, created if missing).
+pub async fn open(url: &str) -> Result<Arc<dyn MemoStore>, StoreError> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(SqliteMemoStore::open(url).await?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(PostgresMemoStore::connect(url, "tollgate_").await?))
+    } else {
+        Err(StoreError::Config(format!(
+            "memo store URL must start with sqlite: or postgres://, got {:?}",
+            url.split(':').next().unwrap_or_default()
+        )))
+    }
+}
+
+/// Clamps a unix-seconds expiry into the `BIGINT` both databases store.
+pub(crate) fn as_i64(secs: u64) -> i64 {
+    i64::try_from(secs).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,8 @@
+//! The gate against the real pieces: the devnet, a real facilitator on loopback, and an axum app
+//! gated by the layer.
+#![allow(unreachable_pub, clippy::print_stderr)]
+
+mod onetime;
+mod store;
+mod support;
+mod x402;

@@ -23,6 +23,8 @@ enum Command {
     /// Run the embedded EVM devnet (contracts deployed, dev accounts funded) with a JSON-RPC
     /// listener on 127.0.0.1.
     Devnet(cmd::devnet::Args),
+    /// Run a paying reverse proxy that gates any upstream HTTP API by route prefix and price.
+    Gateway(cmd::gateway::Args),
     /// Run the facilitator: settles signed payments, issues payment proofs, serves the x402 V1
     /// facilitator API.
     Facilitator(cmd::facilitator::Args),
@@ -50,6 +52,7 @@ fn main() -> ExitCode {
             Command::Dev(args) => cmd::dev::run(args).await,
             Command::Devnet(args) => cmd::devnet::run(args).await,
             Command::Facilitator(args) => cmd::facilitator::run(args).await,
+            Command::Gateway(args) => cmd::gateway::run(args).await,
             // `pay` reports its own errors, with its own exit codes.
             Command::Pay(args) => return Ok(cmd::pay::run(args).await),
         }

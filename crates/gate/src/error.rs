@@ -40,7 +40,9 @@ pub enum ProofError {
     Malformed(#[source] serde_json::Error),
     /// An x402 payment payload (it has `x402Version`), not a Tollgate proof. The layer settles
     /// version 1 through the facilitator and refuses the others.
-    #[error("X-PAYMENT carries an x402 payment payload (x402Version {x402_version:?}), not a Tollgate proof")]
+    #[error(
+        "X-PAYMENT carries an x402 payment payload (x402Version {x402_version:?}), not a Tollgate proof"
+    )]
     X402Payload {
         /// The payload's `x402Version`, when it is an integer.
         x402_version: Option<u64>,

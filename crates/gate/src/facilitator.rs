@@ -128,8 +128,10 @@ impl FacilitatorClient {
         match self.get_json::<WellKnown>("/.well-known/tollgate").await {
             Ok(info) => {
                 let info = Arc::new(info);
-                *self.cache.lock().unwrap_or_else(|e| e.into_inner()) =
-                    Some(Cached { info: Arc::clone(&info), fetched: Instant::now() });
+                *self.cache.lock().unwrap_or_else(|e| e.into_inner()) = Some(Cached {
+                    info: Arc::clone(&info),
+                    fetched: Instant::now(),
+                });
                 Ok(info)
             }
             Err(e) => match before {
@@ -159,12 +161,18 @@ impl FacilitatorClient {
     }
 
     /// `POST /verify`.
-    pub(crate) async fn verify(&self, req: &VerifyRequest) -> Result<VerifyResponse, FacilitatorError> {
+    pub(crate) async fn verify(
+        &self,
+        req: &VerifyRequest,
+    ) -> Result<VerifyResponse, FacilitatorError> {
         self.post_json("/verify", req).await
     }
 
     /// `POST /settle`.
-    pub(crate) async fn settle(&self, req: &SettleRequest) -> Result<SettleResponse, FacilitatorError> {
+    pub(crate) async fn settle(
+        &self,
+        req: &SettleRequest,
+    ) -> Result<SettleResponse, FacilitatorError> {
         self.post_json("/settle", req).await
     }
 }
@@ -188,7 +196,13 @@ async fn read<T: DeserializeOwned>(
             code: String,
         }
         let code = r.json::<Body>().await.ok().map(|b| b.error.code);
-        return Err(FacilitatorError::Status { url, status: status.as_u16(), code });
+        return Err(FacilitatorError::Status {
+            url,
+            status: status.as_u16(),
+            code,
+        });
     }
-    r.json::<T>().await.map_err(|source| FacilitatorError::Request { url, source })
+    r.json::<T>()
+        .await
+        .map_err(|source| FacilitatorError::Request { url, source })
 }

@@ -15,8 +15,7 @@ use alloy::{
 };
 use tollgate_chain::{Chain, contracts::PaymentRouter};
 use tollgate_protocol::{
-    Amount, PaymentOption, PaymentProof, PaymentRequired, PlanTerms, ServiceExtension,
-    network,
+    Amount, PaymentOption, PaymentProof, PaymentRequired, PlanTerms, ServiceExtension, network,
     x402::{
         self, Eip712Extra, ErrorReason, PaymentPayload, PaymentRequirements, SettleResponse,
         SettlementResponseHeader, VerifyRequest,
@@ -63,7 +62,9 @@ pub enum Pricing {
 impl Pricing {
     /// A one-time price in the token's smallest unit (`500_000` is 0.50 of a 6-decimal token).
     pub fn one_time(amount: impl Into<Amount>) -> Self {
-        Self::OneTime { amount: amount.into() }
+        Self::OneTime {
+            amount: amount.into(),
+        }
     }
 
     /// A subscription to `plan`.
@@ -345,7 +346,10 @@ impl GateBuilder {
     pub async fn build(self) -> Result<Gate, BuildError> {
         let network = self.network.ok_or(BuildError::Missing("network"))?;
         if network.is_empty() {
-            return Err(BuildError::Invalid { setting: "network", problem: "empty".into() });
+            return Err(BuildError::Invalid {
+                setting: "network",
+                problem: "empty".into(),
+            });
         }
         let (token, token_name, token_version) = self.token.ok_or(BuildError::Missing("token"))?;
         let pay_to = self.pay_to.ok_or(BuildError::Missing("pay_to"))?;
@@ -357,7 +361,10 @@ impl GateBuilder {
         }
         let facilitator_url = self.facilitator.ok_or(BuildError::Missing("facilitator"))?;
         let facilitator_url = check_base_url("facilitator", &facilitator_url)?;
-        let public_url = self.public_url.map(|u| check_base_url("public_url", &u)).transpose()?;
+        let public_url = self
+            .public_url
+            .map(|u| check_base_url("public_url", &u))
+            .transpose()?;
         if self.memo_ttl.as_secs() == 0 {
             return Err(BuildError::Invalid {
                 setting: "memo_ttl",
@@ -410,10 +417,12 @@ impl GateBuilder {
 }
 
 fn check_base_url(setting: &'static str, url: &str) -> Result<String, BuildError> {
-    let uri: http::Uri = url.parse().map_err(|e: http::uri::InvalidUri| BuildError::Invalid {
-        setting,
-        problem: e.to_string(),
-    })?;
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| BuildError::Invalid {
+            setting,
+            problem: e.to_string(),
+        })?;
     if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
         return Err(BuildError::Invalid {
             setting,
@@ -424,7 +433,9 @@ fn check_base_url(setting: &'static str, url: &str) -> Result<String, BuildError
 }
 
 pub(crate) fn unix_now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The path of an absolute URL (or of a path), without query or fragment.
@@ -506,7 +517,9 @@ impl Gate {
         let i = &self.inner;
         let now = unix_now();
         if proof.expiry <= now {
-            return Err(InvalidProof::Expired { expiry: proof.expiry });
+            return Err(InvalidProof::Expired {
+                expiry: proof.expiry,
+            });
         }
         if !network::same_network(&proof.network, &i.network) {
             return Err(InvalidProof::WrongNetwork {
@@ -515,13 +528,22 @@ impl Gate {
             });
         }
         if proof.token != i.token {
-            return Err(InvalidProof::WrongToken { expected: i.token, found: proof.token });
+            return Err(InvalidProof::WrongToken {
+                expected: i.token,
+                found: proof.token,
+            });
         }
         if proof.pay_to != i.pay_to {
-            return Err(InvalidProof::WrongPayee { expected: i.pay_to, found: proof.pay_to });
+            return Err(InvalidProof::WrongPayee {
+                expected: i.pay_to,
+                found: proof.pay_to,
+            });
         }
         if proof.amount < expected.price {
-            return Err(InvalidProof::Underpaid { price: expected.price, paid: proof.amount });
+            return Err(InvalidProof::Underpaid {
+                price: expected.price,
+                paid: proof.amount,
+            });
         }
         let terms = self.terms(expected.method, expected.resource, expected.price);
         let memo_expiry = match memo::check(&i.secret, &terms, &proof.memo, now) {
@@ -533,8 +555,11 @@ impl Gate {
             Ok(s) if s == proof.signer => s,
             _ => return Err(InvalidProof::BadSignature),
         };
-        let (known, info) =
-            i.facilitator.is_signer(signer).await.map_err(InvalidProof::FacilitatorUnavailable)?;
+        let (known, info) = i
+            .facilitator
+            .is_signer(signer)
+            .await
+            .map_err(InvalidProof::FacilitatorUnavailable)?;
         if !known {
             return Err(InvalidProof::UnknownSigner(signer));
         }
@@ -621,7 +646,11 @@ impl Gate {
                     service(first),
                     first.and_then(terms_of),
                 ));
-                if network::is_x402_v1_name(&i.network) { &[][..] } else { plans.get(1..).unwrap_or_default() }
+                if network::is_x402_v1_name(&i.network) {
+                    &[][..]
+                } else {
+                    plans.get(1..).unwrap_or_default()
+                }
             }
             None => &plans[..],
         };
@@ -648,8 +677,11 @@ impl Gate {
             asset: i.token,
             output_schema: None,
             extra: Some(
-                Eip712Extra { name: i.token_name.clone(), version: i.token_version.clone() }
-                    .to_value(),
+                Eip712Extra {
+                    name: i.token_name.clone(),
+                    version: i.token_version.clone(),
+                }
+                .to_value(),
             ),
         }
     }
@@ -708,13 +740,18 @@ impl Gate {
         let verdict = f.verify(&req).await.map_err(refused_or_down)?;
         if !verdict.is_valid {
             return Err(X402Failure::Refused(
-                verdict.invalid_reason.unwrap_or(ErrorReason::InvalidPayment),
+                verdict
+                    .invalid_reason
+                    .unwrap_or(ErrorReason::InvalidPayment),
             ));
         }
         let settled = f.settle(&req).await.map_err(refused_or_down)?;
         if !settled.success {
             return Err(X402Failure::Refused(
-                settled.error_reason.clone().unwrap_or(ErrorReason::UnexpectedSettleError),
+                settled
+                    .error_reason
+                    .clone()
+                    .unwrap_or(ErrorReason::UnexpectedSettleError),
             ));
         }
         Ok(settled)
@@ -791,7 +828,9 @@ async fn check_on_chain(
     if settled {
         Ok(())
     } else {
-        Err(InvalidProof::NotSettledOnChain("no matching PaymentSettled event"))
+        Err(InvalidProof::NotSettledOnChain(
+            "no matching PaymentSettled event",
+        ))
     }
 }
 
@@ -820,15 +859,38 @@ mod tests {
         let e = base().build().await.unwrap_err();
         assert!(matches!(e, BuildError::Missing("facilitator")), "{e}");
         let e = base().facilitator("ftp://x").build().await.unwrap_err();
-        assert!(matches!(e, BuildError::Invalid { setting: "facilitator", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                BuildError::Invalid {
+                    setting: "facilitator",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         let e = base()
             .facilitator("http://f")
             .memo_ttl(Duration::ZERO)
             .build()
             .await
             .unwrap_err();
-        assert!(matches!(e, BuildError::Invalid { setting: "memo_ttl", .. }), "{e}");
-        let g = base().facilitator("http://f/").memo_secret([0xab; 32]).build().await.unwrap();
+        assert!(
+            matches!(
+                e,
+                BuildError::Invalid {
+                    setting: "memo_ttl",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let g = base()
+            .facilitator("http://f/")
+            .memo_secret([0xab; 32])
+            .build()
+            .await
+            .unwrap();
         assert_eq!(g.facilitator_url(), "http://f");
         assert!(!format!("{g:?}").contains("abab"), "{g:?}");
     }
@@ -867,10 +929,16 @@ mod tests {
         assert!(v["accepts"][0]["service"].get("planId").is_none());
         assert_eq!(v["accepts"][0]["maxTimeoutSeconds"], 300);
         assert_eq!(v["accepts"][0]["extra"]["name"], "USDC");
-        b.accepts[0].requirements.check_x402_v1_compatible().unwrap();
+        b.accepts[0]
+            .requirements
+            .check_x402_v1_compatible()
+            .unwrap();
         serde_json::from_value::<x402::PaymentRequiredResponse>(v).unwrap();
         // One-time and a plan: the plan rides on the exact entry.
-        let both = [Pricing::one_time(500_000u64), Pricing::subscription(plan.plan_id)];
+        let both = [
+            Pricing::one_time(500_000u64),
+            Pricing::subscription(plan.plan_id),
+        ];
         let b = g.build_payment_required(&offer(&both), "x");
         assert_eq!(b.accepts.len(), 1);
         let e = &b.accepts[0];

@@ -133,7 +133,10 @@ impl<S> Layer<S> for PaymentGateLayer {
     type Service = PaymentGate<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        PaymentGate { inner, layer: self.clone() }
+        PaymentGate {
+            inner,
+            layer: self.clone(),
+        }
     }
 }
 
@@ -146,7 +149,9 @@ pub struct PaymentGate<S> {
 
 impl<S> fmt::Debug for PaymentGate<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("PaymentGate").field("layer", &self.layer).finish_non_exhaustive()
+        f.debug_struct("PaymentGate")
+            .field("layer", &self.layer)
+            .finish_non_exhaustive()
     }
 }
 
@@ -228,10 +233,16 @@ impl PaymentGateLayer {
             )
         };
         if values.next().is_some() {
-            return Err(invalid("multiple_payment_headers", "send one X-PAYMENT header".into()));
+            return Err(invalid(
+                "multiple_payment_headers",
+                "send one X-PAYMENT header".into(),
+            ));
         }
         let Ok(value) = value.to_str() else {
-            return Err(invalid("header_not_text", "X-PAYMENT is not visible ASCII".into()));
+            return Err(invalid(
+                "header_not_text",
+                "X-PAYMENT is not visible ASCII".into(),
+            ));
         };
         match parse_payment_proof(value) {
             Ok(proof) => {
@@ -241,8 +252,11 @@ impl PaymentGateLayer {
                         "this resource is not sold per request".into(),
                     ));
                 };
-                let expected =
-                    Expected { method: parts.method.as_str(), resource: parts.uri.path(), price };
+                let expected = Expected {
+                    method: parts.method.as_str(),
+                    resource: parts.uri.path(),
+                    price,
+                };
                 match self.gate.verify_payment_proof(&proof, &expected).await {
                     Ok(paid) => Ok(paid.settlement_header()),
                     Err(e) if e.is_unavailable() => {
@@ -255,7 +269,9 @@ impl PaymentGateLayer {
                     }
                 }
             }
-            Err(ProofError::X402Payload { x402_version: Some(1) }) => self.x402(parts, value).await,
+            Err(ProofError::X402Payload {
+                x402_version: Some(1),
+            }) => self.x402(parts, value).await,
             Err(ProofError::X402Payload { .. }) => {
                 Err(self.payment_required(parts, V2_UNSUPPORTED_REASON, None, None))
             }
@@ -263,12 +279,21 @@ impl PaymentGateLayer {
         }
     }
 
-    async fn x402(&self, parts: &Parts, value: &str) -> Result<SettlementResponseHeader, Response<String>> {
+    async fn x402(
+        &self,
+        parts: &Parts,
+        value: &str,
+    ) -> Result<SettlementResponseHeader, Response<String>> {
         let payload = match PaymentPayload::decode_header(value) {
             Ok(p) => p,
             Err(e) => {
                 let reason = e.reason();
-                return Err(self.payment_required(parts, reason.as_str(), None, Some(e.to_string())));
+                return Err(self.payment_required(
+                    parts,
+                    reason.as_str(),
+                    None,
+                    Some(e.to_string()),
+                ));
             }
         };
         let Some(price) = self.config.one_time else {
@@ -323,10 +348,18 @@ impl PaymentGateLayer {
                     .map(str::to_owned)
             })
             .unwrap_or_else(|| "localhost".to_owned());
-        let scheme = match parts.headers.get("x-forwarded-proto").and_then(|h| h.to_str().ok()) {
+        let scheme = match parts
+            .headers
+            .get("x-forwarded-proto")
+            .and_then(|h| h.to_str().ok())
+        {
             Some("https") => "https",
             Some("http") => "http",
-            _ => parts.uri.scheme_str().filter(|s| *s == "https").unwrap_or("http"),
+            _ => parts
+                .uri
+                .scheme_str()
+                .filter(|s| *s == "https")
+                .unwrap_or("http"),
         };
         format!("{scheme}://{host}{path}")
     }
@@ -339,13 +372,21 @@ impl PaymentGateLayer {
         message: Option<String>,
     ) -> Response<String> {
         let url = self.resource_url(parts);
-        let body = self.gate.build_payment_required(&self.offer(parts, &url), error);
-        let json = serde_json::to_string(&Body402 { body, reason, message })
-            .unwrap_or_else(|_| String::from("{}"));
+        let body = self
+            .gate
+            .build_payment_required(&self.offer(parts, &url), error);
+        let json = serde_json::to_string(&Body402 {
+            body,
+            reason,
+            message,
+        })
+        .unwrap_or_else(|_| String::from("{}"));
         let mut res = Response::new(json);
         *res.status_mut() = StatusCode::PAYMENT_REQUIRED;
-        res.headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         res
     }
 
@@ -354,8 +395,14 @@ impl PaymentGateLayer {
         let mut res = Response::new(json);
         *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
         let h = res.headers_mut();
-        h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        h.insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        h.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from_static(RETRY_AFTER_SECS),
+        );
         res
     }
 }

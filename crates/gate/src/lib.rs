@@ -12,8 +12,7 @@ pub mod store;
 pub use error::{BuildError, FacilitatorError, InvalidProof, ProofError, Result, StoreError};
 pub use gate::{
     DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_SIGNERS_MIN_REFRESH,
-    DEFAULT_SIGNERS_TTL, Expected, Gate, GateBuilder, Offer, Pricing, VerifiedPayment,
-    X402Failure,
+    DEFAULT_SIGNERS_TTL, Expected, Gate, GateBuilder, Offer, Pricing, VerifiedPayment, X402Failure,
 };
 pub use layer::{
     PAYMENT_REQUIRED_REASON, PAYMENT_SIGNATURE, PaymentGate, PaymentGateLayer, ResponseFuture,

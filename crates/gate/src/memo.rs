@@ -58,7 +58,11 @@ fn mac(secret: &MemoSecret, terms: &MemoTerms<'_>, expiry: u64, salt: &[u8]) -> 
     field(&terms.price.get().to_be_bytes::<32>());
     field(terms.pay_to.as_slice());
     // `base-mainnet` and `base` are one network.
-    field(network::canonical_name(terms.network).unwrap_or(terms.network).as_bytes());
+    field(
+        network::canonical_name(terms.network)
+            .unwrap_or(terms.network)
+            .as_bytes(),
+    );
     field(terms.token.as_slice());
     field(&expiry.to_be_bytes());
     field(salt);
@@ -92,7 +96,10 @@ pub(crate) fn check(
     let expiry = expiry_of(memo);
     let expected = mac(secret, terms, expiry, &memo[8..16]);
     // Constant time over the 16 bytes.
-    let diff = expected.iter().zip(&memo[16..]).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+    let diff = expected
+        .iter()
+        .zip(&memo[16..])
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b));
     if diff != 0 {
         return Err(MemoCheck::Forged);
     }
@@ -138,7 +145,10 @@ mod tests {
         let a = issue_with_salt(&s, &terms(), NOW + 1, &[1; 8]);
         assert_eq!(a, issue_with_salt(&s, &terms(), NOW + 1, &[1; 8]));
         // `base-mainnet` is `base`.
-        let alias = MemoTerms { network: "base-mainnet", ..terms() };
+        let alias = MemoTerms {
+            network: "base-mainnet",
+            ..terms()
+        };
         assert_eq!(check(&s, &alias, &m, NOW), Ok(NOW + 300));
     }
 
@@ -148,31 +158,62 @@ mod tests {
         let m = issue(&s, &terms(), NOW + 300);
         let t = terms();
         let others = [
-            MemoTerms { method: "POST", ..t },
-            MemoTerms { path: "/v1/other", ..t },
-            MemoTerms { price: Amount::from_units(499_999), ..t },
-            MemoTerms { pay_to: Address::repeat_byte(3), ..t },
-            MemoTerms { network: "base-sepolia", ..t },
-            MemoTerms { token: Address::repeat_byte(9), ..t },
+            MemoTerms {
+                method: "POST",
+                ..t
+            },
+            MemoTerms {
+                path: "/v1/other",
+                ..t
+            },
+            MemoTerms {
+                price: Amount::from_units(499_999),
+                ..t
+            },
+            MemoTerms {
+                pay_to: Address::repeat_byte(3),
+                ..t
+            },
+            MemoTerms {
+                network: "base-sepolia",
+                ..t
+            },
+            MemoTerms {
+                token: Address::repeat_byte(9),
+                ..t
+            },
         ];
         for (i, o) in others.iter().enumerate() {
             assert_eq!(check(&s, o, &m, NOW), Err(MemoCheck::Forged), "case {i}");
         }
         // Another secret (another gate, or a forger).
-        assert_eq!(check(&MemoSecret([8; 32]), &t, &m, NOW), Err(MemoCheck::Forged));
+        assert_eq!(
+            check(&MemoSecret([8; 32]), &t, &m, NOW),
+            Err(MemoCheck::Forged)
+        );
         // Moving the expiry breaks the MAC.
         let mut moved = m;
         moved.0[7] ^= 1;
         assert_eq!(check(&s, &t, &moved, NOW), Err(MemoCheck::Forged));
         // A genuine memo past its time.
-        assert_eq!(check(&s, &t, &m, NOW + 300), Err(MemoCheck::Expired(NOW + 300)));
+        assert_eq!(
+            check(&s, &t, &m, NOW + 300),
+            Err(MemoCheck::Expired(NOW + 300))
+        );
         // Length prefixes: moving a byte between fields changes the MAC.
-        let a = MemoTerms { method: "GE", path: "T/v1/quote", ..t };
+        let a = MemoTerms {
+            method: "GE",
+            path: "T/v1/quote",
+            ..t
+        };
         assert_eq!(check(&s, &a, &m, NOW), Err(MemoCheck::Forged));
     }
 
     #[test]
     fn debug_redacts_the_secret() {
-        assert_eq!(format!("{:?}", MemoSecret([7; 32])), "MemoSecret(<redacted>)");
+        assert_eq!(
+            format!("{:?}", MemoSecret([7; 32])),
+            "MemoSecret(<redacted>)"
+        );
     }
 }

@@ -36,15 +36,25 @@ pub fn parse_payment_proof(header_value: &str) -> Result<PaymentProof, ProofErro
     // x402 payloads may be larger than proofs (smart-wallet signatures); the proof limit is
     // applied once the value is known to be a proof.
     if value.len() > MAX_PAYLOAD_HEADER {
-        return Err(ProofError::TooLarge { len: value.len(), max: MAX_PAYLOAD_HEADER });
+        return Err(ProofError::TooLarge {
+            len: value.len(),
+            max: MAX_PAYLOAD_HEADER,
+        });
     }
-    let bytes = LENIENT_STANDARD.decode(value).map_err(ProofError::NotBase64)?;
+    let bytes = LENIENT_STANDARD
+        .decode(value)
+        .map_err(ProofError::NotBase64)?;
     let json: Value = serde_json::from_slice(&bytes).map_err(ProofError::NotJson)?;
     if let Some(v) = json.get("x402Version") {
-        return Err(ProofError::X402Payload { x402_version: v.as_u64() });
+        return Err(ProofError::X402Payload {
+            x402_version: v.as_u64(),
+        });
     }
     if value.len() > MAX_PAYMENT_HEADER {
-        return Err(ProofError::TooLarge { len: value.len(), max: MAX_PAYMENT_HEADER });
+        return Err(ProofError::TooLarge {
+            len: value.len(),
+            max: MAX_PAYMENT_HEADER,
+        });
     }
     match json.get("version").and_then(Value::as_u64) {
         Some(1) => {}
@@ -97,20 +107,35 @@ mod tests {
     fn each_way_to_be_wrong_is_typed() {
         assert!(matches!(
             parse_payment_proof(&"A".repeat(MAX_PAYLOAD_HEADER + 1)),
-            Err(ProofError::TooLarge { max: MAX_PAYLOAD_HEADER, .. })
+            Err(ProofError::TooLarge {
+                max: MAX_PAYLOAD_HEADER,
+                ..
+            })
         ));
         // Larger than a proof can be, and not an x402 payload.
         let mut big = serde_json::to_value(proof()).unwrap();
         big["network"] = "x".repeat(MAX_PAYMENT_HEADER).into();
         assert!(matches!(
             parse_payment_proof(&enc(big)),
-            Err(ProofError::TooLarge { max: MAX_PAYMENT_HEADER, .. })
+            Err(ProofError::TooLarge {
+                max: MAX_PAYMENT_HEADER,
+                ..
+            })
         ));
-        assert!(matches!(parse_payment_proof("%%%"), Err(ProofError::NotBase64(_))));
-        assert!(matches!(parse_payment_proof("aGVsbG8="), Err(ProofError::NotJson(_))));
+        assert!(matches!(
+            parse_payment_proof("%%%"),
+            Err(ProofError::NotBase64(_))
+        ));
+        assert!(matches!(
+            parse_payment_proof("aGVsbG8="),
+            Err(ProofError::NotJson(_))
+        ));
         let mut v2 = serde_json::to_value(proof()).unwrap();
         v2["version"] = 2.into();
-        assert!(matches!(parse_payment_proof(&enc(v2)), Err(ProofError::UnknownVersion(Some(2)))));
+        assert!(matches!(
+            parse_payment_proof(&enc(v2)),
+            Err(ProofError::UnknownVersion(Some(2)))
+        ));
         assert!(matches!(
             parse_payment_proof(&enc(serde_json::json!({"hello": 1}))),
             Err(ProofError::UnknownVersion(None))
@@ -123,7 +148,9 @@ mod tests {
         let x = enc(serde_json::json!({"x402Version": 2, "payload": {}}));
         assert!(matches!(
             parse_payment_proof(&x),
-            Err(ProofError::X402Payload { x402_version: Some(2) })
+            Err(ProofError::X402Payload {
+                x402_version: Some(2)
+            })
         ));
     }
 }

@@ -24,7 +24,12 @@ pub(crate) const PROCESS_PRICE: u64 = 100_000;
 
 /// Builds the demo API: the gate pays the provider account, settles through the dev facilitator,
 /// and keeps its once-only memo set in the state directory.
-pub(crate) async fn router(info: &DevInfo, provider: &DevAccount, state_dir: &std::path::Path, bound: SocketAddr) -> anyhow::Result<Router> {
+pub(crate) async fn router(
+    info: &DevInfo,
+    provider: &DevAccount,
+    state_dir: &std::path::Path,
+    bound: SocketAddr,
+) -> anyhow::Result<Router> {
     let gate = Gate::builder()
         .network(info.network.clone())
         .token(info.contracts.token, "USD Coin", "2")
@@ -33,8 +38,20 @@ pub(crate) async fn router(info: &DevInfo, provider: &DevAccount, state_dir: &st
         .public_url(format!("http://{bound}"))
         // Stable across restarts (derived from the provider's dev key), so memos issued before a
         // restart still verify after it.
-        .memo_secret(keccak256([b"tollgate dev memo".as_slice(), provider.private_key.as_slice()].concat()).0)
-        .memo_store_url(format!("sqlite://{}", state_dir.join("gate-memos.db").display()))
+        .memo_secret(
+            keccak256(
+                [
+                    b"tollgate dev memo".as_slice(),
+                    provider.private_key.as_slice(),
+                ]
+                .concat(),
+            )
+            .0,
+        )
+        .memo_store_url(format!(
+            "sqlite://{}",
+            state_dir.join("gate-memos.db").display()
+        ))
         .build()
         .await
         .context("building the demo API's gate")?;
@@ -48,16 +65,21 @@ pub(crate) async fn router(info: &DevInfo, provider: &DevAccount, state_dir: &st
             .description("The daily report")
             .mime_type("application/json"),
     );
-    let process = Router::new().route("/v1/process", post(process)).route_layer(
-        gate.payment_gate([Pricing::one_time(PROCESS_PRICE)])
-            .description("Process a payload")
-            .mime_type("application/json"),
-    );
+    let process = Router::new()
+        .route("/v1/process", post(process))
+        .route_layer(
+            gate.payment_gate([Pricing::one_time(PROCESS_PRICE)])
+                .description("Process a payload")
+                .mime_type("application/json"),
+        );
     Ok(Router::new()
         .merge(quote)
         .merge(report)
         .merge(process)
-        .route("/healthz", get(|| async { Json(json!({ "status": "ok" })) })))
+        .route(
+            "/healthz",
+            get(|| async { Json(json!({ "status": "ok" })) }),
+        ))
 }
 
 async fn quote() -> Json<Value> {

@@ -90,7 +90,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let ports: [u16; 3] = match args.port_base {
         None => [8545, 8402, 8080],
         Some(0) => [0, 0, 0],
-        Some(p) => [p, p.checked_add(1).context("port base too high")?, p.checked_add(2).context("port base too high")?],
+        Some(p) => [
+            p,
+            p.checked_add(1).context("port base too high")?,
+            p.checked_add(2).context("port base too high")?,
+        ],
     };
 
     let devnet = Devnet::start(DevnetConfig {
@@ -103,14 +107,25 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let rpc_listener = bind(ports[0]).await?;
     let facilitator_listener = bind(ports[1]).await?;
     let api_listener = bind(ports[2]).await?;
-    let url = |l: &tokio::net::TcpListener| -> anyhow::Result<String> { Ok(format!("http://{}", l.local_addr()?)) };
-    let (rpc_url, facilitator_url, api_url) = (url(&rpc_listener)?, url(&facilitator_listener)?, url(&api_listener)?);
+    let url = |l: &tokio::net::TcpListener| -> anyhow::Result<String> {
+        Ok(format!("http://{}", l.local_addr()?))
+    };
+    let (rpc_url, facilitator_url, api_url) = (
+        url(&rpc_listener)?,
+        url(&facilitator_listener)?,
+        url(&api_listener)?,
+    );
 
     let accounts = devnet.accounts().to_vec();
     let d = devnet.deployment();
     let store_url = format!("sqlite://{}", dir.join("facilitator.db").display());
-    let store = store::open(&store_url).await.with_context(|| format!("opening {store_url}"))?;
-    let settings = Settings { public_url: facilitator_url.clone(), ..Settings::default() };
+    let store = store::open(&store_url)
+        .await
+        .with_context(|| format!("opening {store_url}"))?;
+    let settings = Settings {
+        public_url: facilitator_url.clone(),
+        ..Settings::default()
+    };
     let spec = NetworkSpec {
         name: args.network.clone(),
         chain_id: args.chain_id,
@@ -133,7 +148,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let path = dir.join("dev.json");
     let api_key = existing_api_key(&path).unwrap_or_else(new_api_key);
     store
-        .insert_api_key(keccak256(api_key.as_bytes()), accounts[PROVIDER].address, "tollgate dev", unix_now())
+        .insert_api_key(
+            keccak256(api_key.as_bytes()),
+            accounts[PROVIDER].address,
+            "tollgate dev",
+            unix_now(),
+        )
         .await
         .context("storing the provider's API key")?;
 
@@ -159,28 +179,48 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             .iter()
             .enumerate()
             .filter_map(|(i, a)| {
-                role(i).map(|r| DevAccountInfo { address: a.address, private_key: a.private_key, role: r.into() })
+                role(i).map(|r| DevAccountInfo {
+                    address: a.address,
+                    private_key: a.private_key,
+                    role: r.into(),
+                })
             })
             .collect(),
         api_key,
         proof_signer: facilitator.proof_signer(),
     };
-    super::write_atomically(&path, &serde_json::to_vec_pretty(&info)?).with_context(|| format!("writing {}", path.display()))?;
+    super::write_atomically(&path, &serde_json::to_vec_pretty(&info)?)
+        .with_context(|| format!("writing {}", path.display()))?;
 
-    let api = super::demo::router(&info, &accounts[PROVIDER], dir, api_listener.local_addr()?).await?;
+    let api =
+        super::demo::router(&info, &accounts[PROVIDER], dir, api_listener.local_addr()?).await?;
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let rpc_task = tokio::spawn(server::serve(devnet.clone(), rpc_listener, stop(stop_rx.clone())));
-    let fac_task = tokio::spawn(tollgate_facilitator::serve(facilitator, facilitator_listener, stop(stop_rx.clone())));
+    let rpc_task = tokio::spawn(server::serve(
+        devnet.clone(),
+        rpc_listener,
+        stop(stop_rx.clone()),
+    ));
+    let fac_task = tokio::spawn(tollgate_facilitator::serve(
+        facilitator,
+        facilitator_listener,
+        stop(stop_rx.clone()),
+    ));
     let api_task = tokio::spawn(async move {
-        axum::serve(api_listener, api).with_graceful_shutdown(stop(stop_rx)).await
+        axum::serve(api_listener, api)
+            .with_graceful_shutdown(stop(stop_rx))
+            .await
     });
     print_guide(&info, &path);
     crate::shutdown_signal().await;
     let _ = stop_tx.send(true);
-    for (name, task) in [("devnet RPC", rpc_task), ("facilitator", fac_task), ("API", api_task)] {
+    for (name, task) in [
+        ("devnet RPC", rpc_task),
+        ("facilitator", fac_task),
+        ("API", api_task),
+    ] {
         match task.await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::error!("{name} stopped with an error: {e}"),
@@ -192,7 +232,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
 
 fn existing_api_key(path: &Path) -> Option<String> {
     let bytes = std::fs::read(path).ok()?;
-    serde_json::from_slice::<DevInfo>(&bytes).ok().map(|i| i.api_key)
+    serde_json::from_slice::<DevInfo>(&bytes)
+        .ok()
+        .map(|i| i.api_key)
 }
 
 fn new_api_key() -> String {
@@ -200,12 +242,19 @@ fn new_api_key() -> String {
 }
 
 fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 #[allow(clippy::print_stderr)]
 fn print_guide(info: &DevInfo, path: &Path) {
-    let payer = info.accounts.iter().find(|a| a.role == "payer").expect("a payer");
+    let payer = info
+        .accounts
+        .iter()
+        .find(|a| a.role == "payer")
+        .expect("a payer");
     eprintln!(
         "\nTollgate dev is running on {} (chain id {}).\n\
          \n  devnet JSON-RPC  {}\
@@ -228,6 +277,9 @@ fn print_guide(info: &DevInfo, path: &Path) {
         path.display(),
         api = info.api_url,
         key = payer.private_key,
-        dir = path.parent().map(|p| p.display().to_string()).unwrap_or_default(),
+        dir = path
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default(),
     );
 }

@@ -4,6 +4,7 @@ pub(crate) mod demo;
 pub(crate) mod dev;
 pub(crate) mod devnet;
 pub(crate) mod facilitator;
+pub(crate) mod gateway;
 pub(crate) mod pay;
 
 use std::{io::Write as _, path::Path};

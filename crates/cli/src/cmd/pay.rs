@@ -40,7 +40,12 @@ pub(crate) struct Args {
     /// The URL to request.
     url: String,
     /// HTTP method.
-    #[arg(short = 'X', long = "request", default_value = "GET", value_name = "METHOD")]
+    #[arg(
+        short = 'X',
+        long = "request",
+        default_value = "GET",
+        value_name = "METHOD"
+    )]
     method: String,
     /// A request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "HEADER")]
@@ -113,7 +118,8 @@ fn prepare(args: Args) -> anyhow::Result<(Agent, PayRequest)> {
     let agent = Agent::builder(signer, policy).build()?;
     let method = tollgate_agent::Method::from_bytes(args.method.to_ascii_uppercase().as_bytes())
         .with_context(|| format!("invalid method {:?}", args.method))?;
-    let url = tollgate_agent::Url::parse(&args.url).with_context(|| format!("invalid URL {:?}", args.url))?;
+    let url = tollgate_agent::Url::parse(&args.url)
+        .with_context(|| format!("invalid URL {:?}", args.url))?;
     let mut request = PayRequest::new(method, url);
     for h in &args.headers {
         let (name, value) = h

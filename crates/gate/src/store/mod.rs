@@ -42,7 +42,9 @@ pub async fn open(url: &str) -> Result<Arc<dyn MemoStore>, StoreError> {
     if url.starts_with("sqlite:") {
         Ok(Arc::new(SqliteMemoStore::open(url).await?))
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(PostgresMemoStore::connect(url, "tollgate_").await?))
+        Ok(Arc::new(
+            PostgresMemoStore::connect(url, "tollgate_").await?,
+        ))
     } else {
         Err(StoreError::Config(format!(
             "memo store URL must start with sqlite: or postgres://, got {:?}",

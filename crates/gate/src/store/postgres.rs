@@ -27,7 +27,10 @@ impl PostgresMemoStore {
     /// when not empty).
     pub async fn connect(url: &str, table_prefix: &str) -> Result<Self, StoreError> {
         let options = PgConnectOptions::from_str(url)?;
-        let pool = PgPoolOptions::new().max_connections(8).connect_with(options).await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(8)
+            .connect_with(options)
+            .await?;
         Self::with_pool(pool, table_prefix).await
     }
 
@@ -83,14 +86,19 @@ impl MemoStore for PostgresMemoStore {
 
     async fn release(&self, key: B256) -> Result<(), StoreError> {
         let sql = format!("DELETE FROM {} WHERE key = $1", self.table);
-        sqlx::query(AssertSqlSafe(sql)).bind(key.as_slice()).execute(&self.pool).await?;
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(key.as_slice())
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
     async fn prune(&self, now: u64) -> Result<u64, StoreError> {
         let sql = format!("DELETE FROM {} WHERE expires_at <= $1", self.table);
-        let done =
-            sqlx::query(AssertSqlSafe(sql)).bind(as_i64(now)).execute(&self.pool).await?;
+        let done = sqlx::query(AssertSqlSafe(sql))
+            .bind(as_i64(now))
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected())
     }
 }

@@ -19,7 +19,11 @@ fn assert_invalid(r: &crate::support::Reply, reason: &str) {
     assert_eq!(r.status, 402, "{}", r.body);
     assert_eq!(r.body["error"], "InvalidPaymentProof", "{}", r.body);
     assert_eq!(r.body["reason"], reason, "{}", r.body);
-    assert!(r.body["accepts"][0]["memo"].is_string(), "fresh terms: {}", r.body);
+    assert!(
+        r.body["accepts"][0]["memo"].is_string(),
+        "fresh terms: {}",
+        r.body
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -51,12 +55,24 @@ async fn unpaid_gets_the_superset_402_then_pays_once() {
     assert_eq!(e["maxAmountRequired"], QUOTE_PRICE.to_string());
     assert_eq!(e["token"], e["asset"]);
     assert_eq!(e["payTo"], h.address(PAYEE).to_checksum(None));
-    assert!(e["resource"].as_str().unwrap().ends_with("/v1/quote"), "{e}");
-    assert!(e["resource"].as_str().unwrap().starts_with("http://127.0.0.1:"), "{e}");
+    assert!(
+        e["resource"].as_str().unwrap().ends_with("/v1/quote"),
+        "{e}"
+    );
+    assert!(
+        e["resource"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:"),
+        "{e}"
+    );
     assert_eq!(e["description"], "a quote");
     assert_eq!(e["mimeType"], "application/json");
     assert_eq!(e["maxTimeoutSeconds"], 300);
-    assert_eq!(e["extra"], serde_json::json!({"name": "USD Coin", "version": "2"}));
+    assert_eq!(
+        e["extra"],
+        serde_json::json!({"name": "USD Coin", "version": "2"})
+    );
     assert_eq!(e["service"]["subscriptionScheme"], false);
     assert_eq!(e["service"]["facilitator"], h.facilitator_url);
     assert_eq!(app.hits(), 0);
@@ -101,8 +117,16 @@ async fn fifty_concurrent_copies_of_one_proof_pass_once() {
     for t in tasks {
         statuses.push(t.await.unwrap());
     }
-    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 1, "{statuses:?}");
-    assert_eq!(statuses.iter().filter(|s| **s == 402).count(), 49, "{statuses:?}");
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 402).count(),
+        49,
+        "{statuses:?}"
+    );
     assert_eq!(app.hits(), 1);
 }
 
@@ -121,24 +145,34 @@ async fn proofs_for_something_else_are_refused() {
 
     // Bought for /v1/quote, presented at /premium (another resource and price): the premium
     // price paid in full, but the memo is /v1/quote's.
-    let (p, _) = h.authorize(NETWORK, payee, PREMIUM_PRICE, fresh("/v1/quote").await).await;
+    let (p, _) = h
+        .authorize(NETWORK, payee, PREMIUM_PRICE, fresh("/v1/quote").await)
+        .await;
     assert_invalid(&app.pay("/premium", &p).await, "memo_forged_or_foreign");
 
     // The premium memo, paid at the quote price: underpaid.
-    let (p, _) = h.authorize(NETWORK, payee, QUOTE_PRICE, fresh("/premium").await).await;
+    let (p, _) = h
+        .authorize(NETWORK, payee, QUOTE_PRICE, fresh("/premium").await)
+        .await;
     assert_invalid(&app.pay("/premium", &p).await, "underpaid");
 
     // Another payee.
-    let (p, _) = h.authorize(NETWORK, h.address(6), QUOTE_PRICE, fresh("/v1/quote").await).await;
+    let (p, _) = h
+        .authorize(NETWORK, h.address(6), QUOTE_PRICE, fresh("/v1/quote").await)
+        .await;
     assert_invalid(&app.pay("/v1/quote", &p).await, "wrong_payee");
 
     // Another network (the facilitator serves two on this chain).
-    let (p, _) = h.authorize(OTHER_NETWORK, payee, QUOTE_PRICE, fresh("/v1/quote").await).await;
+    let (p, _) = h
+        .authorize(OTHER_NETWORK, payee, QUOTE_PRICE, fresh("/v1/quote").await)
+        .await;
     assert_invalid(&app.pay("/v1/quote", &p).await, "wrong_network");
 
     // The memo binds the method too: a proof for a GET memo presented with another method is
     // not routed here (axum answers 405 before the gate), so check it on the gate directly.
-    let (p, proof) = h.authorize(NETWORK, payee, QUOTE_PRICE, fresh("/v1/quote").await).await;
+    let (p, proof) = h
+        .authorize(NETWORK, payee, QUOTE_PRICE, fresh("/v1/quote").await)
+        .await;
     let head = tollgate_gate::Expected {
         method: "POST",
         resource: "/v1/quote",
@@ -150,7 +184,10 @@ async fn proofs_for_something_else_are_refused() {
     // A memo this gate never issued (another gate's secret).
     let other_gate = h.gate().await;
     let other_app = App::serve(&other_gate).await;
-    assert_invalid(&other_app.pay("/v1/quote", &p).await, "memo_forged_or_foreign");
+    assert_invalid(
+        &other_app.pay("/v1/quote", &p).await,
+        "memo_forged_or_foreign",
+    );
     assert_eq!(other_app.hits(), 0);
 
     // The right proof still works after all that (nothing spent its memo).
@@ -170,20 +207,32 @@ async fn forged_and_foreign_signatures_are_refused() {
     // A field changed after signing.
     let mut tampered = proof.clone();
     tampered.amount = tollgate_protocol::Amount::from_units(QUOTE_PRICE * 10);
-    assert_invalid(&app.pay("/v1/quote", &tampered.encode()).await, "bad_signature");
+    assert_invalid(
+        &app.pay("/v1/quote", &tampered.encode()).await,
+        "bad_signature",
+    );
     // A garbage signature.
     let mut garbage = proof.clone();
     garbage.signature = Bytes::from(vec![7u8; 65]);
-    assert_invalid(&app.pay("/v1/quote", &garbage.encode()).await, "bad_signature");
+    assert_invalid(
+        &app.pay("/v1/quote", &garbage.encode()).await,
+        "bad_signature",
+    );
     // Validly signed, by a key the facilitator does not publish.
     let mut foreign: PaymentProof = proof.clone();
     tollgate_chain::proof::sign(&h.fixture.accounts[3].signer(), &mut foreign).unwrap();
-    assert_invalid(&app.pay("/v1/quote", &foreign.encode()).await, "unknown_signer");
+    assert_invalid(
+        &app.pay("/v1/quote", &foreign.encode()).await,
+        "unknown_signer",
+    );
     // An expired proof, re-signed by the facilitator's own key (only the expiry is wrong).
     let mut expired = proof.clone();
     expired.expiry = expired.issued_at;
     tollgate_chain::proof::sign(&h.fixture.accounts[PROOF_KEY].signer(), &mut expired).unwrap();
-    assert_invalid(&app.pay("/v1/quote", &expired.encode()).await, "proof_expired");
+    assert_invalid(
+        &app.pay("/v1/quote", &expired.encode()).await,
+        "proof_expired",
+    );
     assert_eq!(app.hits(), 0);
     // The genuine one passes.
     assert_eq!(app.pay("/v1/quote", &proof.encode()).await.status, 200);
@@ -192,7 +241,12 @@ async fn forged_and_foreign_signatures_are_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_memo_is_refused() {
     let h = Harness::new().await;
-    let gate = h.gate_builder().memo_ttl(Duration::from_secs(1)).build().await.unwrap();
+    let gate = h
+        .gate_builder()
+        .memo_ttl(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
     let app = App::serve(&gate).await;
     let r = app.get("/v1/quote", &[]).await;
     assert_eq!(r.body["accepts"][0]["maxTimeoutSeconds"], 1);
@@ -223,10 +277,17 @@ async fn garbage_headers_are_refused_with_a_reason() {
         assert_invalid(&app.pay("/v1/quote", value).await, reason);
     }
     // Two X-PAYMENT headers.
-    let r = app.get("/v1/quote", &[("x-payment", "a"), ("x-payment", "b")]).await;
+    let r = app
+        .get("/v1/quote", &[("x-payment", "a"), ("x-payment", "b")])
+        .await;
     assert_invalid(&r, "multiple_payment_headers");
     // A malformed x402 payload is refused with the x402 reason.
-    let r = app.pay("/v1/quote", &b64(r#"{"x402Version": 1, "scheme": "exact"}"#)).await;
+    let r = app
+        .pay(
+            "/v1/quote",
+            &b64(r#"{"x402Version": 1, "scheme": "exact"}"#),
+        )
+        .await;
     assert_eq!(r.status, 402);
     assert_eq!(r.body["error"], "invalid_payload");
     assert_eq!(app.hits(), 0);
@@ -237,7 +298,12 @@ async fn x402_v2_is_refused_saying_v1_only() {
     let h = Harness::new().await;
     let gate = h.gate().await;
     let app = App::serve(&gate).await;
-    let r = app.get("/v1/quote", &[("payment-signature", "eyJ4NDAyVmVyc2lvbiI6Mn0=")]).await;
+    let r = app
+        .get(
+            "/v1/quote",
+            &[("payment-signature", "eyJ4NDAyVmVyc2lvbiI6Mn0=")],
+        )
+        .await;
     assert_eq!(r.status, 402);
     assert_eq!(r.body["error"], V2_UNSUPPORTED_REASON);
     assert!(r.body["error"].as_str().unwrap().contains("V1 only"));
@@ -277,12 +343,23 @@ async fn facilitator_down_is_a_quick_503_and_spends_nothing() {
     let (proof, _) = h.pay_402(&r.body).await;
     let started = Instant::now();
     let r = app.pay("/v1/quote", &proof).await;
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(r.body["error"]["code"], "FacilitatorUnavailable");
     assert!(r.headers.contains_key("retry-after"));
     // x402 too.
-    let payload = h.x402_payload(PAYER, h.address(PAYEE), QUOTE_PRICE, B256::repeat_byte(0x31)).await;
+    let payload = h
+        .x402_payload(
+            PAYER,
+            h.address(PAYEE),
+            QUOTE_PRICE,
+            B256::repeat_byte(0x31),
+        )
+        .await;
     let r = app.pay("/v1/quote", &payload.encode_header()).await;
     assert_eq!(r.status, 503, "{}", r.body);
     assert_eq!(app.hits(), 0);
@@ -296,7 +373,12 @@ async fn facilitator_down_is_a_quick_503_and_spends_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_chain_mode_checks_the_settlement_event() {
     let h = Harness::new().await;
-    let gate = h.gate_builder().on_chain(std::sync::Arc::clone(&h.fixture.chain)).build().await.unwrap();
+    let gate = h
+        .gate_builder()
+        .on_chain(std::sync::Arc::clone(&h.fixture.chain))
+        .build()
+        .await
+        .unwrap();
     let app = App::serve(&gate).await;
     let r = app.get("/v1/quote", &[]).await;
     let (_, proof) = h.pay_402(&r.body).await;
@@ -304,7 +386,10 @@ async fn on_chain_mode_checks_the_settlement_event() {
     let mut fake = proof.clone();
     fake.tx_hash = B256::repeat_byte(0x99);
     tollgate_chain::proof::sign(&h.fixture.accounts[PROOF_KEY].signer(), &mut fake).unwrap();
-    assert_invalid(&app.pay("/v1/quote", &fake.encode()).await, "not_settled_on_chain");
+    assert_invalid(
+        &app.pay("/v1/quote", &fake.encode()).await,
+        "not_settled_on_chain",
+    );
     assert_eq!(app.pay("/v1/quote", &proof.encode()).await.status, 200);
     assert_eq!(app.hits(), 1);
 }

@@ -19,7 +19,11 @@ fn database_url() -> Option<String> {
 fn prefix() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    format!("tg_gate_it_{}_{}_", std::process::id(), N.fetch_add(1, Ordering::Relaxed))
+    format!(
+        "tg_gate_it_{}_{}_",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 async fn drop_table(url: &str, table: &str) {
@@ -48,7 +52,10 @@ async fn postgres_claims_are_atomic_and_pruned() {
     assert_eq!(wins, 1);
     assert!(store.claim(B256::repeat_byte(2), 5_000).await.unwrap());
     assert_eq!(store.prune(1_000).await.unwrap(), 1);
-    assert!(store.claim(key, 1_000).await.unwrap(), "pruned, so claimable");
+    assert!(
+        store.claim(key, 1_000).await.unwrap(),
+        "pruned, so claimable"
+    );
     store.release(key).await.unwrap();
     assert!(store.claim(key, 1_000).await.unwrap());
     let table = store.table().to_owned();

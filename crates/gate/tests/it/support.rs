@@ -57,7 +57,10 @@ impl Harness {
         let store = store::open(&url).await.expect("store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
-        let settings = Settings { public_url: facilitator_url.clone(), ..Settings::default() };
+        let settings = Settings {
+            public_url: facilitator_url.clone(),
+            ..Settings::default()
+        };
         let d = fixture.deployment;
         let spec = |name: &str| NetworkSpec {
             name: name.into(),
@@ -80,12 +83,18 @@ impl Harness {
             store,
         )
         .expect("facilitator");
-        let server =
-            tokio::spawn(tollgate_facilitator::serve(facilitator, listener, std::future::pending()));
+        let server = tokio::spawn(tollgate_facilitator::serve(
+            facilitator,
+            listener,
+            std::future::pending(),
+        ));
         Self {
             fixture,
             facilitator_url,
-            http: reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
             _server: server,
             _dir: dir,
         }
@@ -135,7 +144,9 @@ impl Harness {
         amount: u64,
         memo: B256,
     ) -> (String, PaymentProof) {
-        let sp = self.signed_payment(network, PAYER, pay_to, amount, memo).await;
+        let sp = self
+            .signed_payment(network, PAYER, pay_to, amount, memo)
+            .await;
         let r = self
             .http
             .post(format!("{}/authorize", self.facilitator_url))
@@ -154,7 +165,8 @@ impl Harness {
         let memo: B256 = e["memo"].as_str().unwrap().parse().unwrap();
         let pay_to: Address = e["payTo"].as_str().unwrap().parse().unwrap();
         let amount: u64 = e["amount"].as_str().unwrap().parse().unwrap();
-        self.authorize(e["network"].as_str().unwrap(), pay_to, amount, memo).await
+        self.authorize(e["network"].as_str().unwrap(), pay_to, amount, memo)
+            .await
     }
 
     pub async fn signed_payment(
@@ -279,7 +291,9 @@ impl App {
         let premium = Router::new()
             .route("/premium", get(handler))
             .route_layer(gate.payment_gate([Pricing::one_time(PREMIUM_PRICE)]));
-        let app = quote.merge(premium).route("/free", get(|| async { "free" }));
+        let app = quote
+            .merge(premium)
+            .route("/free", get(|| async { "free" }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let server = tokio::spawn(async move {
@@ -288,7 +302,10 @@ impl App {
         Self {
             url,
             hits,
-            http: reqwest::Client::builder().timeout(Duration::from_secs(60)).build().unwrap(),
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()
+                .unwrap(),
             _server: server,
         }
     }
@@ -307,7 +324,11 @@ impl App {
         let headers = r.headers().clone();
         let text = r.text().await.unwrap();
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        Reply { status, headers, body }
+        Reply {
+            status,
+            headers,
+            body,
+        }
     }
 
     pub async fn pay(&self, path: &str, x_payment: &str) -> Reply {

@@ -14,21 +14,29 @@ async fn x402_payment_settles_once() {
     let (payer, payee) = (h.address(PAYER), h.address(PAYEE));
     let before = (h.token_balance(payer).await, h.token_balance(payee).await);
 
-    let payload = h.x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x41)).await;
+    let payload = h
+        .x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x41))
+        .await;
     let header = payload.encode_header();
     let ok = app.pay("/v1/quote", &header).await;
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert_eq!(app.hits(), 1);
-    let s = SettlementResponseHeader::decode(ok.headers[X_PAYMENT_RESPONSE].to_str().unwrap())
-        .unwrap();
+    let s =
+        SettlementResponseHeader::decode(ok.headers[X_PAYMENT_RESPONSE].to_str().unwrap()).unwrap();
     assert!(s.success);
     assert_eq!(s.network, NETWORK);
     assert_eq!(s.payer, Some(payer));
     let tx: B256 = s.transaction.parse().unwrap();
     assert!(h.fixture.chain.receipt(tx).await.unwrap().unwrap().success);
     // Exactly one transfer, the whole price to the payee (no fee on the x402 path).
-    assert_eq!(h.token_balance(payer).await, before.0 - U256::from(QUOTE_PRICE));
-    assert_eq!(h.token_balance(payee).await, before.1 + U256::from(QUOTE_PRICE));
+    assert_eq!(
+        h.token_balance(payer).await,
+        before.0 - U256::from(QUOTE_PRICE)
+    );
+    assert_eq!(
+        h.token_balance(payee).await,
+        before.1 + U256::from(QUOTE_PRICE)
+    );
 
     // Replayed: refused, sequentially and concurrently.
     let again = app.pay("/v1/quote", &header).await;
@@ -46,7 +54,10 @@ async fn x402_payment_settles_once() {
     // At another resource of the same price: the lock is per authorization, not per path.
     assert_eq!(app.pay("/premium", &header).await.status, 402);
     assert_eq!(app.hits(), 1);
-    assert_eq!(h.token_balance(payee).await, before.1 + U256::from(QUOTE_PRICE));
+    assert_eq!(
+        h.token_balance(payee).await,
+        before.1 + U256::from(QUOTE_PRICE)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -72,7 +83,10 @@ async fn concurrent_copies_of_a_fresh_x402_payment_pass_once() {
     }
     assert_eq!(ok, 1);
     assert_eq!(app.hits(), 1);
-    assert_eq!(h.token_balance(payee).await, before + U256::from(QUOTE_PRICE));
+    assert_eq!(
+        h.token_balance(payee).await,
+        before + U256::from(QUOTE_PRICE)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,11 +98,26 @@ async fn x402_payments_that_do_not_fit_get_the_x402_reason() {
     let before = h.token_balance(payee).await;
     let cases = [
         // Too little for this resource.
-        (h.x402_payload(PAYER, payee, QUOTE_PRICE - 1, B256::repeat_byte(0x51)).await, "/v1/quote", "invalid_exact_evm_payload_authorization_value"),
+        (
+            h.x402_payload(PAYER, payee, QUOTE_PRICE - 1, B256::repeat_byte(0x51))
+                .await,
+            "/v1/quote",
+            "invalid_exact_evm_payload_authorization_value",
+        ),
         // Paid to someone else.
-        (h.x402_payload(PAYER, h.address(6), QUOTE_PRICE, B256::repeat_byte(0x52)).await, "/v1/quote", "invalid_exact_evm_payload_recipient_mismatch"),
+        (
+            h.x402_payload(PAYER, h.address(6), QUOTE_PRICE, B256::repeat_byte(0x52))
+                .await,
+            "/v1/quote",
+            "invalid_exact_evm_payload_recipient_mismatch",
+        ),
         // Enough for the quote, not for /premium.
-        (h.x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x53)).await, "/premium", "invalid_exact_evm_payload_authorization_value"),
+        (
+            h.x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x53))
+                .await,
+            "/premium",
+            "invalid_exact_evm_payload_authorization_value",
+        ),
     ];
     for (payload, path, reason) in cases {
         let r = app.pay(path, &payload.encode_header()).await;
@@ -97,13 +126,17 @@ async fn x402_payments_that_do_not_fit_get_the_x402_reason() {
         assert_eq!(r.body["x402Version"], 1);
     }
     // A forged signature: the facilitator's /verify refuses it.
-    let mut forged = h.x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x54)).await;
+    let mut forged = h
+        .x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x54))
+        .await;
     forged.payload.authorization.from = h.address(3);
     let r = app.pay("/v1/quote", &forged.encode_header()).await;
     assert_eq!(r.status, 402);
     assert_eq!(r.body["error"], "invalid_exact_evm_payload_signature");
     // Another network.
-    let mut other = h.x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x55)).await;
+    let mut other = h
+        .x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x55))
+        .await;
     other.network = "base".into();
     let r = app.pay("/v1/quote", &other.encode_header()).await;
     assert_eq!(r.body["error"], "invalid_network");

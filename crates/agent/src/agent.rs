@@ -20,8 +20,8 @@ use tollgate_protocol::{
     Amount, AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, ErrorCode, SignedPayment,
     network,
     x402::{
-        ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements,
-        SCHEME_EXACT, SettlementResponseHeader, X402_VERSION,
+        ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements, SCHEME_EXACT,
+        SettlementResponseHeader, X402_VERSION,
     },
 };
 
@@ -195,7 +195,12 @@ impl Agent {
                     _ => reservation.commit(),
                 }
             }
-            let response = response?;
+            let response = response.inspect_err(|e| {
+                tracing::warn!(
+                    error = %e, amount = %payment.amount, pay_to = %payment.pay_to,
+                    tx = ?payment.tx_hash, "the paid request failed after paying"
+                );
+            })?;
             if response.status() != StatusCode::PAYMENT_REQUIRED {
                 payment.settlement = settlement_header(&response);
                 if payment.tx_hash.is_none() {
@@ -282,7 +287,9 @@ impl Agent {
         let limit = self.inner.max_402_body;
         let body = read_limited(response, limit)
             .await?
-            .ok_or(Error::MalformedPaymentRequired(Malformed::TooLarge { limit }))?;
+            .ok_or(Error::MalformedPaymentRequired(Malformed::TooLarge {
+                limit,
+            }))?;
         terms::parse(&body)
     }
 
@@ -310,12 +317,11 @@ impl Agent {
         let mut first_refusal = None;
         for (offer, route) in payable {
             let r = &offer.requirements;
-            match self.inner.policy.check(
-                &r.network,
-                r.asset,
-                r.pay_to,
-                r.max_amount_required,
-            ) {
+            match self
+                .inner
+                .policy
+                .check(&r.network, r.asset, r.pay_to, r.max_amount_required)
+            {
                 Ok(()) => {
                     let reservation = self
                         .inner
@@ -424,14 +430,20 @@ impl Agent {
         if net.token != r.asset {
             return Err(refuse(
                 "UnsupportedToken",
-                format!("{base} settles {} on {}, not {}", net.token, r.network, r.asset),
+                format!(
+                    "{base} settles {} on {}, not {}",
+                    net.token, r.network, r.asset
+                ),
             ));
         }
         let amount = r.max_amount_required;
         if amount <= net.fee {
             return Err(refuse(
                 "AmountBelowFee",
-                format!("price {amount} does not exceed the facilitator's fee {}", net.fee),
+                format!(
+                    "price {amount} does not exceed the facilitator's fee {}",
+                    net.fee
+                ),
             ));
         }
         let now = unix_now();
@@ -545,16 +557,18 @@ impl Agent {
             && p.amount == r.max_amount_required
             && p.memo == memo
             && p.token == r.asset;
-        let signed = tollgate_chain::proof::recover(p)
-            .is_ok_and(|s| s == p.signer && (wk.proof_signers.is_empty() || wk.proof_signers.contains(&s)));
+        let signed = tollgate_chain::proof::recover(p).is_ok_and(|s| {
+            s == p.signer && (wk.proof_signers.is_empty() || wk.proof_signers.contains(&s))
+        });
         if matches && signed {
             Ok(())
         } else {
             Err(Error::Facilitator {
                 status: 200,
                 code: "ProofMismatch".into(),
-                message: "the facilitator's proof is not for this payment or not signed by its proof key"
-                    .into(),
+                message:
+                    "the facilitator's proof is not for this payment or not signed by its proof key"
+                        .into(),
             })
         }
     }
@@ -704,10 +718,7 @@ impl AgentBuilder {
 
 /// Reads at most `limit` bytes of body; `None` when it is longer.
 async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Option<Vec<u8>>> {
-    if response
-        .content_length()
-        .is_some_and(|n| n > limit as u64)
-    {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
         return Ok(None);
     }
     let mut body = Vec::new();

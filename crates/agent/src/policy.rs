@@ -65,7 +65,9 @@ impl SpendPolicy {
         price: Amount,
     ) -> Result<(), Refusal> {
         if let Some(allowed) = &self.networks
-            && !allowed.iter().any(|n| network::same_network(n, network_name))
+            && !allowed
+                .iter()
+                .any(|n| network::same_network(n, network_name))
         {
             return Err(Refusal::Network(network_name.to_owned()));
         }
@@ -213,7 +215,10 @@ mod tests {
             .networks(["base-mainnet"])
             .tokens([token])
             .payees([payee]);
-        assert_eq!(p.check("base", token, payee, Amount::from_units(100)), Ok(()));
+        assert_eq!(
+            p.check("base", token, payee, Amount::from_units(100)),
+            Ok(())
+        );
         assert_eq!(
             p.check("base-sepolia", token, payee, Amount::from_units(1)),
             Err(Refusal::Network("base-sepolia".into()))

@@ -109,7 +109,8 @@ mod tests {
         tollgate["token"] = tollgate["asset"].clone();
         tollgate["amount"] = "500000".into();
         tollgate["memo"] = format!("{}", B256::repeat_byte(9)).into();
-        tollgate["service"] = serde_json::json!({ "subscriptionScheme": false, "facilitator": "http://f" });
+        tollgate["service"] =
+            serde_json::json!({ "subscriptionScheme": false, "facilitator": "http://f" });
         let body = serde_json::json!({
             "version": "1", "x402Version": 1, "error": "InvalidPaymentProof",
             "accepts": [tollgate, entry(), { "scheme": "subscription" }]
@@ -130,7 +131,12 @@ mod tests {
         e["amount"] = "1".into();
         e["memo"] = format!("{}", B256::ZERO).into();
         let body = serde_json::json!({ "x402Version": 1, "accepts": [e] });
-        assert!(parse(body.to_string().as_bytes()).unwrap().offers.is_empty());
+        assert!(
+            parse(body.to_string().as_bytes())
+                .unwrap()
+                .offers
+                .is_empty()
+        );
     }
 
     #[test]

@@ -62,11 +62,26 @@ async fn garbage_402s_are_typed_errors_and_cost_nothing() {
     let agent = h.agent(policy(1_000_000, 1_000_000));
     let huge = serve(|| {
         let pad = "x".repeat(1024 * 1024);
-        (StatusCode::PAYMENT_REQUIRED, format!(r#"{{"x402Version":1,"pad":"{pad}","accepts":[]}}"#))
+        (
+            StatusCode::PAYMENT_REQUIRED,
+            format!(r#"{{"x402Version":1,"pad":"{pad}","accepts":[]}}"#),
+        )
     })
     .await;
-    let garbage = serve(|| (StatusCode::PAYMENT_REQUIRED, "{\"x402Version\": 1, \"acc".into())).await;
-    let v2 = serve(|| (StatusCode::PAYMENT_REQUIRED, r#"{"x402Version":2,"accepts":[]}"#.into())).await;
+    let garbage = serve(|| {
+        (
+            StatusCode::PAYMENT_REQUIRED,
+            "{\"x402Version\": 1, \"acc".into(),
+        )
+    })
+    .await;
+    let v2 = serve(|| {
+        (
+            StatusCode::PAYMENT_REQUIRED,
+            r#"{"x402Version":2,"accepts":[]}"#.into(),
+        )
+    })
+    .await;
     let nothing = serve(|| {
         (
             StatusCode::PAYMENT_REQUIRED,
@@ -78,13 +93,18 @@ async fn garbage_402s_are_typed_errors_and_cost_nothing() {
     let pay = |app: &App| agent.pay(PayRequest::get(&app.url("/r")).unwrap());
     assert!(matches!(
         pay(&huge).await,
-        Err(Error::MalformedPaymentRequired(Malformed::TooLarge { limit: 65536 }))
+        Err(Error::MalformedPaymentRequired(Malformed::TooLarge {
+            limit: 65536
+        }))
     ));
     assert!(matches!(
         pay(&garbage).await,
         Err(Error::MalformedPaymentRequired(Malformed::Json(_)))
     ));
-    assert!(matches!(pay(&v2).await, Err(Error::UnsupportedVersion { .. })));
+    assert!(matches!(
+        pay(&v2).await,
+        Err(Error::UnsupportedVersion { .. })
+    ));
     assert!(matches!(
         pay(&nothing).await,
         Err(Error::NoAcceptableOption { offered: 2 })
@@ -107,7 +127,10 @@ async fn a_402_forever_gets_one_payment() {
         (StatusCode::PAYMENT_REQUIRED, b.to_string())
     })
     .await;
-    match agent.pay(PayRequest::get(&forever.url("/r")).unwrap()).await {
+    match agent
+        .pay(PayRequest::get(&forever.url("/r")).unwrap())
+        .await
+    {
         Err(Error::PaymentRejected { reason, payments }) => {
             assert_eq!(reason, "X-PAYMENT header is required");
             assert_eq!(payments.len(), 1);
@@ -116,7 +139,10 @@ async fn a_402_forever_gets_one_payment() {
         other => panic!("expected PaymentRejected, got {other:?}"),
     }
     assert_eq!(forever.hits(), 1);
-    assert_eq!(h.balance(h.address(PAYEE)).await, payee0 + U256::from(PRICE - FEE));
+    assert_eq!(
+        h.balance(h.address(PAYEE)).await,
+        payee0 + U256::from(PRICE - FEE)
+    );
     assert_eq!(agent.spent(), Amount::from_units(PRICE));
 }
 
@@ -132,10 +158,16 @@ async fn invalid_payment_proof_is_retried_once_with_fresh_terms() {
         (StatusCode::PAYMENT_REQUIRED, b.to_string())
     })
     .await;
-    match agent.pay(PayRequest::get(&forever.url("/r")).unwrap()).await {
+    match agent
+        .pay(PayRequest::get(&forever.url("/r")).unwrap())
+        .await
+    {
         Err(Error::InvalidPaymentProof { payments }) => {
             assert_eq!(payments.len(), 2);
-            assert_ne!(payments[0].memo, payments[1].memo, "the retry paid the fresh terms");
+            assert_ne!(
+                payments[0].memo, payments[1].memo,
+                "the retry paid the fresh terms"
+            );
         }
         other => panic!("expected InvalidPaymentProof, got {other:?}"),
     }
@@ -194,7 +226,10 @@ async fn a_server_that_never_answers_times_out() {
         other => panic!("expected a timeout, got {other:?}"),
     }
     // And a server that is not there at all.
-    match agent.pay(PayRequest::get("http://127.0.0.1:9/r").unwrap()).await {
+    match agent
+        .pay(PayRequest::get("http://127.0.0.1:9/r").unwrap())
+        .await
+    {
         Err(Error::Http(e)) => assert!(e.is_connect(), "{e}"),
         other => panic!("expected a connect error, got {other:?}"),
     }

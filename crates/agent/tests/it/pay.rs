@@ -10,7 +10,10 @@ async fn pays_a_tollgate_gate_through_the_facilitator_once() {
     let h = Harness::new().await;
     let app = h.gated_app().await;
     let agent = h.agent(policy(1_000_000, 5_000_000));
-    let (payee0, payer0) = (h.balance(h.address(PAYEE)).await, h.balance(h.address(PAYER)).await);
+    let (payee0, payer0) = (
+        h.balance(h.address(PAYEE)).await,
+        h.balance(h.address(PAYER)).await,
+    );
 
     let r = agent
         .pay(PayRequest::get(&app.url("/v1/quote")).unwrap())
@@ -28,19 +31,34 @@ async fn pays_a_tollgate_gate_through_the_facilitator_once() {
     let proof = p.proof.as_ref().expect("a proof");
     assert_eq!(Some(proof.tx_hash), p.tx_hash);
     assert_eq!(Some(proof.memo), p.memo);
-    let receipt = h.fixture.chain.receipt(proof.tx_hash).await.unwrap().expect("mined");
+    let receipt = h
+        .fixture
+        .chain
+        .receipt(proof.tx_hash)
+        .await
+        .unwrap()
+        .expect("mined");
     assert!(receipt.success);
     assert!(p.settlement.is_some(), "the gate sends X-PAYMENT-RESPONSE");
 
     // Exactly one payment moved: the payee got price - fee, the payer paid the price.
-    assert_eq!(h.balance(h.address(PAYEE)).await, payee0 + U256::from(PRICE - FEE));
-    assert_eq!(h.balance(h.address(PAYER)).await, payer0 - U256::from(PRICE));
+    assert_eq!(
+        h.balance(h.address(PAYEE)).await,
+        payee0 + U256::from(PRICE - FEE)
+    );
+    assert_eq!(
+        h.balance(h.address(PAYER)).await,
+        payer0 - U256::from(PRICE)
+    );
     assert_eq!(app.hits(), 1);
     assert_eq!(agent.spent(), Amount::from_units(PRICE));
     assert_eq!(agent.remaining(), Amount::from_units(5_000_000 - PRICE));
 
     // A resource that asks for nothing is fetched without paying.
-    let free = agent.pay(PayRequest::get(&app.url("/free")).unwrap()).await.unwrap();
+    let free = agent
+        .pay(PayRequest::get(&app.url("/free")).unwrap())
+        .await
+        .unwrap();
     assert_eq!((free.status.as_u16(), &free.body[..]), (200, &b"free"[..]));
     assert!(free.payment.is_none());
     assert_eq!(agent.spent(), Amount::from_units(PRICE));
@@ -74,7 +92,10 @@ async fn pays_the_gates_x402_acceptance_as_a_generic_client() {
     let tx = p.tx_hash.expect("the settlement's transaction");
     assert!(h.fixture.chain.receipt(tx).await.unwrap().unwrap().success);
     // No router, no fee: payTo received the whole price, once.
-    assert_eq!(h.balance(h.address(PAYEE)).await, payee0 + U256::from(PRICE));
+    assert_eq!(
+        h.balance(h.address(PAYEE)).await,
+        payee0 + U256::from(PRICE)
+    );
     assert_eq!(app.hits(), 1);
     assert_eq!(agent.spent(), Amount::from_units(PRICE));
 }
@@ -87,21 +108,29 @@ async fn policy_refusals_are_typed_and_pay_nothing() {
     let other = Address::repeat_byte(0x42);
     type Expect = fn(&Refusal) -> bool;
     let cases: Vec<(SpendPolicy, Expect)> = vec![
-        (policy(PRICE - 1, 10_000_000), |r| matches!(r, Refusal::OverCap { .. })),
-        (policy(1_000_000, PRICE - 1), |r| matches!(r, Refusal::OverBudget { .. })),
+        (policy(PRICE - 1, 10_000_000), |r| {
+            matches!(r, Refusal::OverCap { .. })
+        }),
+        (policy(1_000_000, PRICE - 1), |r| {
+            matches!(r, Refusal::OverBudget { .. })
+        }),
         (policy(1_000_000, 10_000_000).payees([other]), |r| {
             matches!(r, Refusal::Payee(_))
         }),
-        (policy(1_000_000, 10_000_000).networks(["base"]), |r| {
-            matches!(r, Refusal::Network(n) if n == NETWORK)
-        }),
+        (
+            policy(1_000_000, 10_000_000).networks(["base"]),
+            |r| matches!(r, Refusal::Network(n) if n == NETWORK),
+        ),
         (policy(1_000_000, 10_000_000).tokens([other]), |r| {
             matches!(r, Refusal::Token(_))
         }),
     ];
     for (policy, expected) in cases {
         let agent = h.agent(policy.clone());
-        match agent.pay(PayRequest::get(&app.url("/v1/quote")).unwrap()).await {
+        match agent
+            .pay(PayRequest::get(&app.url("/v1/quote")).unwrap())
+            .await
+        {
             Err(Error::PolicyViolation { what }) => assert!(expected(&what), "{policy:?}: {what}"),
             other => panic!("{policy:?}: expected a policy violation, got {other:?}"),
         }
@@ -149,8 +178,12 @@ async fn the_budget_runs_out_and_holds_under_concurrency() {
 
     // Spent is spent: the next request is refused too.
     assert!(matches!(
-        agent.pay(PayRequest::get(&app.url("/v1/quote")).unwrap()).await,
-        Err(Error::PolicyViolation { what: Refusal::OverBudget { .. } })
+        agent
+            .pay(PayRequest::get(&app.url("/v1/quote")).unwrap())
+            .await,
+        Err(Error::PolicyViolation {
+            what: Refusal::OverBudget { .. }
+        })
     ));
 }
 
@@ -158,13 +191,17 @@ async fn the_budget_runs_out_and_holds_under_concurrency() {
 async fn an_unfunded_wallet_gets_insufficient_funds() {
     let h = Harness::new().await;
     let app = h.gated_app().await;
-    let broke = tollgate_agent::signer_from_hex(&format!("{}", tollgate_chain::B256::repeat_byte(0x77)))
-        .unwrap();
+    let broke =
+        tollgate_agent::signer_from_hex(&format!("{}", tollgate_chain::B256::repeat_byte(0x77)))
+            .unwrap();
     let agent = tollgate_agent::Agent::builder(broke, policy(1_000_000, 1_000_000))
         .build()
         .unwrap();
     assert_eq!(h.balance(agent.address()).await, U256::ZERO);
-    match agent.pay(PayRequest::get(&app.url("/v1/quote")).unwrap()).await {
+    match agent
+        .pay(PayRequest::get(&app.url("/v1/quote")).unwrap())
+        .await
+    {
         Err(Error::InsufficientFunds { .. }) => {}
         other => panic!("expected InsufficientFunds, got {other:?}"),
     }

@@ -379,3 +379,112 @@ async fn agent_pays_x402_express_through_the_facilitator() {
         DEV_TOKENS - U256::from(PRICE)
     );
 }
+
+/// An unmodified x402-fetch client pays `/v1/quote` of `tollgate dev` running as `base-sepolia`:
+/// the price moves from the payer to the provider exactly once per payment, and a replayed
+/// `X-PAYMENT` header is refused and moves nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x402_fetch_pays_tollgate_dev_quote() {
+    let Some(scripts) = interop_scripts() else {
+        return;
+    };
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let summary = dir.path().join("dev.json");
+    let _dev = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["dev", "--port-base", "0", "--state-dir"])
+        .arg(dir.path())
+        .args(["--network", NETWORK, "--chain-id", &CHAIN_ID.to_string()])
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn tollgate dev");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let info: Value = loop {
+        if let Ok(bytes) = std::fs::read(&summary)
+            && let Ok(info) = serde_json::from_slice::<Value>(&bytes)
+        {
+            break info;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "tollgate dev did not write dev.json"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
+    assert_eq!(info["chainId"], CHAIN_ID, "{info}");
+    assert_eq!(info["network"], NETWORK, "{info}");
+    let field = |key: &str| {
+        info[key]
+            .as_str()
+            .unwrap_or_else(|| panic!("dev.json has no {key}: {info}"))
+            .to_owned()
+    };
+    let quote = format!("{}/v1/quote", field("apiUrl"));
+    let token: Address = info["contracts"]["token"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let payer = info["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == "payer")
+        .unwrap_or_else(|| panic!("dev.json names no payer: {info}"));
+    let payer_address: Address = payer["address"].as_str().unwrap().parse().unwrap();
+    let payer_key: B256 = payer["privateKey"].as_str().unwrap().parse().unwrap();
+    let chain = tollgate_testkit::connect(&field("rpcUrl"), CHAIN_ID, &dev_accounts(10))
+        .await
+        .unwrap();
+    let balance = |account: Address| {
+        let chain = &chain;
+        async move {
+            contracts::read(chain, token, &Token::balanceOfCall { account })
+                .await
+                .unwrap()
+        }
+    };
+
+    // The terms, as any x402 V1 client reads them.
+    let unpaid = reqwest::get(&quote).await.unwrap();
+    assert_eq!(unpaid.status(), 402);
+    let unpaid: Value = unpaid.json().await.unwrap();
+    let offer = &unpaid["accepts"][0];
+    assert_eq!(offer["network"], NETWORK, "{unpaid}");
+    let pay_to: Address = offer["payTo"].as_str().unwrap().parse().unwrap();
+    let price: U256 = offer["maxAmountRequired"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(price > U256::ZERO, "{unpaid}");
+    let (pay_to_before, payer_before) = (balance(pay_to).await, balance(payer_address).await);
+
+    let first = x402_fetch_pay(&scripts, &quote, payer_key, 1_000_000, true).await;
+    assert_eq!(first["status"], 200, "{first}");
+    assert!(first["body"].is_object(), "a JSON quote: {first}");
+    let first_tx = settled_tx(&first, payer_address);
+    let receipt = chain.receipt(first_tx).await.unwrap().expect("mined");
+    assert!(receipt.success, "{receipt:?}");
+    let replay = &first["replay"];
+    assert_eq!(
+        replay["status"], 402,
+        "a replayed X-PAYMENT is refused: {first}"
+    );
+    assert_eq!(replay["paymentResponse"], Value::Null, "{first}");
+    assert_eq!(balance(pay_to).await, pay_to_before + price);
+    assert_eq!(balance(payer_address).await, payer_before - price);
+
+    let second = x402_fetch_pay(&scripts, &quote, payer_key, 1_000_000, false).await;
+    assert_eq!(second["status"], 200, "{second}");
+    assert_ne!(settled_tx(&second, payer_address), first_tx);
+    assert_eq!(balance(pay_to).await, pay_to_before + price * U256::from(2));
+    assert_eq!(
+        balance(payer_address).await,
+        payer_before - price * U256::from(2)
+    );
+}

@@ -1,5 +1,7 @@
 //! End-to-end tests of the `tollgate` binary.
 
+mod dev;
 mod devnet;
 mod facilitator;
 mod interop;
+mod pay;

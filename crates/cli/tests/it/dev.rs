@@ -1,0 +1,287 @@
+//! `tollgate dev` and `tollgate gateway` as processes, paid by the agent SDK: dev.json, the 402
+//! superset body, a paid request, state kept across a restart, and a gateway in front of an
+//! upstream API that streams bodies and keeps headers.
+
+use std::{
+    path::Path,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::{Address, U256};
+use axum::{Router, body::Bytes, http::HeaderMap, routing::any};
+use tokio::process::{Child, Command};
+use tollgate_agent::{Agent, Amount, PayRequest, SpendPolicy};
+use tollgate_chain::contracts::{self, Token};
+
+pub(crate) struct Dev {
+    child: Child,
+    info: serde_json::Value,
+}
+
+pub(crate) async fn spawn_dev(dir: &Path, extra: &[&str]) -> Dev {
+    let summary = dir.join("dev.json");
+    let stamp = std::fs::metadata(&summary).and_then(|m| m.modified()).ok();
+    let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["dev", "--port-base", "0", "--state-dir"])
+        .arg(dir)
+        .args(extra)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn tollgate dev");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let fresh = std::fs::metadata(&summary).and_then(|m| m.modified()).ok();
+        // dev.json is written before the servers start: wait for the API to answer.
+        if fresh.is_some()
+            && fresh != stamp
+            && let Ok(info) = serde_json::from_slice::<serde_json::Value>(
+                &std::fs::read(&summary).unwrap_or_default(),
+            )
+        {
+            let api = info["apiUrl"].as_str().unwrap().to_owned();
+            if reqwest::get(format!("{api}/healthz"))
+                .await
+                .is_ok_and(|r| r.status() == 200)
+            {
+                return Dev { child, info };
+            }
+        }
+        assert!(Instant::now() < deadline, "tollgate dev did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn agent(info: &serde_json::Value, payer: usize) -> Agent {
+    let key = info["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["role"] == "payer")
+        .nth(payer)
+        .unwrap()["privateKey"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    Agent::from_hex_key(
+        &key,
+        SpendPolicy::new(
+            Amount::from_units(1_000_000),
+            Amount::from_units(10_000_000),
+        ),
+    )
+    .unwrap()
+}
+
+async fn balance(info: &serde_json::Value, who: Address) -> U256 {
+    let chain = tollgate_testkit::connect(
+        info["rpcUrl"].as_str().unwrap(),
+        info["chainId"].as_u64().unwrap(),
+        &[],
+    )
+    .await
+    .unwrap();
+    let token: Address = info["contracts"]["token"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    contracts::read(&chain, token, &Token::balanceOfCall { account: who })
+        .await
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_serves_pays_and_keeps_state() {
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let mut dev = spawn_dev(dir.path(), &[]).await;
+    let info = dev.info.clone();
+    for key in [
+        "chainId",
+        "network",
+        "rpcUrl",
+        "facilitatorUrl",
+        "apiUrl",
+        "contracts",
+        "apiKey",
+    ] {
+        assert!(!info[key].is_null(), "dev.json lacks {key}");
+    }
+    let roles: Vec<&str> = info["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["role"].as_str().unwrap())
+        .collect();
+    assert!(roles.contains(&"relayer") && roles.contains(&"provider"));
+    assert!(roles.iter().filter(|r| **r == "payer").count() >= 2);
+    let api = info["apiUrl"].as_str().unwrap().to_owned();
+
+    // Unpaid: the superset 402 that x402 clients and the spec's clients both read.
+    let r = reqwest::get(format!("{api}/v1/quote")).await.unwrap();
+    assert_eq!(r.status(), 402);
+    let body: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(body["version"], "1");
+    assert_eq!(body["x402Version"], 1);
+    assert_eq!(body["accepts"][0]["amount"], "500000");
+    assert_eq!(body["accepts"][0]["maxAmountRequired"], "500000");
+    assert_eq!(
+        body["accepts"][0]["service"]["facilitator"],
+        info["facilitatorUrl"]
+    );
+    assert!(!body.to_string().contains("null"));
+
+    // Paid by an agent.
+    let provider: Address = info["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == "provider")
+        .unwrap()["address"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let before = balance(&info, provider).await;
+    let paid = agent(&info, 0)
+        .pay(PayRequest::get(&format!("{api}/v1/quote")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(paid.status, 200);
+    assert_eq!(
+        paid.json::<serde_json::Value>().unwrap()["symbol"],
+        "ETH/USD"
+    );
+    assert!(paid.headers.contains_key("x-payment-response"));
+    let after = balance(&info, provider).await;
+    assert_eq!(
+        after,
+        before + U256::from(500_000 - 1_000),
+        "the provider got the price minus the fee, once"
+    );
+
+    // Restart on the same state directory: same chain, same key, balances kept.
+    dev.child.start_kill().unwrap();
+    dev.child.wait().await.unwrap();
+    let dev2 = spawn_dev(dir.path(), &[]).await;
+    assert_eq!(dev2.info["apiKey"], info["apiKey"]);
+    assert_eq!(balance(&dev2.info, provider).await, after);
+    let api2 = dev2.info["apiUrl"].as_str().unwrap().to_owned();
+    let again = agent(&dev2.info, 1)
+        .pay(PayRequest::get(&format!("{api2}/v1/quote")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(again.status, 200);
+}
+
+/// An upstream API that echoes what it received: method, path, a custom header, the body.
+async fn upstream() -> (String, tokio::task::JoinHandle<()>) {
+    let app = Router::new().fallback(any(|method: axum::http::Method, uri: axum::http::Uri, headers: HeaderMap, body: Bytes| async move {
+        axum::Json(serde_json::json!({
+            "method": method.as_str(),
+            "path": uri.path(),
+            "query": uri.query(),
+            "custom": headers.get("x-custom").and_then(|v| v.to_str().ok()),
+            "bytes": body.len(),
+        }))
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    (
+        url,
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() }),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gateway_gates_an_upstream_api() {
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let dev = spawn_dev(&dir.path().join("dev"), &[]).await;
+    let info = &dev.info;
+    let (up, _up_task) = upstream().await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let provider = Address::repeat_byte(0x61);
+    let config = dir.path().join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"listen = "127.0.0.1:{port}"
+upstream = "{up}"
+[gate]
+network = "{network}"
+token = "{token}"
+pay_to = "{provider}"
+facilitator = "{facilitator}"
+memo_store = "sqlite://{memos}"
+[[routes]]
+prefix = "/v1/search"
+price = "20000"
+[[routes]]
+prefix = "/healthz"
+free = true
+"#,
+            network = info["network"].as_str().unwrap(),
+            token = info["contracts"]["token"].as_str().unwrap(),
+            facilitator = info["facilitatorUrl"].as_str().unwrap(),
+            memos = dir.path().join("memos.db").display(),
+        ),
+    )
+    .unwrap();
+    let _gateway = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["gateway", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let gw = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while reqwest::get(format!("{gw}/healthz"))
+        .await
+        .map(|r| r.status() != 200)
+        .unwrap_or(true)
+    {
+        assert!(Instant::now() < deadline, "gateway did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        reqwest::get(format!("{gw}/v1/search?q=x"))
+            .await
+            .unwrap()
+            .status(),
+        402
+    );
+    assert_eq!(
+        reqwest::get(format!("{gw}/elsewhere"))
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+
+    let body = vec![7u8; 300_000];
+    let req = PayRequest::post(&format!("{gw}/v1/search/deep?q=rust"), body.clone())
+        .unwrap()
+        .header("x-custom".parse().unwrap(), "kept".parse().unwrap());
+    let paid = agent(info, 0).pay(req).await.unwrap();
+    assert_eq!(paid.status, 200);
+    let echo: serde_json::Value = paid.json().unwrap();
+    assert_eq!(echo["method"], "POST");
+    assert_eq!(echo["path"], "/v1/search/deep");
+    assert_eq!(echo["query"], "q=rust");
+    assert_eq!(echo["custom"], "kept");
+    assert_eq!(echo["bytes"], body.len());
+    assert!(paid.headers.contains_key("x-payment-response"));
+    assert_eq!(balance(info, provider).await, U256::from(20_000 - 1_000));
+}

@@ -1,0 +1,203 @@
+//! `tollgate pay` as a process, against a gated API on the devnet with a real facilitator.
+
+use std::{process::Stdio, sync::Arc};
+
+use alloy::primitives::{Address, U256};
+use axum::{Router, routing::get};
+use tollgate_chain::contracts::{self, Token};
+use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+use tollgate_gate::{Gate, Pricing};
+use tollgate_testkit::{Backend, Fixture};
+
+const NETWORK: &str = "tollgate-devnet";
+const PRICE: u64 = 500_000;
+const FEE: u64 = 1_000;
+const PAYER: usize = 1;
+const PAYEE: usize = 7;
+
+struct World {
+    fixture: Fixture,
+    api: String,
+    dir: tempfile::TempDir,
+    _servers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl World {
+    async fn new() -> Self {
+        tollgate_chain::install_crypto_provider();
+        let fixture = Fixture::new(Backend::Devnet).await.expect("chain fixture");
+        let dir = tempfile::tempdir().unwrap();
+        let store = store::open(&format!("sqlite://{}", dir.path().join("f.db").display()))
+            .await
+            .unwrap();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
+        let d = fixture.deployment;
+        let facilitator = Facilitator::new(
+            Settings {
+                public_url: facilitator_url.clone(),
+                fee: U256::from(FEE),
+                ..Settings::default()
+            },
+            vec![(
+                NetworkSpec {
+                    name: NETWORK.into(),
+                    chain_id: fixture.chain.chain_id(),
+                    token: d.token,
+                    token_name: "USD Coin".into(),
+                    token_version: "2".into(),
+                    router: d.router,
+                    subscriptions: Some(d.subscriptions),
+                    confirmations: 1,
+                },
+                Arc::clone(&fixture.chain),
+            )],
+            vec![fixture.accounts[8].address],
+            fixture.accounts[9].private_key,
+            store,
+        )
+        .unwrap();
+        let f = tokio::spawn(async move {
+            let _ =
+                tollgate_facilitator::serve(facilitator, listener, std::future::pending()).await;
+        });
+        let gate = Gate::builder()
+            .network(NETWORK)
+            .token(d.token, "USD Coin", "2")
+            .pay_to(fixture.accounts[PAYEE].address)
+            .facilitator(&facilitator_url)
+            .build()
+            .await
+            .unwrap();
+        let app = Router::new()
+            .route("/v1/quote", get(|| async { r#"{"quote":42}"# }))
+            .route_layer(gate.payment_gate([Pricing::one_time(PRICE)]));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let api = format!("http://{}", listener.local_addr().unwrap());
+        let a = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self {
+            fixture,
+            api,
+            dir,
+            _servers: vec![f, a],
+        }
+    }
+
+    async fn balance(&self, who: Address) -> U256 {
+        contracts::read(
+            &*self.fixture.chain,
+            self.fixture.deployment.token,
+            &Token::balanceOfCall { account: who },
+        )
+        .await
+        .unwrap()
+    }
+
+    fn key_hex(&self) -> String {
+        self.fixture.accounts[PAYER].private_key.to_string()
+    }
+
+    /// Runs `tollgate pay ARGS` with `env`; returns (exit code, stdout, stderr).
+    async fn pay(&self, args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        cmd.arg("pay")
+            .args(args)
+            .env_remove("TOLLGATE_KEY")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
+            .await
+            .expect("tollgate pay finished")
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pay_prints_the_body_and_a_summary_and_exits_by_outcome() {
+    let w = World::new().await;
+    let payee = w.fixture.accounts[PAYEE].address;
+    let payee0 = w.balance(payee).await;
+    let quote = format!("{}/v1/quote", w.api);
+    let key_file = w.dir.path().join("agent.key");
+    std::fs::write(&key_file, w.key_hex()).unwrap();
+    let key_file = key_file.to_str().unwrap();
+
+    // Paid: the body on stdout, the summary on stderr, exit 0, one payment.
+    let (code, stdout, stderr) = w
+        .pay(&[&quote, "--key-file", key_file, "--max", "0.50"], &[])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, r#"{"quote":42}"#);
+    assert!(stderr.contains("paid 0.500000 (500000 units)"), "{stderr}");
+    assert!(stderr.contains(NETWORK), "{stderr}");
+    assert!(stderr.contains(&payee.to_string()), "{stderr}");
+    assert!(
+        !stderr.contains(&w.key_hex()[2..]),
+        "the key is never printed"
+    );
+    assert_eq!(w.balance(payee).await, payee0 + U256::from(PRICE - FEE));
+
+    // Over the cap (key from TOLLGATE_KEY): refused by the policy, exit 3, nothing paid.
+    let (code, stdout, stderr) = w
+        .pay(
+            &[&quote, "--max", "0.40"],
+            &[("TOLLGATE_KEY", &w.key_hex())],
+        )
+        .await;
+    assert_eq!(code, 3, "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("per-request cap"), "{stderr}");
+
+    // Not allowed on this network: exit 3.
+    let (code, _, stderr) = w
+        .pay(&[&quote, "--key-file", key_file, "--network", "base"], &[])
+        .await;
+    assert_eq!(code, 3, "{stderr}");
+    assert_eq!(w.balance(payee).await, payee0 + U256::from(PRICE - FEE));
+
+    // An HTTP error status without a 402: exit 1, the body still printed.
+    let (code, _, stderr) = w
+        .pay(
+            &[&format!("{}/nowhere", w.api), "--key-file", key_file],
+            &[],
+        )
+        .await;
+    assert_eq!(code, 1, "{stderr}");
+
+    // No key: a usage error. A bad amount: clap's usage error.
+    let (code, _, stderr) = w.pay(&[&quote], &[]).await;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("TOLLGATE_KEY"), "{stderr}");
+    let (code, _, _) = w
+        .pay(&[&quote, "--key-file", key_file, "--max", "1e6"], &[])
+        .await;
+    assert_eq!(code, 2);
+
+    // Nobody listening: a network error, exit 5.
+    let (code, _, stderr) = w
+        .pay(
+            &["http://127.0.0.1:9/v1/quote", "--key-file", key_file],
+            &[],
+        )
+        .await;
+    assert_eq!(code, 5, "{stderr}");
+
+    // `--help` documents the exit codes.
+    let (code, stdout, _) = w.pay(&["--help"], &[]).await;
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("Exit codes:") && stdout.contains("3  payment refused"),
+        "{stdout}"
+    );
+}

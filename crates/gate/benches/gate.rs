@@ -1,0 +1,233 @@
+//! Gate costs, measured in one run:
+//!
+//! - `verify_payment_proof` per second (EIP-712 recovery against the cached signers, terms, memo
+//!   MAC, once-only insert into the memo store), single task;
+//! - the gate's added cost per paid request: the same axum app with and without `payment_gate`,
+//!   driven in process with `tower::ServiceExt::oneshot`, each gated request carrying a fresh
+//!   valid proof; reported as a ratio and as microseconds per request;
+//! - unpaid 402 responses per second at concurrency 64 over loopback HTTP (keep-alive
+//!   connections driven by a minimal HTTP/1.1 load generator in this file).
+//!
+//! ```text
+//! cargo bench -p tollgate-gate --bench gate            # N = 20,000
+//! TOLLGATE_BENCH_N=50000 cargo bench -p tollgate-gate --bench gate
+//! ```
+#![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use alloy::primitives::{Address, B256, Bytes};
+use axum::{Router, body::Body, http::Request, routing::get};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tollgate_chain::{Chain, devnet::{Devnet, DevnetConfig}};
+use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+use tollgate_gate::{Expected, Gate, Offer, Pricing};
+use tollgate_protocol::{Amount, PaymentProof};
+use tower::ServiceExt as _;
+
+const PRICE: u64 = 500_000;
+
+fn main() {
+    tollgate_chain::install_crypto_provider();
+    let n: usize = std::env::var("TOLLGATE_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    rt.block_on(run(n));
+}
+
+async fn run(n: usize) {
+    // A real facilitator publishes the proof signer the gate trusts.
+    let dir = tempfile::tempdir().unwrap();
+    let devnet = Devnet::start(DevnetConfig { state_dir: Some(dir.path().join("devnet")), ..Default::default() }).unwrap();
+    let accounts = devnet.accounts().to_vec();
+    let d = devnet.deployment();
+    let fstore = store::open(&format!("sqlite://{}", dir.path().join("f.db").display())).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
+    let spec = NetworkSpec {
+        name: "tollgate-devnet".into(),
+        chain_id: devnet.chain_id(),
+        token: d.token,
+        token_name: "USD Coin".into(),
+        token_version: "2".into(),
+        router: d.router,
+        subscriptions: Some(d.subscriptions),
+        confirmations: 1,
+    };
+    let f = Facilitator::new(
+        Settings { public_url: facilitator_url.clone(), ..Settings::default() },
+        vec![(spec, devnet.clone() as Arc<dyn Chain>)],
+        vec![accounts[0].address],
+        accounts[9].private_key,
+        fstore,
+    )
+    .unwrap();
+    tokio::spawn(tollgate_facilitator::serve(f, listener, std::future::pending()));
+    let proof_key = accounts[9].signer();
+    let pay_to = accounts[1].address;
+
+    let secret = [7u8; 32];
+    let build = |store: String| {
+        Gate::builder()
+            .network("tollgate-devnet")
+            .token(d.token, "USD Coin", "2")
+            .pay_to(pay_to)
+            .facilitator(facilitator_url.clone())
+            .public_url("http://127.0.0.1:1")
+            .memo_secret(secret)
+            .memo_store_url(store)
+            .build()
+    };
+    let gate = build(format!("sqlite://{}", dir.path().join("memos.db").display())).await.unwrap();
+    let mem_gate = build("sqlite::memory:".into()).await.unwrap();
+    let pricing = [Pricing::one_time(PRICE)];
+    let offer = Offer { method: "GET", resource_url: "http://127.0.0.1:1/v1/quote", pricing: &pricing, description: "", mime_type: "" };
+
+    eprintln!("issuing {n} memos and signing {n} proofs per phase (not timed)...");
+    let proofs = |count: usize| -> Vec<PaymentProof> {
+        (0..count)
+            .map(|i| {
+                let memo = gate.build_payment_required(&offer, "").accepts[0].memo;
+                let mut p = PaymentProof {
+                    version: 1,
+                    network: "tollgate-devnet".into(),
+                    chain_id: 31337,
+                    token: d.token,
+                    payer: accounts[2].address,
+                    pay_to,
+                    amount: Amount::from_units(PRICE),
+                    fee: Amount::from_units(1_000),
+                    memo,
+                    tx_hash: B256::from(alloy::primitives::U256::from(i as u64 + 1)),
+                    block: 1,
+                    issued_at: unix_now(),
+                    expiry: unix_now() + 3600,
+                    signer: Address::ZERO,
+                    signature: Bytes::new(),
+                };
+                tollgate_chain::proof::sign(&proof_key, &mut p).unwrap();
+                p
+            })
+            .collect()
+    };
+
+    // 1. verify_payment_proof: one task on a durable (file) memo store, one task on an in-memory
+    // store (the CPU cost of verification itself), and 64 tasks on the file store.
+    let expected = Expected { method: "GET", resource: "/v1/quote", price: Amount::from_units(PRICE) };
+    println!("gate bench (n = {n})");
+    for (label, g) in [("1 task, SQLite file memo store", &gate), ("1 task, in-memory memo store", &mem_gate)] {
+        g.verify_payment_proof(&proofs(1)[0], &expected).await.expect("warm-up: signers fetched");
+        let batch = proofs(n);
+        let t = Instant::now();
+        for p in &batch {
+            g.verify_payment_proof(p, &expected).await.expect("valid proof");
+        }
+        println!("  verify_payment_proof/s ({label:<31}): {:>10.0}", n as f64 / t.elapsed().as_secs_f64());
+    }
+    let batch = Arc::new(proofs(n));
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..64 {
+        let (g, batch) = (gate.clone(), batch.clone());
+        tasks.push(tokio::spawn(async move {
+            let expected = Expected { method: "GET", resource: "/v1/quote", price: Amount::from_units(PRICE) };
+            let mut i = w;
+            while i < batch.len() {
+                g.verify_payment_proof(&batch[i], &expected).await.expect("valid proof");
+                i += 64;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    println!("  verify_payment_proof/s (64 tasks, SQLite file store)  : {:>10.0}", n as f64 / t.elapsed().as_secs_f64());
+
+    // 2. Gated vs ungated, in process, same app, same run (memory and file memo stores).
+    let app = || Router::new().route("/v1/quote", get(|| async { "42" }));
+    let ungated = app();
+    let t = Instant::now();
+    for _ in 0..n {
+        let r = ungated.clone().oneshot(Request::get("/v1/quote").body(Body::empty()).unwrap()).await.unwrap();
+        assert_eq!(r.status(), 200);
+    }
+    let plain = t.elapsed();
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
+    println!("  ungated requests/s (in process)                       : {:>10.0}", n as f64 / plain.as_secs_f64());
+    for (label, g) in [("in-memory memo store", &mem_gate), ("SQLite file memo store", &gate)] {
+        let gated = app().route_layer(g.payment_gate(pricing.clone()));
+        let headers: Vec<String> = proofs(n).iter().map(PaymentProof::encode).collect();
+        let t = Instant::now();
+        for h in &headers {
+            let req = Request::get("/v1/quote").header("x-payment", h).body(Body::empty()).unwrap();
+            let r = gated.clone().oneshot(req).await.unwrap();
+            assert_eq!(r.status(), 200, "a valid proof passes");
+        }
+        let paid = t.elapsed();
+        println!("  paid requests/s through payment_gate ({label:<22}): {:>7.0}  ratio {:.4}  added {:.1} µs/request",
+            n as f64 / paid.as_secs_f64(), plain.as_secs_f64() / paid.as_secs_f64(), per(paid) - per(plain));
+    }
+
+    // 3. Unpaid 402s at concurrency 64 over loopback HTTP.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let unpaid = app().route_layer(gate.payment_gate(pricing.clone()));
+    tokio::spawn(async move { axum::serve(listener, unpaid).await });
+    let total = n * 5;
+    let t = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..64 {
+        let count = total / 64 + usize::from(w < total % 64);
+        tasks.push(tokio::spawn(async move { keep_alive_gets(addr, count).await }));
+    }
+    let mut got = 0;
+    for task in tasks {
+        got += task.await.unwrap();
+    }
+    let el = t.elapsed();
+    assert_eq!(got, total, "every answer was a 402");
+    println!("  unpaid 402 responses/s, 64 connections, loopback     : {:>10.0}", total as f64 / el.as_secs_f64());
+}
+
+/// Sends `count` GETs on one keep-alive connection; returns how many 402s came back.
+async fn keep_alive_gets(addr: std::net::SocketAddr, count: usize) -> usize {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    let req = b"GET /v1/quote HTTP/1.1\r\nHost: bench\r\n\r\n";
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut seen = 0;
+    for _ in 0..count {
+        s.write_all(req).await.unwrap();
+        let mut have = 0;
+        loop {
+            let n = s.read(&mut buf[have..]).await.unwrap();
+            assert!(n > 0, "connection closed");
+            have += n;
+            if let Some(end) = find(&buf[..have], b"\r\n\r\n") {
+                let head = std::str::from_utf8(&buf[..end]).unwrap().to_owned();
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                    .unwrap();
+                while have < end + 4 + len {
+                    have += s.read(&mut buf[have..]).await.unwrap();
+                }
+                if head.starts_with("HTTP/1.1 402") {
+                    seen += 1;
+                }
+                break;
+            }
+        }
+    }
+    seen
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+}

@@ -22,7 +22,10 @@ use std::{
 use alloy::primitives::{Address, B256, Bytes};
 use axum::{Router, body::Body, http::Request, routing::get};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tollgate_chain::{Chain, devnet::{Devnet, DevnetConfig}};
+use tollgate_chain::{
+    Chain,
+    devnet::{Devnet, DevnetConfig},
+};
 use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 use tollgate_gate::{Expected, Gate, Offer, Pricing};
 use tollgate_protocol::{Amount, PaymentProof};
@@ -32,18 +35,31 @@ const PRICE: u64 = 500_000;
 
 fn main() {
     tollgate_chain::install_crypto_provider();
-    let n: usize = std::env::var("TOLLGATE_BENCH_N").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let n: usize = std::env::var("TOLLGATE_BENCH_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     rt.block_on(run(n));
 }
 
 async fn run(n: usize) {
     // A real facilitator publishes the proof signer the gate trusts.
     let dir = tempfile::tempdir().unwrap();
-    let devnet = Devnet::start(DevnetConfig { state_dir: Some(dir.path().join("devnet")), ..Default::default() }).unwrap();
+    let devnet = Devnet::start(DevnetConfig {
+        state_dir: Some(dir.path().join("devnet")),
+        ..Default::default()
+    })
+    .unwrap();
     let accounts = devnet.accounts().to_vec();
     let d = devnet.deployment();
-    let fstore = store::open(&format!("sqlite://{}", dir.path().join("f.db").display())).await.unwrap();
+    let fstore = store::open(&format!("sqlite://{}", dir.path().join("f.db").display()))
+        .await
+        .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
     let spec = NetworkSpec {
@@ -57,14 +73,21 @@ async fn run(n: usize) {
         confirmations: 1,
     };
     let f = Facilitator::new(
-        Settings { public_url: facilitator_url.clone(), ..Settings::default() },
+        Settings {
+            public_url: facilitator_url.clone(),
+            ..Settings::default()
+        },
         vec![(spec, devnet.clone() as Arc<dyn Chain>)],
         vec![accounts[0].address],
         accounts[9].private_key,
         fstore,
     )
     .unwrap();
-    tokio::spawn(tollgate_facilitator::serve(f, listener, std::future::pending()));
+    tokio::spawn(tollgate_facilitator::serve(
+        f,
+        listener,
+        std::future::pending(),
+    ));
     let proof_key = accounts[9].signer();
     let pay_to = accounts[1].address;
 
@@ -80,10 +103,21 @@ async fn run(n: usize) {
             .memo_store_url(store)
             .build()
     };
-    let gate = build(format!("sqlite://{}", dir.path().join("memos.db").display())).await.unwrap();
+    let gate = build(format!(
+        "sqlite://{}",
+        dir.path().join("memos.db").display()
+    ))
+    .await
+    .unwrap();
     let mem_gate = build("sqlite::memory:".into()).await.unwrap();
     let pricing = [Pricing::one_time(PRICE)];
-    let offer = Offer { method: "GET", resource_url: "http://127.0.0.1:1/v1/quote", pricing: &pricing, description: "", mime_type: "" };
+    let offer = Offer {
+        method: "GET",
+        resource_url: "http://127.0.0.1:1/v1/quote",
+        pricing: &pricing,
+        description: "",
+        mime_type: "",
+    };
 
     eprintln!("issuing {n} memos and signing {n} proofs per phase (not timed)...");
     let proofs = |count: usize| -> Vec<PaymentProof> {
@@ -115,16 +149,30 @@ async fn run(n: usize) {
 
     // 1. verify_payment_proof: one task on a durable (file) memo store, one task on an in-memory
     // store (the CPU cost of verification itself), and 64 tasks on the file store.
-    let expected = Expected { method: "GET", resource: "/v1/quote", price: Amount::from_units(PRICE) };
+    let expected = Expected {
+        method: "GET",
+        resource: "/v1/quote",
+        price: Amount::from_units(PRICE),
+    };
     println!("gate bench (n = {n})");
-    for (label, g) in [("1 task, SQLite file memo store", &gate), ("1 task, in-memory memo store", &mem_gate)] {
-        g.verify_payment_proof(&proofs(1)[0], &expected).await.expect("warm-up: signers fetched");
+    for (label, g) in [
+        ("1 task, SQLite file memo store", &gate),
+        ("1 task, in-memory memo store", &mem_gate),
+    ] {
+        g.verify_payment_proof(&proofs(1)[0], &expected)
+            .await
+            .expect("warm-up: signers fetched");
         let batch = proofs(n);
         let t = Instant::now();
         for p in &batch {
-            g.verify_payment_proof(p, &expected).await.expect("valid proof");
+            g.verify_payment_proof(p, &expected)
+                .await
+                .expect("valid proof");
         }
-        println!("  verify_payment_proof/s ({label:<31}): {:>10.0}", n as f64 / t.elapsed().as_secs_f64());
+        println!(
+            "  verify_payment_proof/s ({label:<31}): {:>10.0}",
+            n as f64 / t.elapsed().as_secs_f64()
+        );
     }
     let batch = Arc::new(proofs(n));
     let t = Instant::now();
@@ -132,10 +180,16 @@ async fn run(n: usize) {
     for w in 0..64 {
         let (g, batch) = (gate.clone(), batch.clone());
         tasks.push(tokio::spawn(async move {
-            let expected = Expected { method: "GET", resource: "/v1/quote", price: Amount::from_units(PRICE) };
+            let expected = Expected {
+                method: "GET",
+                resource: "/v1/quote",
+                price: Amount::from_units(PRICE),
+            };
             let mut i = w;
             while i < batch.len() {
-                g.verify_payment_proof(&batch[i], &expected).await.expect("valid proof");
+                g.verify_payment_proof(&batch[i], &expected)
+                    .await
+                    .expect("valid proof");
                 i += 64;
             }
         }));
@@ -143,31 +197,51 @@ async fn run(n: usize) {
     for task in tasks {
         task.await.unwrap();
     }
-    println!("  verify_payment_proof/s (64 tasks, SQLite file store)  : {:>10.0}", n as f64 / t.elapsed().as_secs_f64());
+    println!(
+        "  verify_payment_proof/s (64 tasks, SQLite file store)  : {:>10.0}",
+        n as f64 / t.elapsed().as_secs_f64()
+    );
 
     // 2. Gated vs ungated, in process, same app, same run (memory and file memo stores).
     let app = || Router::new().route("/v1/quote", get(|| async { "42" }));
     let ungated = app();
     let t = Instant::now();
     for _ in 0..n {
-        let r = ungated.clone().oneshot(Request::get("/v1/quote").body(Body::empty()).unwrap()).await.unwrap();
+        let r = ungated
+            .clone()
+            .oneshot(Request::get("/v1/quote").body(Body::empty()).unwrap())
+            .await
+            .unwrap();
         assert_eq!(r.status(), 200);
     }
     let plain = t.elapsed();
     let per = |d: Duration| d.as_secs_f64() * 1e6 / n as f64;
-    println!("  ungated requests/s (in process)                       : {:>10.0}", n as f64 / plain.as_secs_f64());
-    for (label, g) in [("in-memory memo store", &mem_gate), ("SQLite file memo store", &gate)] {
+    println!(
+        "  ungated requests/s (in process)                       : {:>10.0}",
+        n as f64 / plain.as_secs_f64()
+    );
+    for (label, g) in [
+        ("in-memory memo store", &mem_gate),
+        ("SQLite file memo store", &gate),
+    ] {
         let gated = app().route_layer(g.payment_gate(pricing.clone()));
         let headers: Vec<String> = proofs(n).iter().map(PaymentProof::encode).collect();
         let t = Instant::now();
         for h in &headers {
-            let req = Request::get("/v1/quote").header("x-payment", h).body(Body::empty()).unwrap();
+            let req = Request::get("/v1/quote")
+                .header("x-payment", h)
+                .body(Body::empty())
+                .unwrap();
             let r = gated.clone().oneshot(req).await.unwrap();
             assert_eq!(r.status(), 200, "a valid proof passes");
         }
         let paid = t.elapsed();
-        println!("  paid requests/s through payment_gate ({label:<22}): {:>7.0}  ratio {:.4}  added {:.1} µs/request",
-            n as f64 / paid.as_secs_f64(), plain.as_secs_f64() / paid.as_secs_f64(), per(paid) - per(plain));
+        println!(
+            "  paid requests/s through payment_gate ({label:<22}): {:>7.0}  ratio {:.4}  added {:.1} µs/request",
+            n as f64 / paid.as_secs_f64(),
+            plain.as_secs_f64() / paid.as_secs_f64(),
+            per(paid) - per(plain)
+        );
     }
 
     // 3. Unpaid 402s at concurrency 64 over loopback HTTP.
@@ -180,7 +254,9 @@ async fn run(n: usize) {
     let mut tasks = Vec::new();
     for w in 0..64 {
         let count = total / 64 + usize::from(w < total % 64);
-        tasks.push(tokio::spawn(async move { keep_alive_gets(addr, count).await }));
+        tasks.push(tokio::spawn(
+            async move { keep_alive_gets(addr, count).await },
+        ));
     }
     let mut got = 0;
     for task in tasks {
@@ -188,7 +264,10 @@ async fn run(n: usize) {
     }
     let el = t.elapsed();
     assert_eq!(got, total, "every answer was a 402");
-    println!("  unpaid 402 responses/s, 64 connections, loopback     : {:>10.0}", total as f64 / el.as_secs_f64());
+    println!(
+        "  unpaid 402 responses/s, 64 connections, loopback     : {:>10.0}",
+        total as f64 / el.as_secs_f64()
+    );
 }
 
 /// Sends `count` GETs on one keep-alive connection; returns how many 402s came back.
@@ -209,7 +288,11 @@ async fn keep_alive_gets(addr: std::net::SocketAddr, count: usize) -> usize {
                 let head = std::str::from_utf8(&buf[..end]).unwrap().to_owned();
                 let len: usize = head
                     .lines()
-                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap()))
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length:")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
                     .unwrap();
                 while have < end + 4 + len {
                     have += s.read(&mut buf[have..]).await.unwrap();
@@ -229,5 +312,8 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }

@@ -8,11 +8,11 @@ mod required;
 pub mod x402;
 
 pub use amount::{Amount, AmountError};
-pub use required::{PaymentOption, PaymentRequired, PlanTerms, SPEC_VERSION, ServiceExtension};
 pub use payment::{
     AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, MAX_PAYMENT_HEADER, PaymentProof,
     PendingResponse, ProofDecodeError, SettlementStatus, SignedPayment,
 };
+pub use required::{PaymentOption, PaymentRequired, PlanTerms, SPEC_VERSION, ServiceExtension};
 
 use serde::{Deserialize, Serialize};
 

@@ -3,7 +3,7 @@
 //! serves the x402 V1 facilitator API (`/verify`, `/settle`, `/supported`) so that x402 resource
 //! servers we did not write can use it unchanged.
 //!
-//! Entry points: [`Facilitator::build`] from a [`config::Config`], then [`router`] for tests
+//! Entry points: [`start::build`] from a [`config::Config`] (or [`Facilitator::new`] from parts), then [`router`] for tests
 //! (`ServiceExt::oneshot`) or [`serve`] on a listener.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 

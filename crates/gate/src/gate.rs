@@ -509,6 +509,19 @@ impl Gate {
     /// the facilitator's EIP-712 signature, against the signers it publishes at
     /// `/.well-known/tollgate` (cached); in on-chain mode, the settlement event; and finally that
     /// the memo was not used before. Nothing is spent unless every check passed.
+    ///
+    /// ```no_run
+    /// use tollgate_gate::{Expected, Gate, parse_payment_proof};
+    ///
+    /// # async fn handle(gate: &Gate, x_payment: &str) -> Result<(), Box<dyn std::error::Error>> {
+    /// let proof = parse_payment_proof(x_payment)?;
+    /// let expected = Expected { method: "GET", resource: "/v1/quote", price: 500_000u64.into() };
+    /// match gate.verify_payment_proof(&proof, &expected).await {
+    ///     Ok(paid) => println!("paid by {} in {}", paid.payer, paid.tx_hash),
+    ///     Err(reason) => println!("402 again: {}", reason.code()),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn verify_payment_proof(
         &self,
         proof: &PaymentProof,
@@ -591,6 +604,23 @@ impl Gate {
 
     /// The spec's `buildPaymentRequired`: the superset 402 body for `offer`, with a fresh memo per
     /// entry and `error` as the top-level reason.
+    ///
+    /// ```no_run
+    /// use tollgate_gate::{Gate, Offer, Pricing};
+    ///
+    /// # fn body(gate: &Gate) {
+    /// let pricing = [Pricing::one_time(500_000u64)];
+    /// let offer = Offer {
+    ///     method: "GET",
+    ///     resource_url: "https://api.example.com/v1/quote",
+    ///     pricing: &pricing,
+    ///     description: "A price quote",
+    ///     mime_type: "application/json",
+    /// };
+    /// let required = gate.build_payment_required(&offer, "payment required");
+    /// assert_eq!(required.accepts[0].requirements.scheme, "exact");
+    /// # }
+    /// ```
     ///
     /// - a one-time price is an `exact` entry, first (x402 clients fall back to `accepts[0]`),
     ///   with the spec's fields, the x402 V1 mirror fields and

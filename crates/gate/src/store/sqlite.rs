@@ -19,12 +19,79 @@ CREATE INDEX IF NOT EXISTS gate_memos_expires_at ON gate_memos (expires_at);";
 /// `INSERT … ON CONFLICT DO NOTHING`, which SQLite runs atomically (one writer at a time, with a
 /// 5 s busy timeout across processes).
 ///
+/// Claims are group-committed: one writer task takes every claim waiting (up to 512), runs them
+/// in one `BEGIN IMMEDIATE … COMMIT` and answers each after the commit, so concurrent requests
+/// share one transaction (and one WAL sync) instead of paying for one each.
+///
 /// `sqlite::memory:` keeps the set in this process only (one connection, kept open); a file
 /// (`sqlite://gate.db`) survives restarts and can be shared by gate processes on one machine.
 /// Replicas on several machines need [`super::PostgresMemoStore`].
 #[derive(Clone, Debug)]
 pub struct SqliteMemoStore {
     pool: SqlitePool,
+    claims: tokio::sync::mpsc::Sender<Claim>,
+}
+
+/// A claim waiting for the next group commit.
+#[derive(Debug)]
+struct Claim {
+    key: B256,
+    expires_at: u64,
+    reply: tokio::sync::oneshot::Sender<Result<bool, StoreError>>,
+}
+
+/// Most claims committed together.
+const MAX_BATCH: usize = 512;
+
+const CLAIM: &str =
+    "INSERT INTO gate_memos (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING";
+
+/// The group-commit task: ends when the last store clone is dropped.
+fn spawn_writer(pool: SqlitePool) -> tokio::sync::mpsc::Sender<Claim> {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<Claim>(4 * MAX_BATCH);
+    tokio::spawn(async move {
+        while let Some(first) = rx.recv().await {
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match rx.try_recv() {
+                    Ok(c) => batch.push(c),
+                    Err(_) => break,
+                }
+            }
+            let mut results = Vec::with_capacity(batch.len());
+            let committed: Result<(), sqlx::Error> = async {
+                let mut conn = pool.acquire().await?;
+                sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
+                for c in &batch {
+                    let r = sqlx::query(CLAIM)
+                        .bind(c.key.as_slice())
+                        .bind(as_i64(c.expires_at))
+                        .execute(&mut *conn)
+                        .await
+                        .map(|done| done.rows_affected() == 1);
+                    results.push(r);
+                }
+                if let Err(e) = sqlx::query("COMMIT").execute(&mut *conn).await {
+                    let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+                    return Err(e);
+                }
+                Ok(())
+            }
+            .await;
+            let mut results = results.into_iter();
+            for c in batch {
+                let outcome = match (&committed, results.next()) {
+                    (Ok(()), Some(r)) => r.map_err(StoreError::from),
+                    (Err(e), _) => {
+                        Err(StoreError::Config(format!("memo store commit failed: {e}")))
+                    }
+                    (Ok(()), None) => Err(StoreError::Config("memo store batch aborted".into())),
+                };
+                let _ = c.reply.send(outcome);
+            }
+        }
+    });
+    tx
 }
 
 impl SqliteMemoStore {
@@ -44,27 +111,32 @@ impl SqliteMemoStore {
                 .connect_with(options)
                 .await?
         } else {
+            // One connection: claims are serialized (and batched) by the writer task anyway.
             SqlitePoolOptions::new()
-                .max_connections(4)
+                .max_connections(1)
                 .connect_with(options.journal_mode(SqliteJournalMode::Wal))
                 .await?
         };
         sqlx::raw_sql(SCHEMA).execute(&pool).await?;
-        Ok(Self { pool })
+        let claims = spawn_writer(pool.clone());
+        Ok(Self { pool, claims })
     }
 }
 
 #[async_trait]
 impl MemoStore for SqliteMemoStore {
     async fn claim(&self, key: B256, expires_at: u64) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO gate_memos (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING",
-        )
-        .bind(key.as_slice())
-        .bind(as_i64(expires_at))
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let closed = || StoreError::Database(sqlx::Error::PoolClosed);
+        self.claims
+            .send(Claim {
+                key,
+                expires_at,
+                reply,
+            })
+            .await
+            .map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
     }
 
     async fn release(&self, key: B256) -> Result<(), StoreError> {

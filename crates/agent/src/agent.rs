@@ -58,19 +58,19 @@ const VALID_AFTER_SKEW_SECS: u64 = 600;
 /// `Debug` output or logs.
 #[derive(Clone)]
 pub struct Agent {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
-    signer: Secp256k1Signer,
-    address: Address,
-    policy: SpendPolicy,
-    budget: Arc<Budget>,
-    http: reqwest::Client,
+pub(crate) struct Inner {
+    pub(crate) signer: Secp256k1Signer,
+    pub(crate) address: Address,
+    pub(crate) policy: SpendPolicy,
+    pub(crate) budget: Arc<Budget>,
+    pub(crate) http: reqwest::Client,
     chain_ids: HashMap<String, u64>,
-    facilitators: Option<Vec<String>>,
+    pub(crate) facilitators: Option<Vec<String>>,
     settle_timeout: Duration,
-    max_402_body: usize,
+    pub(crate) max_402_body: usize,
     max_body: usize,
     well_known: Mutex<HashMap<String, Arc<WellKnown>>>,
 }
@@ -371,7 +371,7 @@ impl Agent {
         Some(Route::X402 { chain_id })
     }
 
-    async fn well_known(&self, base: &str) -> Result<Arc<WellKnown>> {
+    pub(crate) async fn well_known(&self, base: &str) -> Result<Arc<WellKnown>> {
         if let Some(wk) = self.cache().get(base) {
             return Ok(Arc::clone(wk));
         }
@@ -717,7 +717,10 @@ impl AgentBuilder {
 }
 
 /// Reads at most `limit` bytes of body; `None` when it is longer.
-async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Option<Vec<u8>>> {
+pub(crate) async fn read_limited(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Option<Vec<u8>>> {
     if response.content_length().is_some_and(|n| n > limit as u64) {
         return Ok(None);
     }

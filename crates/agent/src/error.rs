@@ -84,6 +84,17 @@ pub enum Error {
     /// The plan accepts no new subscriptions (reserved for `Agent::subscribe`).
     #[error("PlanDeprecated")]
     PlanDeprecated,
+    /// `Agent::subscribe` has no facilitator to go through (none given, none configured), or
+    /// the one given is not among the configured ones.
+    #[error("no usable facilitator to subscribe through")]
+    NoFacilitator,
+    /// The facilitator serves no subscriptions on the network asked for (or, none asked for,
+    /// on exactly one network).
+    #[error("the facilitator serves no subscriptions on {network}")]
+    NoSubscriptionNetwork {
+        /// The network asked for, or `"any network"`.
+        network: String,
+    },
     /// The facilitator refused or failed the settlement, or answered something that is not a
     /// valid proof for this payment.
     #[error("facilitator error {status} {code}: {message}")]

@@ -36,6 +36,9 @@ pub(crate) struct NetworkInfo {
     pub(crate) router: Address,
     /// The fee the router nonce commits to.
     pub(crate) fee: Amount,
+    /// The subscriptions contract, if the network has one.
+    #[serde(default)]
+    pub(crate) subscriptions: Option<Address>,
 }
 
 impl WellKnown {

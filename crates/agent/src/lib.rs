@@ -5,6 +5,7 @@ mod error;
 mod facilitator;
 mod policy;
 mod request;
+mod subscribe;
 mod terms;
 
 pub use agent::{
@@ -14,7 +15,8 @@ pub use agent::{
 pub use error::{Error, Malformed, Refusal, Result};
 pub use policy::SpendPolicy;
 pub use request::{PaidResponse, PayRequest, Payment, PaymentKind};
+pub use subscribe::{PERMIT_CYCLES, Subscribe, Subscription};
 
 pub use alloy::signers::local::Secp256k1Signer;
 pub use reqwest::{Method, StatusCode, Url, header};
-pub use tollgate_protocol::Amount;
+pub use tollgate_protocol::{Amount, SubscriptionStatus};

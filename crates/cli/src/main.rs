@@ -31,6 +31,14 @@ enum Command {
     /// Request a URL, paying for it if the server answers 402 (x402 V1 or a Tollgate gate); the
     /// body goes to stdout, a payment summary to stderr.
     Pay(cmd::pay::Args),
+    /// Subscribe to a plan through a facilitator (the first cycle is billed on confirmation);
+    /// the subscription goes to stdout as JSON.
+    Subscribe(cmd::subscribe::Args),
+    /// Provider self-service: `register` signs the facilitator's challenge with the wallet and
+    /// prints the provider API key.
+    Provider(cmd::provider::Args),
+    /// Subscription plans through the facilitator: `create`, `show`, `deprecate`.
+    Plan(cmd::plan::Args),
 }
 
 fn main() -> ExitCode {
@@ -53,8 +61,11 @@ fn main() -> ExitCode {
             Command::Devnet(args) => cmd::devnet::run(args).await,
             Command::Facilitator(args) => cmd::facilitator::run(args).await,
             Command::Gateway(args) => cmd::gateway::run(args).await,
+            Command::Provider(args) => cmd::provider::run(args).await,
+            Command::Plan(args) => cmd::plan::run(args).await,
             // `pay` reports its own errors, with its own exit codes.
             Command::Pay(args) => return Ok(cmd::pay::run(args).await),
+            Command::Subscribe(args) => return Ok(cmd::subscribe::run(args).await),
         }
         .map(|()| ExitCode::SUCCESS)
     });

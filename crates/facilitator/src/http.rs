@@ -27,6 +27,15 @@ use crate::{
 pub(crate) const ROUTES: &[&str] = &[
     "/authorize",
     "/settlements/{key}",
+    "/subscriptions",
+    "/subscriptions/quote",
+    "/subscriptions/{id}",
+    "/providers/challenge",
+    "/providers/register",
+    "/providers/keys/revoke",
+    "/plans",
+    "/plans/{id}",
+    "/plans/{id}/deprecate",
     "/proofs/verify",
     "/verify",
     "/settle",
@@ -46,6 +55,15 @@ pub fn router(f: Facilitator) -> Router {
     Router::new()
         .route("/authorize", post(authorize))
         .route("/settlements/{key}", get(settlement_status))
+        .route("/subscriptions", post(crate::subscriptions::create))
+        .route("/subscriptions/quote", get(crate::subscriptions::quote))
+        .route("/subscriptions/{id}", get(crate::subscriptions::show))
+        .route("/providers/challenge", post(crate::providers::challenge))
+        .route("/providers/register", post(crate::providers::register))
+        .route("/providers/keys/revoke", post(crate::providers::revoke))
+        .route("/plans", post(crate::plans::create))
+        .route("/plans/{id}", get(crate::plans::show))
+        .route("/plans/{id}/deprecate", post(crate::plans::deprecate))
         .route("/proofs/verify", post(verify_proof))
         .route("/verify", post(crate::x402::verify))
         .route("/settle", post(crate::x402::settle))

@@ -13,9 +13,12 @@ mod facilitator;
 mod http;
 pub mod metrics;
 pub mod openapi;
+mod plans;
+mod providers;
 mod settle;
 pub mod start;
 pub mod store;
+mod subscriptions;
 mod x402;
 
 pub use facilitator::{BuildError, Facilitator, NetworkSpec, Settings};

@@ -13,6 +13,12 @@ use serde_json::{Value, json};
 pub const PATHS: &[&str] = &[
     "/authorize",
     "/settlements/{key}",
+    "/providers/challenge",
+    "/providers/register",
+    "/providers/keys/revoke",
+    "/plans",
+    "/plans/{id}",
+    "/plans/{id}/deprecate",
     "/proofs/verify",
     "/verify",
     "/settle",
@@ -38,11 +44,16 @@ pub fn document(public_url: &str) -> Value {
         "servers": [{ "url": public_url.trim_end_matches('/') }],
         "tags": [
             { "name": "tollgate", "description": "Tollgate's own API: settlement with proofs, proof verification, discovery." },
+            { "name": "providers", "description": "Provider self-registration (a signed challenge, no human step), API keys, and plans published through the facilitator." },
             { "name": "x402", "description": "The x402 V1 facilitator API." },
             { "name": "operations", "description": "Health, readiness, metrics, this document." }
         ],
         "paths": paths(),
-        "components": { "schemas": schemas(), "responses": responses() }
+        "components": {
+            "schemas": schemas(),
+            "responses": responses(),
+            "securitySchemes": { "apiKey": { "type": "http", "scheme": "bearer", "description": "A provider API key from `/providers/register`." } }
+        }
     })
 }
 
@@ -66,6 +77,12 @@ fn paths() -> Value {
     json!({
         "/authorize": { "post": authorize() },
         "/settlements/{key}": { "get": settlement_status() },
+        "/providers/challenge": { "post": providers_challenge() },
+        "/providers/register": { "post": providers_register() },
+        "/providers/keys/revoke": { "post": providers_revoke() },
+        "/plans": { "post": plans_create() },
+        "/plans/{id}": { "get": plans_show() },
+        "/plans/{id}/deprecate": { "post": plans_deprecate() },
         "/proofs/verify": { "post": proofs_verify() },
         "/verify": { "post": x402_verify() },
         "/settle": { "post": x402_settle() },
@@ -216,6 +233,176 @@ fn x402_settle() -> Value {
     })
 }
 
+fn bearer() -> Value {
+    json!([{ "apiKey": [] }])
+}
+
+fn plan_id_param() -> Value {
+    json!({ "name": "id", "in": "path", "required": true, "description": "The plan id.", "schema": schema("Hash32") })
+}
+
+fn network_param() -> Value {
+    json!({ "name": "network", "in": "query", "required": false, "description": "The network; optional when the facilitator serves one.", "schema": schema("NetworkName") })
+}
+
+fn providers_challenge() -> Value {
+    json!({
+        "tags": ["providers"],
+        "operationId": "providerChallenge",
+        "summary": "Get a registration challenge to sign with the provider's wallet.",
+        "description": "An EIP-191 `personal_sign` text naming this facilitator, the address, a random nonce and the expiry (5 minutes). Sign it and post it to `/providers/register`.",
+        "requestBody": request_body("ChallengeRequest"),
+        "responses": {
+            "200": json_content("ChallengeResponse", "The challenge."),
+            "400": response("BadRequest"),
+            "422": response("Unprocessable"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn providers_register() -> Value {
+    json!({
+        "tags": ["providers"],
+        "operationId": "providerRegister",
+        "summary": "Register with a signed challenge and get an API key (returned once).",
+        "description": "The signature must recover `address`; the challenge must be one this facilitator issued to that address, unexpired and unused (it is consumed). The key (`tg_` + 64 hex digits) is shown once; only its hash is stored.",
+        "requestBody": request_body("RegisterRequest"),
+        "responses": {
+            "201": json_content("RegisterResponse", "Registered: the API key."),
+            "400": response("BadRequest"),
+            "401": response("Unauthorized"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn providers_revoke() -> Value {
+    json!({
+        "tags": ["providers"],
+        "operationId": "providerRevokeKey",
+        "summary": "Revoke the presented API key.",
+        "security": bearer(),
+        "responses": {
+            "200": json_content("RevokeResponse", "Revoked."),
+            "401": response("Unauthorized"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn plans_create() -> Value {
+    json!({
+        "tags": ["providers"],
+        "operationId": "createPlan",
+        "summary": "Publish a plan on-chain (the facilitator's relayer sends `createPlan`).",
+        "description": "The plan id is `planIdFor(relayer, keccak256(abi.encode(provider, idempotencyKey)))`: the same idempotency key again returns the same plan (200) instead of creating another. Waits for confirmation.",
+        "security": bearer(),
+        "requestBody": request_body("CreatePlanRequest"),
+        "responses": {
+            "200": json_content("Plan", "The plan this idempotency key already created."),
+            "201": json_content("Plan", "Created."),
+            "400": response("BadRequest"),
+            "401": response("Unauthorized"),
+            "422": response("Unprocessable"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn plans_show() -> Value {
+    json!({
+        "tags": ["providers"],
+        "operationId": "showPlan",
+        "summary": "A plan's on-chain terms and its provider.",
+        "parameters": [plan_id_param(), network_param()],
+        "responses": {
+            "200": json_content("Plan", "The plan."),
+            "400": response("BadRequest"),
+            "404": response("NotFound"),
+            "422": response("Unprocessable"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn plans_deprecate() -> Value {
+    json!({
+        "tags": ["providers"],
+        "operationId": "deprecatePlan",
+        "summary": "Deprecate a plan (owner only; idempotent).",
+        "description": "A deprecated plan takes no new subscriptions (`PlanDeprecated`); existing subscriptions keep running until cancelled.",
+        "security": bearer(),
+        "parameters": [plan_id_param(), network_param()],
+        "responses": {
+            "200": json_content("Plan", "The plan, deprecated."),
+            "401": response("Unauthorized"),
+            "403": response("Forbidden"),
+            "404": response("NotFound"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn provider_schemas() -> Value {
+    json!({
+        "ChallengeRequest": {
+            "type": "object", "required": ["address"], "additionalProperties": false,
+            "properties": { "address": schema("Address") }
+        },
+        "ChallengeResponse": {
+            "type": "object", "required": ["challenge", "expiresAt"],
+            "properties": {
+                "challenge": { "type": "string", "description": "The text to sign with `personal_sign`." },
+                "expiresAt": schema("UnixSeconds")
+            }
+        },
+        "RegisterRequest": {
+            "type": "object", "required": ["address", "challenge", "signature"], "additionalProperties": false,
+            "properties": {
+                "address": schema("Address"),
+                "challenge": { "type": "string", "description": "The challenge text, exactly as received." },
+                "signature": { "$ref": "#/components/schemas/HexBytes", "description": "The 65-byte `personal_sign` signature." }
+            }
+        },
+        "RegisterResponse": {
+            "type": "object", "required": ["apiKey", "provider"],
+            "properties": {
+                "apiKey": { "type": "string", "pattern": "^tg_[0-9a-f]{64}$", "description": "Shown once; send as `Authorization: Bearer <apiKey>`." },
+                "provider": schema("Address")
+            }
+        },
+        "RevokeResponse": {
+            "type": "object", "required": ["revoked", "provider"],
+            "properties": { "revoked": { "type": "boolean" }, "provider": schema("Address") }
+        },
+        "CreatePlanRequest": {
+            "type": "object", "required": ["network", "amount", "idempotencyKey"], "additionalProperties": false,
+            "properties": {
+                "network": schema("NetworkName"),
+                "amount": { "$ref": "#/components/schemas/Amount", "description": "Per cycle." },
+                "interval": { "type": "integer", "minimum": 1, "default": 2_592_000u64, "description": "Cycle length, seconds (default 30 days)." },
+                "payTo": { "$ref": "#/components/schemas/Address", "description": "Default: the provider's address." },
+                "idempotencyKey": { "type": "string", "minLength": 1, "maxLength": 200 }
+            }
+        },
+        "Plan": {
+            "type": "object",
+            "required": ["planId", "network", "token", "payTo", "amount", "interval", "deprecated", "provider"],
+            "properties": {
+                "planId": schema("Hash32"),
+                "network": schema("NetworkName"),
+                "token": schema("Address"),
+                "payTo": schema("Address"),
+                "amount": schema("Amount"),
+                "interval": { "type": "integer", "description": "Cycle length, seconds." },
+                "deprecated": { "type": "boolean" },
+                "provider": { "$ref": "#/components/schemas/Address", "description": "The provider that created it through this facilitator." }
+            }
+        }
+    })
+}
+
 fn error_response(description: &str, codes: &[&str]) -> Value {
     json!({
         "description": description,
@@ -240,6 +427,8 @@ fn responses() -> Value {
             "422: well-formed but invalid: unknown network or token, bad signature, a nonce that does not commit to payTo/memo/fee, a validity window that is not open or too long, a revert.",
             &["UnknownNetwork", "InvalidSignature", "InvalidNonce", "InvalidValidity"],
         ),
+        "Unauthorized": error_response("401: a missing, unknown or revoked API key (`Authorization: Bearer <key>`), or a registration whose signature or challenge does not check out.", &["Unauthorized"]),
+        "Forbidden": error_response("403: the API key's provider does not own this plan.", &["Forbidden"]),
         "Internal": error_response("500: a bug; the cause is logged, never sent.", &["Internal"]),
         "Unavailable": error_response("503: the chain or the store is unavailable; retry later.", &["Unavailable"])
     })
@@ -250,6 +439,7 @@ fn schemas() -> Value {
     for part in [
         scalar_schemas(),
         tollgate_schemas(),
+        provider_schemas(),
         x402_schemas(),
         operation_schemas(),
     ] {

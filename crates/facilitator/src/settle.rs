@@ -651,6 +651,10 @@ pub(crate) fn revert_error(revert: &Revert) -> ApiError {
         Revert::AuthorizationNotYetValid { .. } => {
             ApiError::invalid("AuthorizationNotYetValid", revert.to_string())
         }
+        Revert::PlanDeprecated { plan_id } => ApiError::invalid(
+            tollgate_protocol::ErrorCode::PlanDeprecated.as_str(),
+            format!("plan {plan_id} is deprecated and takes no new subscriptions"),
+        ),
         Revert::InvalidSignature => ApiError::invalid(
             "InvalidSignature",
             "the token rejected the authorization's signature",

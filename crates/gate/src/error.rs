@@ -6,9 +6,11 @@
 //!   checked right now ([`InvalidProof::is_unavailable`]);
 //! - [`BuildError`]: a [`crate::GateBuilder`] that cannot build;
 //! - [`StoreError`]: the memo store failed;
-//! - [`FacilitatorError`]: the facilitator could not be asked, or refused the request itself.
+//! - [`FacilitatorError`]: the facilitator could not be asked, or refused the request itself;
+//! - [`SubscriptionError`]: an `X-Service-Sub` id that does not grant access (the spec's
+//!   `SubscriptionNotActive`), or that cannot be checked right now.
 
-use alloy::primitives::Address;
+use alloy::primitives::{Address, B256};
 use tollgate_protocol::Amount;
 
 /// Result alias with the gate's build error.
@@ -171,6 +173,78 @@ impl InvalidProof {
             self,
             Self::FacilitatorUnavailable(_) | Self::ChainUnavailable(_) | Self::StoreUnavailable(_)
         )
+    }
+}
+
+/// Why an `X-Service-Sub` subscription id does not grant access
+/// ([`crate::Gate::verify_subscription`]). The layer answers all but the last two with 402,
+/// fresh terms and `error: "SubscriptionNotActive"` (with [`SubscriptionError::code`] as
+/// `reason`).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SubscriptionError {
+    /// Not `0x` and 64 hex digits (or several `X-Service-Sub` headers).
+    #[error("X-Service-Sub is not a subscription id (0x and 64 hex digits)")]
+    Malformed,
+    /// The resource is not sold by subscription.
+    #[error("this resource is not sold by subscription")]
+    NotOffered,
+    /// No such subscription on-chain.
+    #[error("no subscription {0}")]
+    Unknown(B256),
+    /// A subscription to a plan this resource does not accept.
+    #[error("subscription {id} is to plan {plan_id}, which this resource does not accept")]
+    ForeignPlan {
+        /// The subscription.
+        id: B256,
+        /// Its plan.
+        plan_id: B256,
+    },
+    /// Paused by its subscriber or by a failed renewal.
+    #[error("subscription {0} is paused")]
+    Paused(B256),
+    /// Cancelled for good.
+    #[error("subscription {0} is cancelled")]
+    Cancelled(B256),
+    /// ACTIVE on-chain, but its paid period ended (plus the gate's grace) without a renewal.
+    #[error("subscription {id} was paid through {paid_through} and is not renewed")]
+    Overdue {
+        /// The subscription.
+        id: B256,
+        /// The end of its paid period (unix seconds).
+        paid_through: u64,
+    },
+    /// The gate has no chain to check subscriptions on ([`crate::GateBuilder::subscriptions`]):
+    /// a configuration error (the layer answers 500).
+    #[error(
+        "subscriptions are priced but the gate has no subscriptions contract (GateBuilder::subscriptions)"
+    )]
+    NotConfigured,
+    /// The chain could not be read (the layer answers 503).
+    #[error("the chain is unavailable")]
+    ChainUnavailable(#[source] tollgate_chain::Error),
+}
+
+impl SubscriptionError {
+    /// A stable snake_case code for the 402 body's `reason`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Malformed => "malformed_subscription_id",
+            Self::NotOffered => "subscription_not_offered",
+            Self::Unknown(_) => "unknown_subscription",
+            Self::ForeignPlan { .. } => "foreign_plan",
+            Self::Paused(_) => "subscription_paused",
+            Self::Cancelled(_) => "subscription_cancelled",
+            Self::Overdue { .. } => "subscription_overdue",
+            Self::NotConfigured => "subscriptions_not_configured",
+            Self::ChainUnavailable(_) => "chain_unavailable",
+        }
+    }
+
+    /// `true` when the subscription could not be checked (chain down, gate misconfigured), as
+    /// opposed to not granting access.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::NotConfigured | Self::ChainUnavailable(_))
     }
 }
 

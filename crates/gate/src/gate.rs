@@ -23,10 +23,14 @@ use tollgate_protocol::{
 };
 
 use crate::{
-    BuildError, FacilitatorError, InvalidProof, StoreError,
+    BuildError, FacilitatorError, InvalidProof, StoreError, SubscriptionError,
     facilitator::FacilitatorClient,
     memo::{self, MemoCheck, MemoSecret, MemoTerms},
     store::{self, MemoStore},
+    subscription::{
+        self, Checker, DEFAULT_SUBSCRIPTION_CACHE_TTL, DEFAULT_SUBSCRIPTION_GRACE,
+        DEFAULT_SUBSCRIPTION_POLL_INTERVAL, VerifiedSubscription,
+    },
 };
 
 /// Default memo lifetime: how long the terms of a 402 can be paid.
@@ -51,8 +55,9 @@ pub enum Pricing {
         /// The price per request.
         amount: Amount,
     },
-    /// A subscription to a plan. Its terms come from [`GateBuilder::plan`]. Verifying
-    /// subscriptions (`X-Service-Sub`) is not implemented yet: the plan is advertised in the 402.
+    /// A subscription to a plan. Its terms (in the 402) come from [`GateBuilder::plan`]; a request
+    /// with `X-Service-Sub` is served when the id is an ACTIVE, paid subscription to this plan,
+    /// checked on the chain given with [`GateBuilder::subscriptions`] (required).
     Subscription {
         /// The plan's id.
         plan: B256,
@@ -168,6 +173,7 @@ pub(crate) struct Inner {
     facilitator: FacilitatorClient,
     store: Arc<dyn MemoStore>,
     chain: Option<Arc<dyn Chain>>,
+    subscriptions: Option<Checker>,
     last_prune: AtomicU64,
 }
 
@@ -182,6 +188,7 @@ impl fmt::Debug for Gate {
             .field("memo_ttl", &i.memo_ttl)
             .field("store", &i.store)
             .field("on_chain", &i.chain.is_some())
+            .field("subscriptions", &i.subscriptions)
             .finish_non_exhaustive()
     }
 }
@@ -203,6 +210,10 @@ pub struct GateBuilder {
     store_url: Option<String>,
     chain: Option<Arc<dyn Chain>>,
     plans: Vec<PlanTerms>,
+    subscriptions: Option<(Arc<dyn Chain>, Address)>,
+    subscription_cache_ttl: Duration,
+    subscription_poll_interval: Duration,
+    subscription_grace: Duration,
 }
 
 impl fmt::Debug for GateBuilder {
@@ -236,6 +247,10 @@ impl Gate {
             store_url: None,
             chain: None,
             plans: Vec::new(),
+            subscriptions: None,
+            subscription_cache_ttl: DEFAULT_SUBSCRIPTION_CACHE_TTL,
+            subscription_poll_interval: DEFAULT_SUBSCRIPTION_POLL_INTERVAL,
+            subscription_grace: DEFAULT_SUBSCRIPTION_GRACE,
         }
     }
 }
@@ -341,6 +356,43 @@ impl GateBuilder {
         self
     }
 
+    /// Checks `X-Service-Sub` subscriptions on `chain`, against the `Subscriptions` contract at
+    /// `contract`. Required when any route is priced with [`Pricing::Subscription`]: without it,
+    /// a request carrying `X-Service-Sub` gets a 500 (`SubscriptionsNotConfigured`) and
+    /// [`Gate::payment_gate`] logs an error when it is built. Building the gate then starts a
+    /// background watcher of the contract's events (on the current tokio runtime), stopped when
+    /// the last clone of the gate is dropped.
+    pub fn subscriptions(mut self, chain: Arc<dyn Chain>, contract: Address) -> Self {
+        self.subscriptions = Some((chain, contract));
+        self
+    }
+
+    /// How long a subscription's on-chain status is reused without reading the chain again
+    /// (default [`DEFAULT_SUBSCRIPTION_CACHE_TTL`], 5 s; zero disables the cache). Ids whose
+    /// status changes with an event (pause, cancel, resume, renewal, failed renewal) are evicted
+    /// by the watcher sooner, within [`subscription_poll_interval`](Self::subscription_poll_interval):
+    /// the TTL bounds staleness only when the watcher cannot reach the chain.
+    pub fn subscription_cache_ttl(mut self, ttl: Duration) -> Self {
+        self.subscription_cache_ttl = ttl;
+        self
+    }
+
+    /// How often the watcher polls the subscriptions contract's events (default
+    /// [`DEFAULT_SUBSCRIPTION_POLL_INTERVAL`], 1 s): the staleness bound after an event.
+    pub fn subscription_poll_interval(mut self, interval: Duration) -> Self {
+        self.subscription_poll_interval = interval;
+        self
+    }
+
+    /// How long past its `paidThrough` an ACTIVE subscription that was not renewed yet is still
+    /// served (default [`DEFAULT_SUBSCRIPTION_GRACE`]: none; the chain's clock decides). With a
+    /// renewal keeper, set it to cover the keeper's lag so subscribers are not refused between
+    /// the end of a cycle and its collection. Whole seconds.
+    pub fn subscription_grace(mut self, grace: Duration) -> Self {
+        self.subscription_grace = grace;
+        self
+    }
+
     /// Builds the gate: checks the settings, builds the facilitator HTTP client and opens the memo
     /// store. Does not contact the facilitator (signers are fetched on the first proof).
     pub async fn build(self) -> Result<Gate, BuildError> {
@@ -389,6 +441,37 @@ impl GateBuilder {
             (None, Some(url)) => store::open(&url).await?,
             (None, None) => store::open("sqlite::memory:").await?,
         };
+        let subscriptions = match self.subscriptions {
+            None => None,
+            Some((chain, contract)) => {
+                if self.subscription_poll_interval.is_zero() {
+                    return Err(BuildError::Invalid {
+                        setting: "subscription_poll_interval",
+                        problem: "must be positive".into(),
+                    });
+                }
+                if contract == Address::ZERO {
+                    return Err(BuildError::Invalid {
+                        setting: "subscriptions",
+                        problem: "the zero address".into(),
+                    });
+                }
+                let rt =
+                    tokio::runtime::Handle::try_current().map_err(|_| BuildError::Invalid {
+                        setting: "subscriptions",
+                        problem:
+                            "the gate must be built on a tokio runtime (it runs a watcher task)"
+                                .into(),
+                    })?;
+                let settings = subscription::Settings {
+                    contract,
+                    cache_ttl: self.subscription_cache_ttl,
+                    poll_interval: self.subscription_poll_interval,
+                    grace: self.subscription_grace,
+                };
+                Some(Checker::start(chain, settings, &rt))
+            }
+        };
         let secret = self.secret.unwrap_or_else(|| B256::random().0);
         Ok(Gate {
             inner: Arc::new(Inner {
@@ -410,6 +493,7 @@ impl GateBuilder {
                 plans: self.plans,
                 store,
                 chain: self.chain,
+                subscriptions,
                 last_prune: AtomicU64::new(0),
             }),
         })
@@ -478,6 +562,36 @@ impl Gate {
     /// The memo TTL.
     pub fn memo_ttl(&self) -> Duration {
         self.inner.memo_ttl
+    }
+
+    /// Whether `id` is an ACTIVE subscription to one of `accepted_plans`, paid through now (the
+    /// chain's clock) within the grace ([`GateBuilder::subscription_grace`]). Reads the chain at
+    /// most once per id per [`GateBuilder::subscription_cache_ttl`]; see
+    /// [`GateBuilder::subscriptions`] for the event-driven eviction.
+    pub async fn verify_subscription(
+        &self,
+        id: B256,
+        accepted_plans: &[B256],
+    ) -> Result<VerifiedSubscription, SubscriptionError> {
+        let checker = self
+            .inner
+            .subscriptions
+            .as_ref()
+            .ok_or(SubscriptionError::NotConfigured)?;
+        if accepted_plans.is_empty() {
+            return Err(SubscriptionError::NotOffered);
+        }
+        checker.check(id, accepted_plans).await
+    }
+
+    /// How many times this gate has read a subscription from the chain (cache misses).
+    pub fn subscription_chain_reads(&self) -> u64 {
+        self.inner.subscriptions.as_ref().map_or(0, Checker::reads)
+    }
+
+    /// Whether [`GateBuilder::subscriptions`] was given.
+    pub(crate) fn checks_subscriptions(&self) -> bool {
+        self.inner.subscriptions.is_some()
     }
 
     pub(crate) fn public_url(&self) -> Option<&str> {

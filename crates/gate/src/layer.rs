@@ -17,8 +17,11 @@ use tollgate_protocol::{
 use tower_layer::Layer;
 use tower_service::Service;
 
+use alloy::primitives::B256;
+
 use crate::{
-    Expected, Gate, Offer, Pricing, ProofError, X402Failure, gate::path_of, parse_payment_proof,
+    Expected, Gate, Offer, Pricing, ProofError, SubscriptionError, VerifiedSubscription,
+    X_SERVICE_SUB, X402Failure, gate::path_of, parse_payment_proof, parse_subscription_id,
 };
 
 /// The request header carrying a payment: a Tollgate proof or an x402 V1 payload.
@@ -45,10 +48,16 @@ const RETRY_AFTER_SECS: &str = "5";
 /// | no `X-PAYMENT` | 402, fresh terms, `error: "X-PAYMENT header is required"` |
 /// | `X-PAYMENT` with a Tollgate proof that pays for this method, path and price | the inner service's response, plus `X-PAYMENT-RESPONSE` |
 /// | a proof that does not ([`crate::InvalidProof`]) | 402, fresh terms, `error: "InvalidPaymentProof"`, `reason` (its [`crate::InvalidProof::code`]) and `message` |
+/// | no `X-PAYMENT`, `X-Service-Sub: <id>` of an ACTIVE subscription to one of the route's plans, paid through now (the chain's clock, plus [`crate::GateBuilder::subscription_grace`]) | the inner service's response, with the [`VerifiedSubscription`] in the request's extensions (no memo, no `X-PAYMENT-RESPONSE`) |
+/// | `X-Service-Sub` with a malformed, unknown, paused, cancelled, overdue or foreign-plan id, or on a route not sold by subscription | 402, fresh terms, `error: "SubscriptionNotActive"`, `reason` ([`SubscriptionError::code`]) and `message` |
+/// | `X-Service-Sub` on a gate without [`crate::GateBuilder::subscriptions`] | **500** `{"error": {"code": "SubscriptionsNotConfigured"}}` and a `tracing::error!` |
 /// | `X-PAYMENT` with an x402 V1 `exact` payload | settled through the facilitator (`/verify`, `/settle`) first, then as a valid proof; refused: 402 with the x402 reason code in `error` |
 /// | x402 V2 (`PAYMENT-SIGNATURE`, or `x402Version: 2`) | 402, `error` saying only x402 V1 is supported |
 /// | a garbled, oversized or wrongly encoded `X-PAYMENT` | 402, `error: "InvalidPaymentProof"`, `reason` ([`ProofError::code`]) |
 /// | the facilitator, chain or memo store cannot be reached | **503** with `Retry-After` and `{"error": {"code", "message"}}`, and a `tracing::error!`: the payment could not be checked, not found wrong, so no memo is spent and the client should retry the same payment rather than pay again |
+///
+/// `X-PAYMENT` takes precedence over `X-Service-Sub` when both are sent (the one-time path is
+/// unchanged). Subscription statuses are cached; see [`crate::GateBuilder::subscriptions`].
 ///
 /// Every 402 body is the superset of [`Gate::build_payment_required`] (x402 V1 clients read it);
 /// nothing refused reaches the inner service.
@@ -70,6 +79,7 @@ pub struct PaymentGateLayer {
 struct Config {
     pricing: Vec<Pricing>,
     one_time: Option<Amount>,
+    plans: Vec<B256>,
     description: String,
     mime_type: String,
 }
@@ -103,11 +113,25 @@ impl Gate {
             Pricing::OneTime { amount } => Some(*amount),
             Pricing::Subscription { .. } => None,
         });
+        let plans: Vec<B256> = pricing
+            .iter()
+            .filter_map(|p| match p {
+                Pricing::Subscription { plan } => Some(*plan),
+                Pricing::OneTime { .. } => None,
+            })
+            .collect();
+        if !plans.is_empty() && !self.checks_subscriptions() {
+            tracing::error!(
+                "a route is priced by subscription but the gate has no subscriptions contract \
+                 (GateBuilder::subscriptions): X-Service-Sub requests will get 500"
+            );
+        }
         PaymentGateLayer {
             gate: self.clone(),
             config: Arc::new(Config {
                 pricing,
                 one_time,
+                plans,
                 description: String::new(),
                 mime_type: String::new(),
             }),
@@ -183,7 +207,9 @@ where
             match layer.authorize(req).await {
                 Ok((req, paid)) => {
                     let mut res = inner.call(req).await?;
-                    res.headers_mut().insert(X_PAYMENT_RESPONSE, paid);
+                    if let Some(paid) = paid {
+                        res.headers_mut().insert(X_PAYMENT_RESPONSE, paid);
+                    }
                     Ok(res)
                 }
                 Err(refused) => Ok(refused.map(ResBody::from)),
@@ -204,16 +230,65 @@ struct Body402 {
 }
 
 impl PaymentGateLayer {
-    /// The decision: the request with the `X-PAYMENT-RESPONSE` value to add, or the refusal.
+    /// The decision: the request with the `X-PAYMENT-RESPONSE` value to add (none for a
+    /// subscriber), or the refusal.
     async fn authorize<B>(
         &self,
         req: Request<B>,
-    ) -> Result<(Request<B>, HeaderValue), Response<String>> {
-        let (parts, body) = req.into_parts();
+    ) -> Result<(Request<B>, Option<HeaderValue>), Response<String>> {
+        let (mut parts, body) = req.into_parts();
+        if !parts.headers.contains_key(PAYMENT_SIGNATURE)
+            && !parts.headers.contains_key(X_PAYMENT)
+            && parts.headers.contains_key(X_SERVICE_SUB)
+        {
+            let sub = self.subscriber(&parts).await?;
+            parts.extensions.insert(sub);
+            return Ok((Request::from_parts(parts, body), None));
+        }
         let paid = self.decide(&parts).await?;
         let value = HeaderValue::from_str(&paid.encode())
             .map_err(|_| self.unavailable("InternalError", "cannot encode X-PAYMENT-RESPONSE"))?;
-        Ok((Request::from_parts(parts, body), value))
+        Ok((Request::from_parts(parts, body), Some(value)))
+    }
+
+    /// The subscription path: `X-Service-Sub` must name an ACTIVE, paid subscription to one of
+    /// this route's plans.
+    async fn subscriber(&self, parts: &Parts) -> Result<VerifiedSubscription, Response<String>> {
+        let mut values = parts.headers.get_all(X_SERVICE_SUB).iter();
+        let id = match (values.next(), values.next()) {
+            (Some(v), None) => v
+                .to_str()
+                .map_err(|_| SubscriptionError::Malformed)
+                .and_then(parse_subscription_id),
+            _ => Err(SubscriptionError::Malformed),
+        };
+        let result = match id {
+            Ok(id) => self.gate.verify_subscription(id, &self.config.plans).await,
+            Err(e) => Err(e),
+        };
+        result.map_err(|e| match e {
+            SubscriptionError::NotConfigured => {
+                tracing::error!(error = %e, "cannot check a subscription");
+                self.error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "SubscriptionsNotConfigured",
+                    "this server cannot check subscriptions",
+                )
+            }
+            SubscriptionError::ChainUnavailable(_) => {
+                tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot check a subscription");
+                self.unavailable("ChainUnavailable", &e.to_string())
+            }
+            e => {
+                tracing::debug!(reason = e.code(), "subscription refused");
+                self.payment_required(
+                    parts,
+                    ErrorCode::SubscriptionNotActive.as_str(),
+                    Some(e.code()),
+                    Some(e.to_string()),
+                )
+            }
+        })
     }
 
     async fn decide(&self, parts: &Parts) -> Result<SettlementResponseHeader, Response<String>> {
@@ -391,17 +466,24 @@ impl PaymentGateLayer {
     }
 
     fn unavailable(&self, code: &str, message: &str) -> Response<String> {
-        let json = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
-        let mut res = Response::new(json);
-        *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        let mut res = self.error_response(StatusCode::SERVICE_UNAVAILABLE, code, message);
         let h = res.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
         h.insert(
             header::RETRY_AFTER,
             HeaderValue::from_static(RETRY_AFTER_SECS),
+        );
+        res
+    }
+}
+
+impl PaymentGateLayer {
+    fn error_response(&self, status: StatusCode, code: &str, message: &str) -> Response<String> {
+        let json = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+        let mut res = Response::new(json);
+        *res.status_mut() = status;
+        res.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
         );
         res
     }

@@ -8,8 +8,11 @@ mod layer;
 mod memo;
 mod proof;
 pub mod store;
+mod subscription;
 
-pub use error::{BuildError, FacilitatorError, InvalidProof, ProofError, Result, StoreError};
+pub use error::{
+    BuildError, FacilitatorError, InvalidProof, ProofError, Result, StoreError, SubscriptionError,
+};
 pub use gate::{
     DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_SIGNERS_MIN_REFRESH,
     DEFAULT_SIGNERS_TTL, Expected, Gate, GateBuilder, Offer, Pricing, VerifiedPayment, X402Failure,
@@ -20,6 +23,10 @@ pub use layer::{
 };
 pub use proof::parse_payment_proof;
 pub use store::MemoStore;
+pub use subscription::{
+    DEFAULT_SUBSCRIPTION_CACHE_TTL, DEFAULT_SUBSCRIPTION_GRACE, DEFAULT_SUBSCRIPTION_POLL_INTERVAL,
+    VerifiedSubscription, X_SERVICE_SUB, parse_subscription_id,
+};
 pub use tollgate_protocol::{Amount, PaymentProof, PaymentRequired, PlanTerms};
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ mod amount;
 pub mod network;
 mod payment;
 mod required;
+mod subscription;
 pub mod x402;
 
 pub use amount::{Amount, AmountError};
@@ -13,6 +14,10 @@ pub use payment::{
     PendingResponse, ProofDecodeError, SettlementStatus, SignedPayment,
 };
 pub use required::{PaymentOption, PaymentRequired, PlanTerms, SPEC_VERSION, ServiceExtension};
+pub use subscription::{
+    AllowanceView, PermitSignature, PlanView, SubscribeRequest, SubscriptionQuote,
+    SubscriptionStatus, SubscriptionView,
+};
 
 use serde::{Deserialize, Serialize};
 

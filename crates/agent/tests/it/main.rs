@@ -4,4 +4,5 @@
 
 mod hostile;
 mod pay;
+mod subscribe;
 mod support;

@@ -6,6 +6,9 @@ pub(crate) mod devnet;
 pub(crate) mod facilitator;
 pub(crate) mod gateway;
 pub(crate) mod pay;
+pub(crate) mod plan;
+pub(crate) mod provider;
+pub(crate) mod subscribe;
 
 use std::{io::Write as _, path::Path};
 

@@ -103,14 +103,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
 }
 
 fn prepare(args: Args) -> anyhow::Result<(Agent, PayRequest)> {
-    let signer = match (&args.key, &args.key_file) {
-        (Some(hex), _) => tollgate_agent::signer_from_hex(hex)?,
-        (None, Some(path)) => tollgate_agent::signer_from_file(path)?,
-        (None, None) => match std::env::var("TOLLGATE_KEY") {
-            Ok(hex) => tollgate_agent::signer_from_hex(&hex).context("TOLLGATE_KEY")?,
-            Err(_) => anyhow::bail!("no key: pass --key-file FILE, --key HEX or set TOLLGATE_KEY"),
-        },
-    };
+    let signer = read_signer(args.key.as_deref(), args.key_file.as_deref())?;
     let mut policy = SpendPolicy::new(args.max, args.budget.unwrap_or(args.max));
     if !args.networks.is_empty() {
         policy = policy.networks(args.networks);
@@ -141,8 +134,26 @@ fn prepare(args: Args) -> anyhow::Result<(Agent, PayRequest)> {
     Ok((agent, request))
 }
 
+/// The key from `--key`, `--key-file` or `TOLLGATE_KEY`, in that order.
+pub(crate) fn read_signer(
+    key: Option<&str>,
+    key_file: Option<&std::path::Path>,
+) -> anyhow::Result<tollgate_agent::Secp256k1Signer> {
+    Ok(match (key, key_file) {
+        (Some(hex), _) => tollgate_agent::signer_from_hex(hex)?,
+        (None, Some(path)) => tollgate_agent::signer_from_file(path)?,
+        (None, None) => match std::env::var("TOLLGATE_KEY") {
+            Ok(hex) => tollgate_agent::signer_from_hex(&hex).context("TOLLGATE_KEY")?,
+            Err(_) => anyhow::bail!("no key: pass --key-file FILE, --key HEX or set TOLLGATE_KEY"),
+        },
+    })
+}
+
+/// The usage-error exit code, shared with `tollgate subscribe`.
+pub(crate) const USAGE_EXIT: u8 = exit::USAGE;
+
 /// `1`, `0.5`, `1.000001` tokens (6 decimals) to units.
-fn parse_tokens(s: &str) -> Result<Amount, String> {
+pub(crate) fn parse_tokens(s: &str) -> Result<Amount, String> {
     let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
     let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
     if whole.is_empty() && frac.is_empty() || !digits(whole) || !digits(frac) || frac.len() > 6 {
@@ -158,17 +169,18 @@ fn parse_tokens(s: &str) -> Result<Amount, String> {
     units.parse().map_err(|e| format!("{s:?}: {e}"))
 }
 
-fn exit_code(e: &Error) -> u8 {
+pub(crate) fn exit_code(e: &Error) -> u8 {
     match e {
         Error::PolicyViolation { .. } | Error::NoAcceptableOption { .. } => exit::REFUSED,
         Error::Http(_) | Error::Timeout { .. } => exit::NETWORK,
         Error::InvalidKey | Error::KeyFile { .. } | Error::InvalidUrl(_) => exit::USAGE,
+        Error::NoFacilitator | Error::NoSubscriptionNetwork { .. } => exit::REFUSED,
         _ => exit::PAYMENT_FAILED,
     }
 }
 
 /// The error and its causes on one line.
-fn chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     let mut text = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {
@@ -209,7 +221,7 @@ fn tokens(a: Amount) -> String {
     format!("{whole}.{frac}")
 }
 
-fn report(line: &str) {
+pub(crate) fn report(line: &str) {
     // stderr is where diagnostics go; if it is closed there is nowhere to report that.
     let _ = writeln!(std::io::stderr(), "{line}");
 }

@@ -227,6 +227,32 @@ pub(super) fn status_counts(rows: Vec<(String, i64)>) -> StoreResult<Vec<(Settle
     Ok(counts.to_vec())
 }
 
+/// A `plans` row as selected: network, plan id, provider, relayer, created at.
+pub(super) type PlanRow = (String, String, String, String, i64);
+
+/// Encodes a plan owner's key columns: plan id, provider, relayer, created at.
+pub(super) fn encode_plan(p: &super::PlanOwner) -> StoreResult<(String, String, String, i64)> {
+    Ok((
+        b256(&p.plan_id),
+        address(&p.provider),
+        address(&p.relayer),
+        int("created_at", p.created_at)?,
+    ))
+}
+
+/// Decodes a `plans` row.
+pub(super) fn decode_plan(row: PlanRow) -> StoreResult<super::PlanOwner> {
+    let (network, plan_id, provider, relayer, created_at) = row;
+    Ok(super::PlanOwner {
+        network,
+        plan_id: parse_b256("plan_id", &plan_id)?,
+        provider: parse_address("provider", &provider)?,
+        relayer: parse_address("relayer", &relayer)?,
+        created_at: u64::try_from(created_at)
+            .map_err(|_| StoreError::Corrupt(format!("created_at {created_at} is negative")))?,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

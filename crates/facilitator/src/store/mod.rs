@@ -113,6 +113,22 @@ pub struct Settlement {
     pub updated_at: u64,
 }
 
+/// A plan the facilitator created for a provider: who owns it and which relayer created it (its
+/// on-chain provider and operator).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanOwner {
+    /// Network name.
+    pub network: String,
+    /// The on-chain plan id.
+    pub plan_id: B256,
+    /// The provider (the API key's owner) that created it.
+    pub provider: Address,
+    /// The relayer that sent `createPlan` (the plan's on-chain provider and operator).
+    pub relayer: Address,
+    /// Unix seconds.
+    pub created_at: u64,
+}
+
 /// The facilitator's persistence. Every write is one transaction; every state change is
 /// idempotent (repeating it leaves the row as the first call did).
 #[async_trait]
@@ -178,6 +194,33 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Revokes a key; returns whether one was revoked.
     async fn revoke_api_key(&self, key_hash: B256, at: u64) -> StoreResult<bool>;
+
+    /// Records a registration challenge issued to `address` (keyed by the keccak-256 of its
+    /// text). A hash already stored keeps its first row.
+    async fn insert_provider_challenge(
+        &self,
+        challenge_hash: B256,
+        address: Address,
+        expires_at: u64,
+        at: u64,
+    ) -> StoreResult<()>;
+
+    /// Consumes the challenge atomically: marks it used if it exists, was issued to `address`,
+    /// is unused and `expires_at > at`. Returns whether it was consumed (at most one caller
+    /// ever gets `true` for a challenge).
+    async fn consume_provider_challenge(
+        &self,
+        challenge_hash: B256,
+        address: Address,
+        at: u64,
+    ) -> StoreResult<bool>;
+
+    /// Records a plan's owner unless `(network, plan_id)` is recorded; returns the row as stored
+    /// either way (first writer wins).
+    async fn insert_plan(&self, plan: &PlanOwner) -> StoreResult<PlanOwner>;
+
+    /// The owner of the plan `plan_id` on `network`, if the facilitator created it.
+    async fn plan_owner(&self, network: &str, plan_id: B256) -> StoreResult<Option<PlanOwner>>;
 }
 
 /// Opens the store named by `url`: `sqlite://PATH` (created if missing; WAL) or

@@ -18,7 +18,7 @@ use sqlx::{
 use tollgate_protocol::SettlementStatus;
 
 use super::{
-    NewSettlement, Settlement, Store, StoreError, StoreResult,
+    NewSettlement, PlanOwner, Settlement, Store, StoreError, StoreResult,
     codec::{self, NewRow, SettlementRow, settlement_columns},
 };
 
@@ -137,6 +137,20 @@ const API_KEY_PROVIDER: &str =
 
 const REVOKE_API_KEY: &str =
     "UPDATE api_keys SET revoked_at = $2 WHERE key_hash = $1 AND revoked_at IS NULL";
+
+// A challenge hash already stored keeps its first row (hashes of random texts do not collide).
+const INSERT_CHALLENGE: &str = "INSERT INTO provider_challenges \
+     (challenge_hash, address, expires_at, created_at) VALUES ($1, $2, $3, $4) \
+     ON CONFLICT (challenge_hash) DO NOTHING";
+
+// One statement: of concurrent registrations with one challenge, exactly one changes the row.
+const CONSUME_CHALLENGE: &str = "UPDATE provider_challenges SET used_at = $3 \
+     WHERE challenge_hash = $1 AND address = $2 AND used_at IS NULL AND expires_at > $3";
+
+const INSERT_PLAN: &str = "INSERT INTO plans (network, plan_id, provider, relayer, created_at) \
+     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (network, plan_id) DO NOTHING";
+
+const SELECT_PLAN: &str = "SELECT network, plan_id, provider, relayer, created_at FROM plans WHERE network = $1 AND plan_id = $2";
 
 #[async_trait]
 impl Store for PostgresStore {
@@ -308,5 +322,67 @@ impl Store for PostgresStore {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() > 0)
+    }
+
+    async fn insert_provider_challenge(
+        &self,
+        challenge_hash: B256,
+        address: Address,
+        expires_at: u64,
+        at: u64,
+    ) -> StoreResult<()> {
+        sqlx::query(INSERT_CHALLENGE)
+            .bind(codec::b256(&challenge_hash))
+            .bind(codec::address(&address))
+            .bind(codec::int("expires_at", expires_at)?)
+            .bind(codec::int("created_at", at)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn consume_provider_challenge(
+        &self,
+        challenge_hash: B256,
+        address: Address,
+        at: u64,
+    ) -> StoreResult<bool> {
+        // A concurrent consumer waits for the row lock, then re-checks `used_at`: one wins.
+        let done = sqlx::query(CONSUME_CHALLENGE)
+            .bind(codec::b256(&challenge_hash))
+            .bind(codec::address(&address))
+            .bind(codec::int("used_at", at)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn insert_plan(&self, plan: &PlanOwner) -> StoreResult<PlanOwner> {
+        let (plan_id, provider, relayer, at) = codec::encode_plan(plan)?;
+        let mut conn = self.pool.acquire().await?;
+        sqlx::query(INSERT_PLAN)
+            .bind(&plan.network)
+            .bind(&plan_id)
+            .bind(&provider)
+            .bind(&relayer)
+            .bind(at)
+            .execute(&mut *conn)
+            .await?;
+        // Rows are never deleted: the row is there, ours or the first writer's.
+        let row: codec::PlanRow = sqlx::query_as(SELECT_PLAN)
+            .bind(&plan.network)
+            .bind(&plan_id)
+            .fetch_one(&mut *conn)
+            .await?;
+        codec::decode_plan(row)
+    }
+
+    async fn plan_owner(&self, network: &str, plan_id: B256) -> StoreResult<Option<PlanOwner>> {
+        let row: Option<codec::PlanRow> = sqlx::query_as(SELECT_PLAN)
+            .bind(network)
+            .bind(codec::b256(&plan_id))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(codec::decode_plan).transpose()
     }
 }

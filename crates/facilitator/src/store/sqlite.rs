@@ -27,7 +27,7 @@ use sqlx::{
 use tollgate_protocol::SettlementStatus;
 
 use super::{
-    NewSettlement, Settlement, Store, StoreError, StoreResult,
+    NewSettlement, PlanOwner, Settlement, Store, StoreError, StoreResult,
     codec::{self, NewRow, SettlementRow, settlement_columns},
 };
 
@@ -324,6 +324,20 @@ const API_KEY_PROVIDER: &str =
 const REVOKE_API_KEY: &str =
     "UPDATE api_keys SET revoked_at = ?2 WHERE key_hash = ?1 AND revoked_at IS NULL";
 
+// A challenge hash already stored keeps its first row (hashes of random texts do not collide).
+const INSERT_CHALLENGE: &str = "INSERT INTO provider_challenges \
+     (challenge_hash, address, expires_at, created_at) VALUES (?1, ?2, ?3, ?4) \
+     ON CONFLICT (challenge_hash) DO NOTHING";
+
+// One statement: of concurrent registrations with one challenge, exactly one changes the row.
+const CONSUME_CHALLENGE: &str = "UPDATE provider_challenges SET used_at = ?3 \
+     WHERE challenge_hash = ?1 AND address = ?2 AND used_at IS NULL AND expires_at > ?3";
+
+const INSERT_PLAN: &str = "INSERT INTO plans (network, plan_id, provider, relayer, created_at) \
+     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (network, plan_id) DO NOTHING";
+
+const SELECT_PLAN: &str = "SELECT network, plan_id, provider, relayer, created_at FROM plans WHERE network = ?1 AND plan_id = ?2";
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn migrate(&self) -> StoreResult<()> {
@@ -533,6 +547,85 @@ impl Store for SqliteStore {
             })
         })
         .await
+    }
+
+    async fn insert_provider_challenge(
+        &self,
+        challenge_hash: B256,
+        address: Address,
+        expires_at: u64,
+        at: u64,
+    ) -> StoreResult<()> {
+        let expires_at = codec::int("expires_at", expires_at)?;
+        let at = codec::int("created_at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(INSERT_CHALLENGE)
+                    .bind(codec::b256(&challenge_hash))
+                    .bind(codec::address(&address))
+                    .bind(expires_at)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn consume_provider_challenge(
+        &self,
+        challenge_hash: B256,
+        address: Address,
+        at: u64,
+    ) -> StoreResult<bool> {
+        let at = codec::int("used_at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(CONSUME_CHALLENGE)
+                    .bind(codec::b256(&challenge_hash))
+                    .bind(codec::address(&address))
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    async fn insert_plan(&self, plan: &PlanOwner) -> StoreResult<PlanOwner> {
+        let (plan_id, provider, relayer, at) = codec::encode_plan(plan)?;
+        let network = plan.network.clone();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(INSERT_PLAN)
+                    .bind(&network)
+                    .bind(&plan_id)
+                    .bind(&provider)
+                    .bind(&relayer)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                // Rows are never deleted: the row is there, ours or the first writer's.
+                let row: codec::PlanRow = sqlx::query_as(SELECT_PLAN)
+                    .bind(&network)
+                    .bind(&plan_id)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                codec::decode_plan(row)
+            })
+        })
+        .await
+    }
+
+    async fn plan_owner(&self, network: &str, plan_id: B256) -> StoreResult<Option<PlanOwner>> {
+        let row: Option<codec::PlanRow> = sqlx::query_as(SELECT_PLAN)
+            .bind(network)
+            .bind(codec::b256(&plan_id))
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(codec::decode_plan).transpose()
     }
 }
 

@@ -3,6 +3,8 @@
 
 mod authorize;
 mod config;
+mod providers;
 mod store;
+mod subscriptions;
 mod support;
 mod x402;

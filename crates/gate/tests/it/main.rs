@@ -4,5 +4,6 @@
 
 mod onetime;
 mod store;
+mod subscriptions;
 mod support;
 mod x402;

@@ -1,0 +1,341 @@
+//! [`Agent::subscribe`]: the spec's subscription flow from the subscriber's side.
+
+use alloy::primitives::{B256, U256};
+use reqwest::StatusCode;
+use tollgate_chain::authorization::{
+    Permit, Subscribe as SubscribeIntent, sign, subscriptions_domain, token_domain,
+};
+use tollgate_protocol::{
+    Amount, PermitSignature, SubscribeRequest, SubscriptionQuote, SubscriptionStatus,
+    SubscriptionView,
+};
+
+use crate::{
+    Agent, Error, Result,
+    agent::read_limited,
+    facilitator::{self, NetworkInfo},
+};
+
+/// How many cycles (plan amount plus the overage cap each) the standing EIP-2612 permit covers.
+///
+/// The permit sets the subscriptions contract's allowance, which renewals and overage charges
+/// draw on; the contract never pulls more than `amount + maxOverage` per cycle whatever the
+/// allowance, so the allowance only bounds how long renewals run before the agent must sign
+/// again. Twelve cycles (a year of monthly plans) is the trade-off: renewals need no attention
+/// for a year, and a compromised contract could reach at most a year's worth. The permit adds to
+/// the current allowance (which other subscriptions may be drawing on) rather than replacing it.
+pub const PERMIT_CYCLES: u64 = 12;
+/// How long the `Subscribe` intent is valid (seconds after the chain's clock).
+const INTENT_VALIDITY_SECS: u64 = 600;
+/// How long the permit is valid.
+const PERMIT_VALIDITY_SECS: u64 = 3600;
+/// The largest facilitator answer read.
+const MAX_ANSWER: usize = 64 * 1024;
+
+/// What [`Agent::subscribe`] subscribes to.
+///
+/// ```
+/// use tollgate_agent::{Amount, Subscribe};
+/// # let plan_id = Default::default();
+/// let subscribe = Subscribe {
+///     plan_id,
+///     max_overage: Amount::from_units(250_000),
+///     ..Default::default()
+/// }
+/// .facilitator("https://facilitator.example");
+/// assert_eq!(subscribe.facilitator.as_deref(), Some("https://facilitator.example"));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Subscribe {
+    /// The plan (its on-chain id).
+    pub plan_id: B256,
+    /// The overage cap per cycle, in the token's smallest unit.
+    pub max_overage: Amount,
+    /// The facilitator's base URL; default: the agent's only configured facilitator
+    /// ([`AgentBuilder::facilitators`](crate::AgentBuilder::facilitators)).
+    pub facilitator: Option<String>,
+    /// The network; default: the facilitator's only network with a subscriptions contract.
+    pub network: Option<String>,
+}
+
+impl Subscribe {
+    /// Subscribes to `plan_id` with an overage cap of `max_overage` per cycle.
+    pub fn new(plan_id: B256, max_overage: Amount) -> Self {
+        Self {
+            plan_id,
+            max_overage,
+            ..Self::default()
+        }
+    }
+
+    /// Through this facilitator.
+    #[must_use]
+    pub fn facilitator(mut self, url: impl Into<String>) -> Self {
+        self.facilitator = Some(url.into());
+        self
+    }
+
+    /// On this network.
+    #[must_use]
+    pub fn network(mut self, network: impl Into<String>) -> Self {
+        self.network = Some(network.into());
+        self
+    }
+}
+
+/// A subscription, as confirmed on-chain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Subscription {
+    /// Its id (what `X-Service-Sub` carries).
+    pub id: B256,
+    /// Its state.
+    pub status: SubscriptionStatus,
+    /// The plan.
+    pub plan_id: B256,
+    /// Unix seconds: the end of the paid period.
+    pub paid_through: u64,
+    /// The overage cap per cycle.
+    pub allowance_cap: Amount,
+    /// What may still be charged this cycle.
+    pub allowance_remaining: Amount,
+    /// The transaction that created it, when known.
+    pub tx_hash: Option<B256>,
+}
+
+impl From<SubscriptionView> for Subscription {
+    fn from(v: SubscriptionView) -> Self {
+        Self {
+            id: v.id,
+            status: v.status,
+            plan_id: v.plan_id,
+            paid_through: v.paid_through,
+            allowance_cap: v.allowance.cap,
+            allowance_remaining: v.allowance.remaining,
+            tx_hash: v.tx_hash,
+        }
+    }
+}
+
+impl Agent {
+    /// Subscribes to a plan (the spec's subscription flow).
+    ///
+    /// 1. Read the facilitator's `/.well-known/tollgate` (chain id, token and its EIP-712 domain,
+    ///    subscriptions contract) and `GET /subscriptions/quote` (the plan's terms, the
+    ///    agent's nonces and current allowance, the chain's clock).
+    /// 2. Apply the [`SpendPolicy`](crate::SpendPolicy): the first cycle's `amount` must pass the
+    ///    network, token and payee allow-lists and the per-request cap, and is reserved in the
+    ///    budget. A deprecated plan is [`Error::PlanDeprecated`] here, before anything is signed.
+    /// 3. Sign an EIP-2612 permit to the subscriptions contract (current allowance plus
+    ///    [`PERMIT_CYCLES`] × (`amount` + `max_overage`)) and the `Subscribe` intent.
+    /// 4. `POST /subscriptions`; the facilitator relays `subscribeWithSig` and answers after
+    ///    confirmation, with the first cycle billed.
+    ///
+    /// `InsufficientFunds` and `PlanDeprecated` from the facilitator come back as
+    /// [`Error::InsufficientFunds`] and [`Error::PlanDeprecated`]; nothing was created then.
+    pub async fn subscribe(&self, subscribe: Subscribe) -> Result<Subscription> {
+        let base = self.subscription_facilitator(subscribe.facilitator.as_deref())?;
+        let wk = self.well_known(&base).await?;
+        let (network, info) = match subscribe.network.as_deref() {
+            Some(name) => wk
+                .network(name)
+                .filter(|i| i.subscriptions.is_some())
+                .map(|i| (name.to_owned(), i.clone())),
+            None => {
+                let mut with = wk
+                    .networks
+                    .iter()
+                    .filter(|(_, i)| i.subscriptions.is_some());
+                match (with.next(), with.next()) {
+                    (Some((n, i)), None) => Some((n.clone(), i.clone())),
+                    _ => None,
+                }
+            }
+        }
+        .ok_or_else(|| Error::NoSubscriptionNetwork {
+            network: subscribe
+                .network
+                .clone()
+                .unwrap_or_else(|| "any network".into()),
+        })?;
+        let quote = self
+            .quote(&base, &network, &info, subscribe.plan_id)
+            .await?;
+        let plan = &quote.plan;
+        if plan.deprecated {
+            return Err(Error::PlanDeprecated);
+        }
+        self.inner
+            .policy
+            .check(&network, plan.token, plan.pay_to, plan.amount)
+            .map_err(|what| Error::PolicyViolation { what })?;
+        let reservation = self
+            .inner
+            .budget
+            .reserve(plan.amount)
+            .map_err(|what| Error::PolicyViolation { what })?;
+
+        let per_cycle = plan
+            .amount
+            .get()
+            .saturating_add(subscribe.max_overage.get());
+        let permit_value = quote
+            .allowance
+            .get()
+            .saturating_add(per_cycle.saturating_mul(U256::from(PERMIT_CYCLES)));
+        let permit = Permit {
+            owner: self.inner.address,
+            spender: quote.subscriptions,
+            value: permit_value,
+            nonce: quote.permit_nonce.get(),
+            deadline: U256::from(quote.now + PERMIT_VALIDITY_SECS),
+        };
+        let token = token_domain(
+            info.token_name.clone(),
+            info.token_version.clone(),
+            info.chain_id,
+            info.token,
+        );
+        let permit_signature = sign(&self.inner.signer, &permit, &token).map_err(Error::Signing)?;
+        let deadline = quote.now + INTENT_VALIDITY_SECS;
+        let intent = SubscribeIntent {
+            planId: plan.id,
+            subscriber: self.inner.address,
+            maxOverage: subscribe.max_overage.get(),
+            nonce: quote.nonce.get(),
+            deadline: U256::from(deadline),
+        };
+        let domain = subscriptions_domain(info.chain_id, quote.subscriptions);
+        let signature = sign(&self.inner.signer, &intent, &domain).map_err(Error::Signing)?;
+        let body = SubscribeRequest {
+            network,
+            plan_id: plan.id,
+            subscriber: self.inner.address,
+            max_overage: subscribe.max_overage,
+            deadline,
+            signature,
+            permit: PermitSignature {
+                value: Amount(permit_value),
+                deadline: quote.now + PERMIT_VALIDITY_SECS,
+                signature: permit_signature,
+            },
+        };
+        let sent = self
+            .inner
+            .http
+            .post(format!("{base}/subscriptions"))
+            .json(&body)
+            .send()
+            .await;
+        let response = match sent {
+            Err(e) if e.is_connect() => return Err(e.into()),
+            other => other?,
+        };
+        let status = response.status();
+        let bytes = read_limited(response, MAX_ANSWER)
+            .await?
+            .ok_or(Error::ResponseTooLarge { limit: MAX_ANSWER })?;
+        if status != StatusCode::OK {
+            // Refused: nothing was created, the reservation is released.
+            return Err(subscription_error(status, &bytes));
+        }
+        reservation.commit();
+        let view: SubscriptionView =
+            serde_json::from_slice(&bytes).map_err(|e| Error::Facilitator {
+                status: status.as_u16(),
+                code: "Unreadable".into(),
+                message: format!("/subscriptions: {e}"),
+            })?;
+        if view.plan_id != plan.id || view.subscriber != self.inner.address {
+            return Err(Error::Facilitator {
+                status: 0,
+                code: "WrongSubscription".into(),
+                message: format!(
+                    "the facilitator answered subscription {} of another plan or subscriber",
+                    view.id
+                ),
+            });
+        }
+        Ok(view.into())
+    }
+
+    /// The facilitator to subscribe through: the one given (which must be among the configured
+    /// ones, if any are), or the only configured one.
+    fn subscription_facilitator(&self, given: Option<&str>) -> Result<String> {
+        let configured = self.inner.facilitators.as_deref();
+        match (given.map(|g| g.trim_end_matches('/')), configured) {
+            (Some(g), Some(list)) if !list.iter().any(|f| f == g) => Err(Error::NoFacilitator),
+            (Some(g), _) => Ok(g.to_owned()),
+            (None, Some([only])) => Ok(only.clone()),
+            (None, _) => Err(Error::NoFacilitator),
+        }
+    }
+
+    /// `GET /subscriptions/quote`, checked against the facilitator's published network.
+    async fn quote(
+        &self,
+        base: &str,
+        network: &str,
+        info: &NetworkInfo,
+        plan_id: B256,
+    ) -> Result<SubscriptionQuote> {
+        let url = url::Url::parse_with_params(
+            &format!("{base}/subscriptions/quote"),
+            [
+                ("network", network.to_owned()),
+                ("planId", plan_id.to_string()),
+                ("subscriber", self.inner.address.to_string()),
+            ],
+        )?;
+        let response = self.inner.http.get(url).send().await?;
+        let status = response.status();
+        let bytes = read_limited(response, MAX_ANSWER)
+            .await?
+            .ok_or(Error::ResponseTooLarge { limit: MAX_ANSWER })?;
+        if status != StatusCode::OK {
+            return Err(subscription_error(status, &bytes));
+        }
+        let quote: SubscriptionQuote =
+            serde_json::from_slice(&bytes).map_err(|e| Error::Facilitator {
+                status: status.as_u16(),
+                code: "Unreadable".into(),
+                message: format!("/subscriptions/quote: {e}"),
+            })?;
+        let mismatch = |what: &str| Error::Facilitator {
+            status: 0,
+            code: "InconsistentQuote".into(),
+            message: format!("the quote's {what} differs from /.well-known/tollgate"),
+        };
+        if quote.chain_id != info.chain_id {
+            return Err(mismatch("chain id"));
+        }
+        if Some(quote.subscriptions) != info.subscriptions {
+            return Err(mismatch("subscriptions contract"));
+        }
+        if quote.plan.id != plan_id {
+            return Err(mismatch("plan"));
+        }
+        if quote.plan.token != info.token {
+            // The permit is signed under the token's EIP-712 domain, which only the facilitator's
+            // own token is published with.
+            return Err(Error::Facilitator {
+                status: 0,
+                code: "UnsupportedToken".into(),
+                message: format!(
+                    "plan {plan_id} is paid in {}, not {}",
+                    quote.plan.token, info.token
+                ),
+            });
+        }
+        Ok(quote)
+    }
+}
+
+/// The typed error of a refused subscription: the spec's `PlanDeprecated` and
+/// `InsufficientFunds` by name, anything else as [`Error::Facilitator`].
+fn subscription_error(status: StatusCode, body: &[u8]) -> Error {
+    match facilitator::error_from(status, body) {
+        Error::Facilitator { code, .. } if code == "PlanDeprecated" => Error::PlanDeprecated,
+        other => other,
+    }
+}

@@ -1,0 +1,353 @@
+//! Plans published through the facilitator with a provider's API key.
+//!
+//! The facilitator's plan relayer (its first relayer key) sends `Subscriptions.createPlan` with
+//! itself as the operator and `salt = keccak256(abi.encode(provider, idempotencyKey))`, so the
+//! plan id, `planIdFor(relayer, salt)`, is known before anything is sent and a retry with the same
+//! idempotency key finds the same plan instead of creating another. Ownership (plan id → the
+//! provider) is recorded in the store before the transaction is sent; only the owner may
+//! deprecate. A deprecated plan takes no new subscriptions; existing ones keep running until
+//! cancelled.
+
+use alloy::{
+    primitives::{Address, B256, keccak256},
+    sol_types::{SolCall, SolValue},
+};
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::StatusCode,
+};
+use serde::{Deserialize, Serialize};
+use tollgate_chain::{
+    Confirmation, Error as ChainError, TxRequest, WaitOptions,
+    contracts::{self, Revert, Subscriptions},
+};
+use tollgate_protocol::Amount;
+
+use crate::{
+    error::{ApiError, ApiJson},
+    facilitator::{Facilitator, Network, unix_now},
+    providers::Provider,
+    settle::{chain_error, revert_error},
+    store::PlanOwner,
+};
+
+/// The default billing interval: 30 days, in seconds.
+pub(crate) const DEFAULT_INTERVAL: u64 = 30 * 24 * 3600;
+
+/// Longest idempotency key accepted, in bytes.
+const MAX_IDEMPOTENCY_KEY: usize = 200;
+
+/// A plan as the API shows it: the on-chain terms and the owning provider.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PlanView {
+    plan_id: B256,
+    network: String,
+    token: Address,
+    pay_to: Address,
+    amount: Amount,
+    interval: u64,
+    deprecated: bool,
+    /// The provider that created it through this facilitator, else its on-chain creator.
+    provider: Address,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct CreatePlanRequest {
+    network: String,
+    amount: Amount,
+    #[serde(default = "default_interval")]
+    interval: u64,
+    #[serde(default)]
+    pay_to: Option<Address>,
+    idempotency_key: String,
+}
+
+fn default_interval() -> u64 {
+    DEFAULT_INTERVAL
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NetworkQuery {
+    #[serde(default)]
+    network: Option<String>,
+}
+
+/// The salt of a provider's plan: `keccak256(abi.encode(provider, idempotencyKey))`.
+pub(crate) fn plan_salt(provider: Address, idempotency_key: &str) -> B256 {
+    keccak256((provider, idempotency_key.to_owned()).abi_encode_params())
+}
+
+/// `Subscriptions.planIdFor(creator, salt)`, computed locally.
+pub(crate) fn plan_id_for(creator: Address, salt: B256) -> B256 {
+    keccak256((creator, salt).abi_encode_params())
+}
+
+impl Facilitator {
+    /// The network named (or the only one, when `name` is `None`) with its Subscriptions contract.
+    fn plan_network(&self, name: Option<&str>) -> Result<(&Network, Address), ApiError> {
+        let net = match name {
+            Some(name) => self.network(name).ok_or_else(|| {
+                ApiError::invalid(
+                    "UnknownNetwork",
+                    format!("network: {name:?} is not served by this facilitator"),
+                )
+            })?,
+            None if self.inner.networks.len() == 1 => self
+                .inner
+                .networks
+                .values()
+                .next()
+                .ok_or_else(|| ApiError::internal(&"a facilitator with one network has none"))?,
+            None => {
+                return Err(ApiError::bad_request(
+                    "InvalidField",
+                    "network: required when the facilitator serves several networks",
+                ));
+            }
+        };
+        let subscriptions = net.spec.subscriptions.ok_or_else(|| {
+            ApiError::invalid(
+                "SubscriptionsUnavailable",
+                format!(
+                    "network {}: no Subscriptions contract configured",
+                    net.spec.name
+                ),
+            )
+        })?;
+        Ok((net, subscriptions))
+    }
+
+    /// Reads the plan from the chain; `None` when no plan has this id.
+    async fn read_plan(
+        &self,
+        net: &Network,
+        subscriptions: Address,
+        plan_id: B256,
+    ) -> Result<Option<PlanView>, ApiError> {
+        let p = contracts::read(
+            &*net.chain,
+            subscriptions,
+            &Subscriptions::plansCall { planId: plan_id },
+        )
+        .await
+        .map_err(|e| chain_error(&e))?;
+        if p.provider == Address::ZERO {
+            return Ok(None);
+        }
+        let owner = self.store().plan_owner(&net.spec.name, plan_id).await?;
+        Ok(Some(PlanView {
+            plan_id,
+            network: net.spec.name.clone(),
+            token: p.token,
+            pay_to: p.payTo,
+            amount: Amount(p.amount),
+            interval: p.interval,
+            deprecated: p.deprecated,
+            provider: owner.map_or(p.provider, |o| o.provider),
+        }))
+    }
+
+    /// Sends `tx` and waits for its confirmation; a revert comes back as
+    /// `Err(Ok(revert))`, any other failure as `Err(Err(api error))`.
+    async fn send_confirmed(
+        &self,
+        net: &Network,
+        tx: TxRequest,
+    ) -> Result<(), Result<Revert, ApiError>> {
+        let opts = WaitOptions {
+            confirmations: net.spec.confirmations,
+            timeout: self.settings().confirmation_timeout,
+        };
+        match net.chain.send_and_wait(tx, opts).await {
+            Ok(Confirmation::Confirmed(_)) => Ok(()),
+            Ok(Confirmation::Pending { tx_hash }) => Err(Err(ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Pending",
+                format!("transaction {tx_hash} is not confirmed yet; retry the same request"),
+            ))),
+            Err(ChainError::Revert(r)) => Err(Ok(r)),
+            Err(ChainError::Reverted {
+                reason: Some(r), ..
+            }) => Err(Ok(r)),
+            Err(e) => Err(Err(chain_error(&e))),
+        }
+    }
+}
+
+/// `POST /plans`.
+pub(crate) async fn create(
+    State(f): State<Facilitator>,
+    provider: Provider,
+    ApiJson(req): ApiJson<CreatePlanRequest>,
+) -> Result<(StatusCode, Json<PlanView>), ApiError> {
+    if req.idempotency_key.is_empty() || req.idempotency_key.len() > MAX_IDEMPOTENCY_KEY {
+        return Err(ApiError::bad_request(
+            "InvalidField",
+            format!("idempotencyKey: 1 to {MAX_IDEMPOTENCY_KEY} bytes"),
+        ));
+    }
+    if req.amount.0.is_zero() {
+        return Err(ApiError::invalid("InvalidPlan", "amount: must be positive"));
+    }
+    if req.interval == 0 {
+        return Err(ApiError::invalid(
+            "InvalidPlan",
+            "interval: must be positive (seconds)",
+        ));
+    }
+    let pay_to = req.pay_to.unwrap_or(provider.address);
+    if pay_to == Address::ZERO {
+        return Err(ApiError::invalid(
+            "InvalidPlan",
+            "payTo: the zero address cannot be paid",
+        ));
+    }
+    let (net, subscriptions) = f.plan_network(Some(&req.network))?;
+    // The first relayer creates every plan, so the id is stable across retries.
+    let relayer = *f
+        .inner
+        .relayers
+        .first()
+        .ok_or_else(|| ApiError::internal(&"no relayer"))?;
+    let salt = plan_salt(provider.address, &req.idempotency_key);
+    let plan_id = plan_id_for(relayer, salt);
+    let _guard = f.inner.locks.lock(plan_id).await;
+
+    let owner = f
+        .store()
+        .insert_plan(&PlanOwner {
+            network: net.spec.name.clone(),
+            plan_id,
+            provider: provider.address,
+            relayer,
+            created_at: unix_now(),
+        })
+        .await?;
+    if owner.provider != provider.address {
+        // The salt commits to the provider, so this takes a hash collision.
+        return Err(ApiError::internal(&"plan id owned by another provider"));
+    }
+    if let Some(existing) = f.read_plan(net, subscriptions, plan_id).await? {
+        return Ok((StatusCode::OK, Json(existing)));
+    }
+    let call = Subscriptions::createPlanCall {
+        token: net.spec.token,
+        payTo: pay_to,
+        amount: req.amount.0,
+        interval: req.interval,
+        operator: relayer,
+        salt,
+    };
+    let tx = TxRequest::call(relayer, subscriptions, call.abi_encode());
+    match f.send_confirmed(net, tx).await {
+        Ok(()) | Err(Ok(Revert::PlanExists { .. })) => {}
+        Err(Ok(revert)) => return Err(revert_error(&revert)),
+        Err(Err(e)) => return Err(e),
+    }
+    tracing::info!(%plan_id, provider = %provider.address, network = %net.spec.name, "plan created");
+    let plan = f
+        .read_plan(net, subscriptions, plan_id)
+        .await?
+        .ok_or_else(|| ApiError::internal(&"confirmed createPlan left no plan"))?;
+    Ok((StatusCode::CREATED, Json(plan)))
+}
+
+fn parse_plan_id(id: &str) -> Result<B256, ApiError> {
+    id.parse().map_err(|_| {
+        ApiError::bad_request(
+            "InvalidField",
+            "id: expected a 0x-prefixed 32-byte hex plan id",
+        )
+    })
+}
+
+/// `GET /plans/{id}?network=`.
+pub(crate) async fn show(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    Query(q): Query<NetworkQuery>,
+) -> Result<Json<PlanView>, ApiError> {
+    let plan_id = parse_plan_id(&id)?;
+    let (net, subscriptions) = f.plan_network(q.network.as_deref())?;
+    f.read_plan(net, subscriptions, plan_id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found(format!("no plan {plan_id} on {}", net.spec.name)))
+}
+
+/// `POST /plans/{id}/deprecate?network=`: owner only; idempotent.
+pub(crate) async fn deprecate(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    Query(q): Query<NetworkQuery>,
+    provider: Provider,
+) -> Result<Json<PlanView>, ApiError> {
+    let plan_id = parse_plan_id(&id)?;
+    let (net, subscriptions) = f.plan_network(q.network.as_deref())?;
+    let Some(plan) = f.read_plan(net, subscriptions, plan_id).await? else {
+        return Err(ApiError::not_found(format!(
+            "no plan {plan_id} on {}",
+            net.spec.name
+        )));
+    };
+    let owner = f.store().plan_owner(&net.spec.name, plan_id).await?;
+    let Some(owner) = owner.filter(|o| o.provider == provider.address) else {
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "Forbidden",
+            "only the provider that created this plan may deprecate it",
+        ));
+    };
+    if plan.deprecated {
+        return Ok(Json(plan));
+    }
+    let _guard = f.inner.locks.lock(plan_id).await;
+    let tx = TxRequest::call(
+        owner.relayer,
+        subscriptions,
+        Subscriptions::deprecatePlanCall { planId: plan_id }.abi_encode(),
+    );
+    if let Err(e) = f.send_confirmed(net, tx).await {
+        return Err(match e {
+            Ok(revert) => revert_error(&revert),
+            Err(e) => e,
+        });
+    }
+    tracing::info!(%plan_id, provider = %provider.address, "plan deprecated");
+    f.read_plan(net, subscriptions, plan_id)
+        .await?
+        .map(Json)
+        .ok_or_else(|| ApiError::internal(&"deprecated plan vanished"))
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy::primitives::U256;
+
+    use super::*;
+
+    #[test]
+    fn salt_and_id_match_solidity_abi_encode() {
+        let provider = Address::repeat_byte(0xaa);
+        // abi.encode(address, string): head (address, offset 0x40), then length and data.
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&[0u8; 12]);
+        expected.extend_from_slice(provider.as_slice());
+        expected.extend_from_slice(&U256::from(0x40).to_be_bytes::<32>());
+        expected.extend_from_slice(&U256::from(3).to_be_bytes::<32>());
+        let mut data = [0u8; 32];
+        data[..3].copy_from_slice(b"abc");
+        expected.extend_from_slice(&data);
+        assert_eq!(plan_salt(provider, "abc"), keccak256(&expected));
+
+        let salt = B256::repeat_byte(1);
+        let mut expected = [0u8; 64];
+        expected[12..32].copy_from_slice(provider.as_slice());
+        expected[32..].copy_from_slice(salt.as_slice());
+        assert_eq!(plan_id_for(provider, salt), keccak256(expected));
+    }
+}

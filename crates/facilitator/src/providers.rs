@@ -1,0 +1,239 @@
+//! Provider self-registration and provider authentication.
+//!
+//! A provider (a person or an autonomous agent) proves it holds its wallet key by signing a
+//! challenge the facilitator issued (EIP-191 `personal_sign`), and gets an API key back with no
+//! human step:
+//!
+//! 1. `POST /providers/challenge {address}` → `{challenge, expiresAt}`: a text naming this
+//!    facilitator, the address, a random nonce and the expiry, stored (hashed) until it expires.
+//! 2. `POST /providers/register {address, challenge, signature}` → `{apiKey, provider}`: the
+//!    signature must recover `address`, the challenge must be one we issued to that address,
+//!    unexpired and unused (it is consumed atomically). The key, `tg_` + 64 hex digits, is
+//!    returned once; only its keccak-256 is stored.
+//!
+//! Authenticated endpoints take `Authorization: Bearer <key>` through the [`Provider`]
+//! extractor; `POST /providers/keys/revoke` revokes the presented key.
+
+use alloy::primitives::{Address, B256, Bytes, Signature, hex, keccak256};
+use axum::{
+    Json,
+    extract::{FromRequestParts, State},
+    http::{StatusCode, header, request::Parts},
+};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::{
+    error::{ApiError, ApiJson},
+    facilitator::{Facilitator, unix_now},
+};
+
+/// How long a registration challenge stays valid (seconds).
+pub(crate) const CHALLENGE_TTL_SECS: u64 = 300;
+
+/// The prefix of every API key.
+const KEY_PREFIX: &str = "tg_";
+
+/// The label stored with a self-registered key.
+const SELF_REGISTERED: &str = "self-registered";
+
+/// 401 `Unauthorized`.
+pub(crate) fn unauthorized(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", message)
+}
+
+/// The text a provider signs to register.
+fn challenge_text(facilitator: &str, address: Address, nonce: B256, expires_at: u64) -> String {
+    format!(
+        "Tollgate provider registration\n\
+         Facilitator: {facilitator}\n\
+         Address: {address}\n\
+         Nonce: {nonce}\n\
+         Expires: {expires_at}\n\
+         Signing this grants an API key to publish plans for this address; it moves no funds."
+    )
+}
+
+/// The keccak-256 under which an API key is stored.
+fn key_hash(key: &str) -> B256 {
+    keccak256(key.as_bytes())
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChallengeRequest {
+    address: Address,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ChallengeResponse {
+    challenge: String,
+    expires_at: u64,
+}
+
+/// `POST /providers/challenge`.
+pub(crate) async fn challenge(
+    State(f): State<Facilitator>,
+    ApiJson(req): ApiJson<ChallengeRequest>,
+) -> Result<Json<ChallengeResponse>, ApiError> {
+    if req.address == Address::ZERO {
+        return Err(ApiError::invalid(
+            "InvalidField",
+            "address: the zero address cannot register",
+        ));
+    }
+    let now = unix_now();
+    let expires_at = now + CHALLENGE_TTL_SECS;
+    let text = challenge_text(
+        &f.settings().public_url,
+        req.address,
+        B256::random(),
+        expires_at,
+    );
+    f.store()
+        .insert_provider_challenge(keccak256(text.as_bytes()), req.address, expires_at, now)
+        .await?;
+    Ok(Json(ChallengeResponse {
+        challenge: text,
+        expires_at,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RegisterRequest {
+    address: Address,
+    challenge: String,
+    /// The 65-byte `personal_sign` signature (`r ‖ s ‖ v`), 0x-hex.
+    signature: Bytes,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct RegisterResponse {
+    api_key: String,
+    provider: Address,
+}
+
+/// `POST /providers/register`.
+pub(crate) async fn register(
+    State(f): State<Facilitator>,
+    ApiJson(req): ApiJson<RegisterRequest>,
+) -> Result<(StatusCode, Json<RegisterResponse>), ApiError> {
+    let bad_signature = || {
+        unauthorized("signature: not a personal_sign signature of the challenge by this address")
+    };
+    // The signature first: a forged request must not burn a provider's challenge.
+    let signature = Signature::from_raw(&req.signature).map_err(|_| bad_signature())?;
+    let signer = signature
+        .recover_address_from_msg(req.challenge.as_bytes())
+        .map_err(|_| bad_signature())?;
+    if signer != req.address {
+        return Err(bad_signature());
+    }
+    let now = unix_now();
+    let consumed = f
+        .store()
+        .consume_provider_challenge(keccak256(req.challenge.as_bytes()), req.address, now)
+        .await?;
+    if !consumed {
+        return Err(unauthorized(
+            "challenge: unknown, issued to another address, expired or already used; request a new one",
+        ));
+    }
+    let api_key = format!("{KEY_PREFIX}{}", hex::encode(B256::random()));
+    f.store()
+        .insert_api_key(key_hash(&api_key), req.address, SELF_REGISTERED, now)
+        .await?;
+    tracing::info!(provider = %req.address, "provider registered");
+    Ok((
+        StatusCode::CREATED,
+        Json(RegisterResponse {
+            api_key,
+            provider: req.address,
+        }),
+    ))
+}
+
+/// An authenticated provider: `Authorization: Bearer <API key>` naming an unrevoked key.
+/// Rejects with 401 `Unauthorized`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Provider {
+    /// The key's owner.
+    pub(crate) address: Address,
+    /// The presented key's hash.
+    pub(crate) key_hash: B256,
+}
+
+impl FromRequestParts<Facilitator> for Provider {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, f: &Facilitator) -> Result<Self, ApiError> {
+        let value = parts
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
+        let key = value
+            .to_str()
+            .ok()
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
+            })
+            .map(str::trim)
+            .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
+        let key_hash = key_hash(key);
+        match f.store().api_key_provider(key_hash).await? {
+            Some(address) => Ok(Self { address, key_hash }),
+            None => Err(unauthorized("unknown or revoked API key")),
+        }
+    }
+}
+
+/// `POST /providers/keys/revoke`: revokes the presented key.
+pub(crate) async fn revoke(
+    State(f): State<Facilitator>,
+    provider: Provider,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let revoked = f
+        .store()
+        .revoke_api_key(provider.key_hash, unix_now())
+        .await?;
+    tracing::info!(provider = %provider.address, "API key revoked");
+    Ok(Json(
+        json!({ "revoked": revoked, "provider": provider.address }),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy::signers::{SignerSync, local::Secp256k1Signer};
+
+    use super::*;
+
+    #[test]
+    fn challenge_names_facilitator_address_nonce_and_expiry() {
+        let a = Address::repeat_byte(0x11);
+        let t = challenge_text("http://f", a, B256::repeat_byte(2), 42);
+        assert!(t.contains("Facilitator: http://f"));
+        assert!(t.contains(&a.to_checksum(None)));
+        assert!(t.contains(&B256::repeat_byte(2).to_string()));
+        assert!(t.contains("Expires: 42"));
+    }
+
+    #[test]
+    fn personal_sign_recovers_the_signer() {
+        let key = Secp256k1Signer::from_bytes(&B256::repeat_byte(7)).unwrap();
+        let sig = key.sign_message_sync(b"hello").unwrap();
+        let parsed = Signature::from_raw(&sig.as_bytes()).unwrap();
+        assert_eq!(
+            parsed.recover_address_from_msg(b"hello").unwrap(),
+            key.address()
+        );
+        assert_ne!(
+            parsed.recover_address_from_msg(b"hellO").unwrap(),
+            key.address()
+        );
+    }
+}

@@ -1,0 +1,418 @@
+//! The subscription relay: `POST /subscriptions` validates a client-signed `Subscribe` intent and
+//! its EIP-2612 permit, relays `Subscriptions.subscribeWithSig` from a relayer key (the relayer
+//! pays gas; the subscriber pays the first cycle in the same transaction) and answers only after
+//! confirmation; `GET /subscriptions/{id}` reads a subscription from the chain;
+//! `GET /subscriptions/quote` gives a subscriber what it signs against (plan terms, nonces, the
+//! chain's clock).
+//!
+//! Nothing is stored: the chain is the record. Idempotency rests on the contract's nonces: the
+//! intent signs the subscriber's nonce `n`, the subscription's id is
+//! `subscriptionIdFor(planId, subscriber, n)`, and once it is used the same intent recovers with
+//! an earlier nonce, whose subscription is returned as is without broadcasting.
+
+use alloy::{
+    primitives::{Address, B256, U256},
+    sol_types::{SolCall, SolEvent},
+};
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::StatusCode,
+};
+use serde::Deserialize;
+use tollgate_chain::{
+    Confirmation, LogFilter, TxRequest, WaitOptions,
+    authorization::{Subscribe, recover, subscriptions_domain},
+    contracts::{self, Subscriptions, Token},
+};
+use tollgate_protocol::{
+    AllowanceView, Amount, ErrorCode, PlanView, SubscribeRequest, SubscriptionQuote,
+    SubscriptionStatus, SubscriptionView,
+};
+
+use crate::{
+    error::{ApiError, ApiJson},
+    facilitator::{Facilitator, Network},
+    settle::chain_error,
+};
+
+/// How many nonces back a repeated intent is looked for (a subscriber that signed other intents
+/// since is beyond idempotent replay and gets `InvalidSignature`).
+const REPLAY_WINDOW: u64 = 16;
+
+/// `POST /subscriptions`.
+pub(crate) async fn create(
+    State(f): State<Facilitator>,
+    ApiJson(req): ApiJson<SubscribeRequest>,
+) -> Result<Json<SubscriptionView>, ApiError> {
+    f.subscribe(&req).await.map(Json)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct NetworkQuery {
+    network: Option<String>,
+}
+
+/// `GET /subscriptions/{id}?network=`.
+pub(crate) async fn show(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    Query(q): Query<NetworkQuery>,
+) -> Result<Json<SubscriptionView>, ApiError> {
+    let id: B256 = id.parse().map_err(|_| {
+        ApiError::bad_request(
+            "InvalidField",
+            "id: expected a 0x-prefixed 32-byte hex value",
+        )
+    })?;
+    let (net, subs) = f.subscriptions_network(q.network.as_deref())?;
+    match f.subscription_view(net, subs, id).await? {
+        Some(view) => Ok(Json(view)),
+        None => Err(ApiError::not_found(format!("no subscription {id}"))),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct QuoteQuery {
+    network: Option<String>,
+    plan_id: String,
+    subscriber: String,
+}
+
+/// `GET /subscriptions/quote?network=&planId=&subscriber=`.
+pub(crate) async fn quote(
+    State(f): State<Facilitator>,
+    Query(q): Query<QuoteQuery>,
+) -> Result<Json<SubscriptionQuote>, ApiError> {
+    let plan_id: B256 = q.plan_id.parse().map_err(|_| {
+        ApiError::bad_request(
+            "InvalidField",
+            "planId: expected a 0x-prefixed 32-byte hex value",
+        )
+    })?;
+    let subscriber: Address = q
+        .subscriber
+        .parse()
+        .map_err(|_| ApiError::bad_request("InvalidField", "subscriber: expected an address"))?;
+    let (net, subs) = f.subscriptions_network(q.network.as_deref())?;
+    let plan = f.plan(net, subs, plan_id).await?;
+    let chain = net.chain.as_ref();
+    let nonce = contracts::read(chain, subs, &Subscriptions::noncesCall { subscriber })
+        .await
+        .map_err(|e| chain_error(&e))?;
+    let permit_nonce = contracts::read(chain, plan.token, &Token::noncesCall { owner: subscriber })
+        .await
+        .map_err(|e| chain_error(&e))?;
+    let allowance = contracts::read(
+        chain,
+        plan.token,
+        &Token::allowanceCall {
+            owner: subscriber,
+            spender: subs,
+        },
+    )
+    .await
+    .map_err(|e| chain_error(&e))?;
+    Ok(Json(SubscriptionQuote {
+        network: net.spec.name.clone(),
+        chain_id: net.spec.chain_id,
+        subscriptions: subs,
+        plan,
+        nonce: Amount(nonce),
+        permit_nonce: Amount(permit_nonce),
+        allowance: Amount(allowance),
+        now: net.now().await,
+    }))
+}
+
+/// The 422 of a deprecated plan.
+fn plan_deprecated(plan_id: B256) -> ApiError {
+    ApiError::invalid(
+        ErrorCode::PlanDeprecated.as_str(),
+        format!("plan {plan_id} is deprecated and takes no new subscriptions"),
+    )
+}
+
+impl Facilitator {
+    /// The network (by name, or the only one with a subscriptions contract) and its contract.
+    fn subscriptions_network(&self, name: Option<&str>) -> Result<(&Network, Address), ApiError> {
+        let net = match name {
+            Some(name) => self.network(name).ok_or_else(|| {
+                ApiError::invalid(
+                    "UnsupportedNetwork",
+                    format!("network {name} is not served"),
+                )
+            })?,
+            None => {
+                let mut with = self
+                    .inner
+                    .networks
+                    .values()
+                    .filter(|n| n.spec.subscriptions.is_some());
+                match (with.next(), with.next()) {
+                    (Some(n), None) => n,
+                    _ => {
+                        return Err(ApiError::bad_request(
+                            "InvalidField",
+                            "network: required (several or no networks serve subscriptions)",
+                        ));
+                    }
+                }
+            }
+        };
+        let subs = net.spec.subscriptions.ok_or_else(|| {
+            ApiError::invalid(
+                "UnsupportedNetwork",
+                format!("network {} has no subscriptions contract", net.spec.name),
+            )
+        })?;
+        Ok((net, subs))
+    }
+
+    /// A plan's terms; 422 `UnknownPlan` when there is none.
+    async fn plan(
+        &self,
+        net: &Network,
+        subs: Address,
+        plan_id: B256,
+    ) -> Result<PlanView, ApiError> {
+        let plan = contracts::read(
+            net.chain.as_ref(),
+            subs,
+            &Subscriptions::plansCall { planId: plan_id },
+        )
+        .await
+        .map_err(|e| chain_error(&e))?;
+        if plan.provider == Address::ZERO {
+            return Err(ApiError::invalid(
+                "UnknownPlan",
+                format!("no plan {plan_id}"),
+            ));
+        }
+        Ok(PlanView {
+            id: plan_id,
+            provider: plan.provider,
+            token: plan.token,
+            pay_to: plan.payTo,
+            amount: Amount(plan.amount),
+            interval: plan.interval,
+            deprecated: plan.deprecated,
+        })
+    }
+
+    /// A subscription read from the chain; `None` for an unknown id.
+    async fn subscription_view(
+        &self,
+        net: &Network,
+        subs: Address,
+        id: B256,
+    ) -> Result<Option<SubscriptionView>, ApiError> {
+        let chain = net.chain.as_ref();
+        let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id })
+            .await
+            .map_err(|e| chain_error(&e))?;
+        let status = match sub.state {
+            1 => SubscriptionStatus::Active,
+            2 => SubscriptionStatus::Paused,
+            3 => SubscriptionStatus::Cancelled,
+            _ => return Ok(None),
+        };
+        let remaining = contracts::read(chain, subs, &Subscriptions::remainingAllowanceCall { id })
+            .await
+            .map_err(|e| chain_error(&e))?;
+        Ok(Some(SubscriptionView {
+            id,
+            status,
+            plan_id: sub.planId,
+            subscriber: sub.subscriber,
+            cycle: sub.cycle,
+            paid_through: sub.paidThrough,
+            allowance: AllowanceView {
+                cap: Amount(sub.maxOverage),
+                remaining: Amount(remaining),
+            },
+            tx_hash: None,
+        }))
+    }
+
+    /// Relays a subscription (the spec's subscription flow). Validates everything it can before
+    /// broadcasting, so a refusal creates nothing; idempotent per signed intent.
+    pub(crate) async fn subscribe(
+        &self,
+        req: &SubscribeRequest,
+    ) -> Result<SubscriptionView, ApiError> {
+        let (net, subs) = self.subscriptions_network(Some(&req.network))?;
+        let domain = subscriptions_domain(net.spec.chain_id, subs);
+        // One subscription at a time per subscriber and contract: the nonce decides the id.
+        let lock_key =
+            alloy::primitives::keccak256([subs.as_slice(), req.subscriber.as_slice()].concat());
+        let _guard = self.inner.locks.lock(lock_key).await;
+
+        let plan = self.plan(net, subs, req.plan_id).await?;
+        let chain = net.chain.as_ref();
+        let nonce: U256 = contracts::read(
+            chain,
+            subs,
+            &Subscriptions::noncesCall {
+                subscriber: req.subscriber,
+            },
+        )
+        .await
+        .map_err(|e| chain_error(&e))?;
+        let intent = |nonce: U256| Subscribe {
+            planId: req.plan_id,
+            subscriber: req.subscriber,
+            maxOverage: req.max_overage.get(),
+            nonce,
+            deadline: U256::from(req.deadline),
+        };
+        let signer_at = |nonce: U256| {
+            recover(&intent(nonce), &domain, &req.signature)
+                .map_err(|e| ApiError::invalid("InvalidSignature", format!("signature: {e}")))
+        };
+        if signer_at(nonce)? != req.subscriber {
+            // Perhaps this intent was relayed already: the nonce it signed is used.
+            let oldest = nonce.saturating_sub(U256::from(REPLAY_WINDOW));
+            let mut n = nonce;
+            while n > oldest {
+                n -= U256::from(1);
+                if signer_at(n)? == req.subscriber {
+                    let id = subscription_id(req.plan_id, req.subscriber, n);
+                    if let Some(mut view) = self.subscription_view(net, subs, id).await? {
+                        view.tx_hash = self.creation_tx(net, subs, id).await?;
+                        return Ok(view);
+                    }
+                    break;
+                }
+            }
+            return Err(ApiError::invalid(
+                "InvalidSignature",
+                "the Subscribe signature does not recover to the subscriber with its current nonce",
+            ));
+        }
+
+        let now = net.now().await;
+        if req.deadline < now {
+            return Err(ApiError::invalid(
+                "SignatureExpired",
+                format!("deadline {} has passed (now {now})", req.deadline),
+            ));
+        }
+        if req.deadline > now + self.inner.settings.max_validity_secs {
+            return Err(ApiError::invalid(
+                "DeadlineTooFar",
+                format!(
+                    "deadline: at most {} seconds ahead",
+                    self.inner.settings.max_validity_secs
+                ),
+            ));
+        }
+        if plan.deprecated {
+            return Err(plan_deprecated(req.plan_id));
+        }
+        let balance = contracts::read(
+            chain,
+            plan.token,
+            &Token::balanceOfCall {
+                account: req.subscriber,
+            },
+        )
+        .await
+        .map_err(|e| chain_error(&e))?;
+        if balance < plan.amount.get() {
+            return Err(ApiError::insufficient_funds(format!(
+                "subscriber {} holds {balance}, the first cycle needs {}",
+                req.subscriber, plan.amount
+            )));
+        }
+
+        let call = Subscriptions::subscribeWithSigCall {
+            planId: req.plan_id,
+            subscriber: req.subscriber,
+            maxOverage: req.max_overage.get(),
+            deadline: U256::from(req.deadline),
+            signature: req.signature.clone(),
+            permitValue: req.permit.value.get(),
+            permitDeadline: U256::from(req.permit.deadline),
+            permitSignature: req.permit.signature.clone(),
+        };
+        let tx = TxRequest::call(self.relayer(), subs, call.abi_encode());
+        // A call that would revert is refused here, before broadcast (the simulation).
+        let tx_hash = net.chain.send(tx).await.map_err(|e| chain_error(&e))?;
+        let opts = WaitOptions {
+            confirmations: net.spec.confirmations,
+            timeout: self.inner.settings.confirmation_timeout,
+        };
+        let id = subscription_id(req.plan_id, req.subscriber, nonce);
+        match net
+            .chain
+            .wait(tx_hash, opts)
+            .await
+            .map_err(|e| chain_error(&e))?
+        {
+            Confirmation::Confirmed(r) if r.success => {}
+            Confirmation::Confirmed(r) => {
+                // Perhaps someone relayed the same intent first: then its subscription exists.
+                if let Some(view) = self.subscription_view(net, subs, id).await? {
+                    return Ok(view);
+                }
+                return Err(ApiError::invalid(
+                    "SubscriptionReverted",
+                    format!("subscription transaction {} reverted", r.tx_hash),
+                ));
+            }
+            Confirmation::Pending { tx_hash } => {
+                return Err(ApiError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "Pending",
+                    format!(
+                        "transaction {tx_hash} not confirmed in time; send the same request again to get the subscription once it is"
+                    ),
+                ));
+            }
+        }
+        let mut view = self
+            .subscription_view(net, subs, id)
+            .await?
+            .ok_or_else(|| {
+                ApiError::internal(&format!("subscription {id} missing after {tx_hash}"))
+            })?;
+        view.tx_hash = Some(tx_hash);
+        Ok(view)
+    }
+
+    /// The transaction that emitted `SubscriptionCreated` for `id`, within the lookback window.
+    async fn creation_tx(
+        &self,
+        net: &Network,
+        subs: Address,
+        id: B256,
+    ) -> Result<Option<B256>, ApiError> {
+        let latest = net
+            .chain
+            .block_number()
+            .await
+            .map_err(|e| chain_error(&e))?;
+        let filter = LogFilter {
+            from_block: latest.saturating_sub(self.inner.settings.log_lookback_blocks),
+            to_block: Some(latest),
+            addresses: vec![subs],
+            topics: [
+                Some(vec![Subscriptions::SubscriptionCreated::SIGNATURE_HASH]),
+                Some(vec![id]),
+                None,
+                None,
+            ],
+        };
+        let logs = net.chain.logs(&filter).await.map_err(|e| chain_error(&e))?;
+        Ok(logs.first().map(|l| l.tx_hash))
+    }
+}
+
+/// `subscriptionIdFor(planId, subscriber, nonce)`: `keccak256(abi.encode(planId, subscriber, nonce))`.
+fn subscription_id(plan_id: B256, subscriber: Address, nonce: U256) -> B256 {
+    use alloy::sol_types::SolValue;
+    alloy::primitives::keccak256((plan_id, subscriber, nonce).abi_encode())
+}

@@ -13,6 +13,9 @@ use serde_json::{Value, json};
 pub const PATHS: &[&str] = &[
     "/authorize",
     "/settlements/{key}",
+    "/subscriptions",
+    "/subscriptions/quote",
+    "/subscriptions/{id}",
     "/providers/challenge",
     "/providers/register",
     "/providers/keys/revoke",
@@ -80,6 +83,9 @@ fn paths() -> Value {
         "/providers/challenge": { "post": providers_challenge() },
         "/providers/register": { "post": providers_register() },
         "/providers/keys/revoke": { "post": providers_revoke() },
+        "/subscriptions": { "post": subscriptions_create() },
+        "/subscriptions/quote": { "get": subscriptions_quote() },
+        "/subscriptions/{id}": { "get": subscriptions_show() },
         "/plans": { "post": plans_create() },
         "/plans/{id}": { "get": plans_show() },
         "/plans/{id}/deprecate": { "post": plans_deprecate() },
@@ -305,6 +311,79 @@ fn plans_create() -> Value {
             "400": response("BadRequest"),
             "401": response("Unauthorized"),
             "422": response("Unprocessable"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn subscription_view() -> Value {
+    json!({
+        "type": "object",
+        "required": ["id", "status", "planId", "subscriber", "cycle", "paidThrough", "allowance"],
+        "properties": {
+            "id": { "type": "string", "description": "0x 32-byte subscription id." },
+            "status": { "type": "string", "enum": ["ACTIVE", "PAUSED", "CANCELLED"] },
+            "planId": { "type": "string" },
+            "subscriber": { "type": "string" },
+            "cycle": { "type": "integer" },
+            "paidThrough": { "type": "integer", "description": "Unix seconds." },
+            "allowance": {
+                "type": "object",
+                "properties": { "cap": { "type": "string" }, "remaining": { "type": "string" } }
+            },
+            "txHash": { "type": "string" }
+        }
+    })
+}
+
+fn subscriptions_create() -> Value {
+    json!({
+        "tags": ["subscriptions"],
+        "operationId": "subscribe",
+        "summary": "Relay a gasless subscription (subscribeWithSig): the first cycle is billed in the same transaction; answers after confirmation.",
+        "description": "Body: `{network, planId, subscriber, maxOverage, deadline, signature, permit: {value, deadline, signature}}` — the subscriber's EIP-712 `Subscribe` intent and its EIP-2612 permit (the standing authorization). Idempotent: the same signed request returns the subscription it created.",
+        "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object" } } } },
+        "responses": {
+            "200": { "description": "The subscription.", "content": { "application/json": { "schema": subscription_view() } } },
+            "400": response("BadRequest"),
+            "402": response("InsufficientFunds"),
+            "422": response("Unprocessable"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn subscriptions_quote() -> Value {
+    json!({
+        "tags": ["subscriptions"],
+        "operationId": "subscriptionQuote",
+        "summary": "What a subscriber signs: the plan's terms, its subscription and permit nonces, its allowance and the chain's clock.",
+        "parameters": [
+            { "name": "network", "in": "query", "required": false, "schema": { "type": "string" } },
+            { "name": "planId", "in": "query", "required": true, "schema": { "type": "string" } },
+            { "name": "subscriber", "in": "query", "required": true, "schema": { "type": "string" } }
+        ],
+        "responses": {
+            "200": { "description": "The quote.", "content": { "application/json": { "schema": { "type": "object" } } } },
+            "400": response("BadRequest"),
+            "422": response("Unprocessable"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn subscriptions_show() -> Value {
+    json!({
+        "tags": ["subscriptions"],
+        "operationId": "showSubscription",
+        "summary": "A subscription's state from the chain.",
+        "parameters": [
+            { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } },
+            { "name": "network", "in": "query", "required": false, "schema": { "type": "string" } }
+        ],
+        "responses": {
+            "200": { "description": "The subscription.", "content": { "application/json": { "schema": subscription_view() } } },
+            "404": response("NotFound"),
             "503": response("Unavailable")
         }
     })

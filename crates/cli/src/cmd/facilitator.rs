@@ -15,8 +15,10 @@ such as base-sepolia, or a custom one with its chain id; RPC URL, token, router,
 confirmation depth). Unknown keys are errors.
 
 Endpoints: POST /authorize, GET /settlements/{key}, POST /proofs/verify, POST /verify,
-POST /settle, GET /supported, GET /.well-known/tollgate, /healthz, /readyz, /metrics,
-/openapi.json.
+POST /settle, GET /supported, GET /.well-known/tollgate, POST /providers/challenge,
+POST /providers/register, POST /providers/keys/revoke, POST /plans, GET /plans/{id},
+POST /plans/{id}/deprecate, POST /subscriptions, GET /subscriptions/quote,
+GET /subscriptions/{id}, /healthz, /readyz, /metrics, /openapi.json.
 
 Environment: TOLLGATE_LOG (log filter, default info).
 

@@ -60,6 +60,8 @@ pub struct Settings {
     pub max_body_bytes: usize,
     /// Fault injection for crash tests: abort the process right after a settlement is broadcast.
     pub crash_after_broadcast: bool,
+    /// How often the renewal keeper runs ([`Facilitator::spawn_keeper`]); zero disables it.
+    pub keeper_interval: Duration,
 }
 
 impl Default for Settings {
@@ -73,6 +75,7 @@ impl Default for Settings {
             log_lookback_blocks: 10_000,
             max_body_bytes: crate::http::DEFAULT_MAX_BODY,
             crash_after_broadcast: false,
+            keeper_interval: crate::keeper::DEFAULT_INTERVAL,
         }
     }
 }

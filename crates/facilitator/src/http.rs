@@ -86,10 +86,34 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    // Unfinished `/authorize` settlements (a crash, a slow chain) are driven to their end in the
+    // background; the task stops with the server.
+    let sweeper = tokio::spawn({
+        let f = f.clone();
+        async move {
+            loop {
+                tokio::time::sleep(RECONCILE_EVERY).await;
+                f.reconcile().await;
+            }
+        }
+    });
+    let _stop_sweeper = AbortOnDrop(sweeper);
     let app = router(f);
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// How often unfinished settlements are driven forward in the background.
+const RECONCILE_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Stops a background task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 async fn observe(State(f): State<Facilitator>, req: Request, next: Next) -> Response {

@@ -11,6 +11,7 @@ pub mod config;
 pub mod error;
 mod facilitator;
 mod http;
+pub mod keeper;
 pub mod metrics;
 pub mod openapi;
 mod plans;
@@ -23,4 +24,5 @@ mod x402;
 
 pub use facilitator::{BuildError, Facilitator, NetworkSpec, Settings};
 pub use http::{DEFAULT_MAX_BODY, router, serve};
+pub use keeper::{KeeperHandle, KeeperReport};
 pub use settle::{Outcome, settlement_key};

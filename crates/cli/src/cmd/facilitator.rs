@@ -68,6 +68,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         store = if config.store.is_postgres() { "postgres" } else { "sqlite" },
         "facilitator listening"
     );
+    let _keeper = facilitator.spawn_keeper(); // renewals; stops when dropped
     tollgate_facilitator::serve(facilitator, listener, crate::shutdown_signal()).await?;
     tracing::info!("facilitator stopped");
     Ok(())

@@ -14,9 +14,11 @@ use tollgate_protocol::{Amount, SettlementStatus};
 
 mod codec;
 mod postgres;
+mod renewals;
 mod sqlite;
 
 pub use postgres::PostgresStore;
+pub use renewals::{IndexedState, IndexedSubscription, Renewal, RenewalOutcome, SubscriptionEvent};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// Store errors. Their text never reaches clients (see [`crate::error`]).
@@ -221,6 +223,61 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// The owner of the plan `plan_id` on `network`, if the facilitator created it.
     async fn plan_owner(&self, network: &str, plan_id: B256) -> StoreResult<Option<PlanOwner>>;
+
+    /// The renewal keeper's log cursor on `network`: the next block to scan (0 when none).
+    async fn keeper_cursor(&self, network: &str) -> StoreResult<u64>;
+
+    /// Applies subscription events read from `network`'s logs and advances its cursor to
+    /// `next_block` (never backwards), in one transaction. A `Created` subscription already
+    /// indexed keeps its row (re-reading logs is harmless); a `Resumed` one becomes active with
+    /// its new due time unless cancelled; events for unknown ids are ignored.
+    async fn index_subscription_events(
+        &self,
+        network: &str,
+        events: &[SubscriptionEvent],
+        next_block: u64,
+        at: u64,
+    ) -> StoreResult<()>;
+
+    /// Indexed active subscriptions on `network` due at `now` (`next_due <= now`), earliest first.
+    async fn due_subscriptions(
+        &self,
+        network: &str,
+        now: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<IndexedSubscription>>;
+
+    /// The indexed subscription `id` on `network`.
+    async fn indexed_subscription(
+        &self,
+        network: &str,
+        id: B256,
+    ) -> StoreResult<Option<IndexedSubscription>>;
+
+    /// Records what the chain says of an indexed subscription (state, last paid cycle, next due
+    /// time). Ignored when the row already has a later cycle (a stale read never rolls it back).
+    async fn update_indexed_subscription(
+        &self,
+        network: &str,
+        id: B256,
+        state: IndexedState,
+        cycle: u32,
+        next_due: u64,
+        at: u64,
+    ) -> StoreResult<()>;
+
+    /// Records a collection attempt's outcome for `(network, id, cycle)` (first writer wins) and
+    /// updates the index row to `state` and `next_due` (and `cycle` when renewed), in one
+    /// transaction. Returns whether the renewal row was new.
+    async fn record_renewal(
+        &self,
+        renewal: &Renewal,
+        state: IndexedState,
+        next_due: u64,
+    ) -> StoreResult<bool>;
+
+    /// The recorded renewals of `id` on `network`, by cycle.
+    async fn renewals(&self, network: &str, id: B256) -> StoreResult<Vec<Renewal>>;
 }
 
 /// Opens the store named by `url`: `sqlite://PATH` (created if missing; WAL) or

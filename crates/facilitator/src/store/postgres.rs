@@ -18,8 +18,10 @@ use sqlx::{
 use tollgate_protocol::SettlementStatus;
 
 use super::{
-    NewSettlement, PlanOwner, Settlement, Store, StoreError, StoreResult,
+    IndexedState, IndexedSubscription, NewSettlement, PlanOwner, Renewal, RenewalOutcome,
+    Settlement, Store, StoreError, StoreResult, SubscriptionEvent,
     codec::{self, NewRow, SettlementRow, settlement_columns},
+    renewals::{self, POSTGRES as RSQL},
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -384,5 +386,158 @@ impl Store for PostgresStore {
             .fetch_optional(&self.pool)
             .await?;
         row.map(codec::decode_plan).transpose()
+    }
+
+    async fn keeper_cursor(&self, network: &str) -> StoreResult<u64> {
+        let row: Option<(i64,)> = sqlx::query_as(RSQL.select_cursor)
+            .bind(network)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map_or(0, |(b,)| u64::try_from(b).unwrap_or(0)))
+    }
+
+    async fn index_subscription_events(
+        &self,
+        network: &str,
+        events: &[SubscriptionEvent],
+        next_block: u64,
+        at: u64,
+    ) -> StoreResult<()> {
+        let next_block = codec::int("next_block", next_block)?;
+        let at = codec::int("updated_at", at)?;
+        let mut tx = self.pool.begin().await?;
+        for event in events {
+            match event {
+                SubscriptionEvent::Created {
+                    id,
+                    plan_id,
+                    subscriber,
+                    paid_through,
+                } => {
+                    sqlx::query(RSQL.insert_created)
+                        .bind(network)
+                        .bind(codec::b256(id))
+                        .bind(codec::b256(plan_id))
+                        .bind(codec::address(subscriber))
+                        .bind(codec::int("next_due", *paid_through)?)
+                        .bind(at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                SubscriptionEvent::Resumed { id, paid_through } => {
+                    sqlx::query(RSQL.apply_resumed)
+                        .bind(network)
+                        .bind(codec::b256(id))
+                        .bind(codec::int("next_due", *paid_through)?)
+                        .bind(at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+        }
+        sqlx::query(RSQL.upsert_cursor)
+            .bind(network)
+            .bind(next_block)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn due_subscriptions(
+        &self,
+        network: &str,
+        now: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<IndexedSubscription>> {
+        let rows: Vec<renewals::IndexedRow> = sqlx::query_as(RSQL.select_due)
+            .bind(network)
+            .bind(codec::int("now", now)?)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(renewals::decode_indexed).collect()
+    }
+
+    async fn indexed_subscription(
+        &self,
+        network: &str,
+        id: B256,
+    ) -> StoreResult<Option<IndexedSubscription>> {
+        let row: Option<renewals::IndexedRow> = sqlx::query_as(RSQL.select_one)
+            .bind(network)
+            .bind(codec::b256(&id))
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(renewals::decode_indexed).transpose()
+    }
+
+    async fn update_indexed_subscription(
+        &self,
+        network: &str,
+        id: B256,
+        state: IndexedState,
+        cycle: u32,
+        next_due: u64,
+        at: u64,
+    ) -> StoreResult<()> {
+        sqlx::query(RSQL.update_seen)
+            .bind(network)
+            .bind(codec::b256(&id))
+            .bind(state.as_str())
+            .bind(i64::from(cycle))
+            .bind(codec::int("next_due", next_due)?)
+            .bind(codec::int("updated_at", at)?)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn record_renewal(
+        &self,
+        renewal: &Renewal,
+        state: IndexedState,
+        next_due: u64,
+    ) -> StoreResult<bool> {
+        let r = renewal;
+        let id = codec::b256(&r.id);
+        let at = codec::int("created_at", r.at)?;
+        let mut tx = self.pool.begin().await?;
+        let done = sqlx::query(RSQL.insert_renewal)
+            .bind(&r.network)
+            .bind(&id)
+            .bind(i64::from(r.cycle))
+            .bind(r.outcome.as_str())
+            .bind(codec::b256(&r.tx_hash))
+            .bind(codec::int("block", r.block)?)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        // A failed cycle stays unpaid: the row keeps the last paid cycle.
+        let cycle = match r.outcome {
+            RenewalOutcome::Renewed => r.cycle,
+            RenewalOutcome::Failed => r.cycle.saturating_sub(1),
+        };
+        sqlx::query(RSQL.update_seen)
+            .bind(&r.network)
+            .bind(&id)
+            .bind(state.as_str())
+            .bind(i64::from(cycle))
+            .bind(codec::int("next_due", next_due)?)
+            .bind(at)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn renewals(&self, network: &str, id: B256) -> StoreResult<Vec<Renewal>> {
+        let rows: Vec<renewals::RenewalRow> = sqlx::query_as(RSQL.select_renewals)
+            .bind(network)
+            .bind(codec::b256(&id))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.into_iter().map(renewals::decode_renewal).collect()
     }
 }

@@ -27,8 +27,10 @@ use sqlx::{
 use tollgate_protocol::SettlementStatus;
 
 use super::{
-    NewSettlement, PlanOwner, Settlement, Store, StoreError, StoreResult,
+    IndexedState, IndexedSubscription, NewSettlement, PlanOwner, Renewal, RenewalOutcome,
+    Settlement, Store, StoreError, StoreResult, SubscriptionEvent,
     codec::{self, NewRow, SettlementRow, settlement_columns},
+    renewals::{self, SQLITE as RSQL},
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -626,6 +628,177 @@ impl Store for SqliteStore {
             .fetch_optional(&self.reader)
             .await?;
         row.map(codec::decode_plan).transpose()
+    }
+
+    async fn keeper_cursor(&self, network: &str) -> StoreResult<u64> {
+        let row: Option<(i64,)> = sqlx::query_as(RSQL.select_cursor)
+            .bind(network)
+            .fetch_optional(&self.reader)
+            .await?;
+        Ok(row.map_or(0, |(b,)| u64::try_from(b).unwrap_or(0)))
+    }
+
+    async fn index_subscription_events(
+        &self,
+        network: &str,
+        events: &[SubscriptionEvent],
+        next_block: u64,
+        at: u64,
+    ) -> StoreResult<()> {
+        let network = network.to_owned();
+        let events = events.to_vec();
+        let next_block = codec::int("next_block", next_block)?;
+        let at = codec::int("updated_at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                for event in &events {
+                    match event {
+                        SubscriptionEvent::Created {
+                            id,
+                            plan_id,
+                            subscriber,
+                            paid_through,
+                        } => {
+                            sqlx::query(RSQL.insert_created)
+                                .bind(&network)
+                                .bind(codec::b256(id))
+                                .bind(codec::b256(plan_id))
+                                .bind(codec::address(subscriber))
+                                .bind(codec::int("next_due", *paid_through)?)
+                                .bind(at)
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                        SubscriptionEvent::Resumed { id, paid_through } => {
+                            sqlx::query(RSQL.apply_resumed)
+                                .bind(&network)
+                                .bind(codec::b256(id))
+                                .bind(codec::int("next_due", *paid_through)?)
+                                .bind(at)
+                                .execute(&mut *conn)
+                                .await?;
+                        }
+                    }
+                }
+                sqlx::query(RSQL.upsert_cursor)
+                    .bind(&network)
+                    .bind(next_block)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn due_subscriptions(
+        &self,
+        network: &str,
+        now: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<IndexedSubscription>> {
+        let rows: Vec<renewals::IndexedRow> = sqlx::query_as(RSQL.select_due)
+            .bind(network)
+            .bind(codec::int("now", now)?)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(renewals::decode_indexed).collect()
+    }
+
+    async fn indexed_subscription(
+        &self,
+        network: &str,
+        id: B256,
+    ) -> StoreResult<Option<IndexedSubscription>> {
+        let row: Option<renewals::IndexedRow> = sqlx::query_as(RSQL.select_one)
+            .bind(network)
+            .bind(codec::b256(&id))
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(renewals::decode_indexed).transpose()
+    }
+
+    async fn update_indexed_subscription(
+        &self,
+        network: &str,
+        id: B256,
+        state: IndexedState,
+        cycle: u32,
+        next_due: u64,
+        at: u64,
+    ) -> StoreResult<()> {
+        let network = network.to_owned();
+        let next_due = codec::int("next_due", next_due)?;
+        let at = codec::int("updated_at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(RSQL.update_seen)
+                    .bind(&network)
+                    .bind(codec::b256(&id))
+                    .bind(state.as_str())
+                    .bind(i64::from(cycle))
+                    .bind(next_due)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn record_renewal(
+        &self,
+        renewal: &Renewal,
+        state: IndexedState,
+        next_due: u64,
+    ) -> StoreResult<bool> {
+        let r = renewal.clone();
+        let block = codec::int("block", r.block)?;
+        let at = codec::int("created_at", r.at)?;
+        let next_due = codec::int("next_due", next_due)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                let id = codec::b256(&r.id);
+                let done = sqlx::query(RSQL.insert_renewal)
+                    .bind(&r.network)
+                    .bind(&id)
+                    .bind(i64::from(r.cycle))
+                    .bind(r.outcome.as_str())
+                    .bind(codec::b256(&r.tx_hash))
+                    .bind(block)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                // A failed cycle stays unpaid: the row keeps the last paid cycle.
+                let cycle = match r.outcome {
+                    RenewalOutcome::Renewed => r.cycle,
+                    RenewalOutcome::Failed => r.cycle.saturating_sub(1),
+                };
+                sqlx::query(RSQL.update_seen)
+                    .bind(&r.network)
+                    .bind(&id)
+                    .bind(state.as_str())
+                    .bind(i64::from(cycle))
+                    .bind(next_due)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    async fn renewals(&self, network: &str, id: B256) -> StoreResult<Vec<Renewal>> {
+        let rows: Vec<renewals::RenewalRow> = sqlx::query_as(RSQL.select_renewals)
+            .bind(network)
+            .bind(codec::b256(&id))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(renewals::decode_renewal).collect()
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod authorize;
 mod config;
+mod keeper;
 mod providers;
 mod store;
 mod subscriptions;

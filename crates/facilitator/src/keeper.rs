@@ -1,0 +1,429 @@
+//! The renewal keeper: collects every due subscription automatically.
+//!
+//! Each run, per network with a Subscriptions contract:
+//!
+//! 1. **Index.** Reads `SubscriptionCreated` and `SubscriptionResumed` logs from the stored cursor
+//!    forward, in ranges of at most [`LOG_RANGE`] blocks and no deeper than the network's
+//!    confirmation depth, into `subscriptions_index`; the events of a range and the cursor move
+//!    commit together. Re-reading a range (after a crash before the cursor moved) is harmless: a
+//!    known subscription keeps its row.
+//! 2. **Renew.** For every indexed active subscription whose `next_due` is at or before the chain's
+//!    clock, reads the subscription on-chain (the chain is the truth), and if it is ACTIVE and due,
+//!    sends `collect(id, cycle + 1)` from a relayer, waits for confirmation, reads the outcome
+//!    (`SubscriptionRenewed` → renewed, `RenewalFailed` → paused) and records `(id, cycle)` in
+//!    `renewals`.
+//!
+//! **Idempotent by construction.** The store only remembers; the contract decides: `collect` takes
+//! the exact next cycle, so a retried or concurrent collect of a billed cycle reverts with
+//! `WrongCycle` (refused at simulation, before broadcast), and `NotDue` and
+//! `SubscriptionNotActive` likewise mean "nothing to do". A crash after broadcast leaves the index
+//! row due; the next run re-reads the chain and either sees the cycle paid (and records it) or
+//! collects it. So a cycle is never billed twice and never skipped.
+//!
+//! **Catch-up.** One cycle per subscription per run: a subscription several cycles overdue stays
+//! due after its collection (its new `paidThrough` is still in the past) and the next run collects
+//! the next cycle. Runs are every [`crate::Settings::keeper_interval`] (5 s by default), so a
+//! backlog drains quickly without one subscription monopolising a run.
+//!
+//! Runs within one facilitator are serialised; several replicas may run keepers at once (the
+//! contract keeps them from double-billing; at worst one pays gas for a reverted collect).
+
+use std::time::Duration;
+
+use alloy::{
+    primitives::{Address, B256, keccak256},
+    sol_types::{SolCall, SolEvent},
+};
+use tollgate_chain::{
+    Confirmation, Error as ChainError, LogFilter, Receipt, Revert, TxRequest, WaitOptions,
+    contracts::{self, Subscriptions},
+};
+
+use crate::{
+    facilitator::{Facilitator, Network, unix_now},
+    store::{
+        IndexedState, IndexedSubscription, Renewal, RenewalOutcome, StoreError, SubscriptionEvent,
+    },
+};
+
+/// Most blocks read per `eth_getLogs` query.
+pub const LOG_RANGE: u64 = 5_000;
+/// Due subscriptions taken from the store at a time.
+const DUE_BATCH: u32 = 512;
+/// Collections in flight at once per network.
+const CONCURRENCY: usize = 16;
+
+/// What one keeper run did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeeperReport {
+    /// Subscription events indexed from the logs.
+    pub indexed: usize,
+    /// Cycles collected (`SubscriptionRenewed`).
+    pub renewed: usize,
+    /// Renewals that failed on-chain (`RenewalFailed`: the subscription is now paused).
+    pub failed: usize,
+    /// Due rows with nothing to do after all (not due, not active, or billed already).
+    pub skipped: usize,
+    /// Collections broadcast but not confirmed in time (the next run settles them).
+    pub pending: usize,
+    /// Errors (chain or store); each is logged, and the next run retries.
+    pub errors: usize,
+}
+
+impl KeeperReport {
+    fn add(&mut self, other: &Self) {
+        self.indexed += other.indexed;
+        self.renewed += other.renewed;
+        self.failed += other.failed;
+        self.skipped += other.skipped;
+        self.pending += other.pending;
+        self.errors += other.errors;
+    }
+}
+
+/// The keeper's background task; aborted when dropped.
+#[derive(Debug)]
+pub struct KeeperHandle(tokio::task::JoinHandle<()>);
+
+impl Drop for KeeperHandle {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// What one due subscription came to.
+enum Step {
+    Renewed,
+    Failed,
+    Skipped,
+    Pending,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum KeeperError {
+    #[error("chain: {0}")]
+    Chain(#[from] ChainError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+fn keeper_lock_key() -> B256 {
+    keccak256(b"tollgate.keeper.run")
+}
+
+impl Facilitator {
+    /// Runs the renewal keeper once over every network (see [`crate::keeper`]): indexes new
+    /// subscriptions, then collects each one that is due, one cycle each. Runs of one facilitator
+    /// are serialised. Never fails: errors are logged, counted and retried by the next run.
+    pub async fn run_keeper_once(&self) -> KeeperReport {
+        let _guard = self.inner.locks.lock(keeper_lock_key()).await;
+        let mut names: Vec<&String> = self.inner.networks.keys().collect();
+        names.sort();
+        let mut report = KeeperReport::default();
+        for name in names {
+            let net = &self.inner.networks[name];
+            let Some(subs) = net.spec.subscriptions else {
+                continue;
+            };
+            match self.index_subscriptions(net, subs).await {
+                Ok(n) => report.indexed += n,
+                Err(e) => {
+                    tracing::warn!(network = %name, error = %e, "keeper: indexing failed");
+                    report.errors += 1;
+                }
+            }
+            report.add(&self.renew_due(net, subs).await);
+        }
+        report
+    }
+
+    /// Spawns the keeper: [`run_keeper_once`](Self::run_keeper_once) every
+    /// [`Settings::keeper_interval`](crate::Settings::keeper_interval), until the handle is
+    /// dropped. A zero interval spawns nothing useful: the task returns at once.
+    pub fn spawn_keeper(&self) -> KeeperHandle {
+        let f = self.clone();
+        let every = f.settings().keeper_interval;
+        KeeperHandle(tokio::spawn(async move {
+            if every.is_zero() {
+                return;
+            }
+            let mut tick = tokio::time::interval(every);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let r = f.run_keeper_once().await;
+                if r != KeeperReport::default() {
+                    tracing::debug!(?r, "keeper run");
+                }
+            }
+        }))
+    }
+
+    /// Indexes subscription events from the stored cursor up to the confirmed head.
+    async fn index_subscriptions(
+        &self,
+        net: &Network,
+        subs: Address,
+    ) -> Result<usize, KeeperError> {
+        let store = &self.inner.store;
+        let name = net.spec.name.as_str();
+        let latest = net.chain.block_number().await?;
+        let head = latest.saturating_sub(net.spec.confirmations.max(1) - 1);
+        let mut from = store.keeper_cursor(name).await?;
+        let mut found = 0;
+        while from <= head {
+            let to = head.min(from.saturating_add(LOG_RANGE - 1));
+            let filter = LogFilter {
+                from_block: from,
+                to_block: Some(to),
+                addresses: vec![subs],
+                topics: [
+                    Some(vec![
+                        Subscriptions::SubscriptionCreated::SIGNATURE_HASH,
+                        Subscriptions::SubscriptionResumed::SIGNATURE_HASH,
+                    ]),
+                    None,
+                    None,
+                    None,
+                ],
+            };
+            let logs = net.chain.logs(&filter).await?;
+            let events: Vec<SubscriptionEvent> = logs
+                .iter()
+                .filter(|l| l.log.address == subs)
+                .filter_map(|l| {
+                    if let Ok(ev) = Subscriptions::SubscriptionCreated::decode_log(&l.log) {
+                        Some(SubscriptionEvent::Created {
+                            id: ev.id,
+                            plan_id: ev.planId,
+                            subscriber: ev.subscriber,
+                            paid_through: ev.paidThrough,
+                        })
+                    } else if let Ok(ev) = Subscriptions::SubscriptionResumed::decode_log(&l.log) {
+                        Some(SubscriptionEvent::Resumed {
+                            id: ev.id,
+                            paid_through: ev.paidThrough,
+                        })
+                    } else {
+                        None
+                    }
+                })
+                .collect();
+            found += events.len();
+            store
+                .index_subscription_events(name, &events, to + 1, unix_now())
+                .await?;
+            from = to + 1;
+        }
+        if found > 0 {
+            tracing::info!(
+                network = name,
+                events = found,
+                "keeper: indexed subscription events"
+            );
+        }
+        Ok(found)
+    }
+
+    /// Collects every indexed subscription due at the chain's clock, one cycle each.
+    async fn renew_due(&self, net: &Network, subs: Address) -> KeeperReport {
+        let mut report = KeeperReport::default();
+        let name = net.spec.name.clone();
+        let now = match net.chain.timestamp().await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(network = %name, error = %e, "keeper: chain clock unavailable");
+                report.errors += 1;
+                return report;
+            }
+        };
+        // Each row leaves the due set once handled (renewed: due later; paused; or updated from
+        // the chain), except on errors and pending collections: `seen` keeps a run from retrying
+        // those in a loop.
+        let mut seen = std::collections::HashSet::new();
+        loop {
+            let due = match self
+                .inner
+                .store
+                .due_subscriptions(&name, now, DUE_BATCH)
+                .await
+            {
+                Ok(due) => due,
+                Err(e) => {
+                    tracing::warn!(network = %name, error = %e, "keeper: store unavailable");
+                    report.errors += 1;
+                    return report;
+                }
+            };
+            let fresh: Vec<IndexedSubscription> =
+                due.into_iter().filter(|s| seen.insert(s.id)).collect();
+            if fresh.is_empty() {
+                return report;
+            }
+            let mut tasks = tokio::task::JoinSet::new();
+            for sub in fresh {
+                if tasks.len() >= CONCURRENCY {
+                    tally(&mut report, tasks.join_next().await);
+                }
+                let f = self.clone();
+                tasks.spawn(async move { f.renew_one(&sub, subs, now).await });
+            }
+            while let Some(r) = tasks.join_next().await {
+                tally(&mut report, Some(r));
+            }
+        }
+    }
+
+    /// Collects the next cycle of one due subscription if the chain agrees it is due.
+    async fn renew_one(
+        &self,
+        sub: &IndexedSubscription,
+        subs: Address,
+        now: u64,
+    ) -> Result<Step, KeeperError> {
+        let net = &self.inner.networks[&sub.network];
+        let store = &self.inner.store;
+        let chain = net.chain.as_ref();
+        let id = sub.id;
+        let onchain =
+            contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
+        let state = match onchain.state {
+            1 => IndexedState::Active,
+            2 => IndexedState::Paused,
+            // Cancelled, or gone (a reorg dropped its creation): never collected again.
+            _ => IndexedState::Cancelled,
+        };
+        if state != IndexedState::Active || onchain.paidThrough > now {
+            store
+                .update_indexed_subscription(
+                    &sub.network,
+                    id,
+                    state,
+                    onchain.cycle,
+                    onchain.paidThrough,
+                    unix_now(),
+                )
+                .await?;
+            return Ok(Step::Skipped);
+        }
+        let cycle = onchain.cycle + 1;
+        let call = Subscriptions::collectCall { id, cycle };
+        let tx = TxRequest::call(self.relayer(), subs, call.abi_encode());
+        let hash = match chain.send(tx).await {
+            Ok(hash) => hash,
+            Err(ChainError::Revert(
+                r @ (Revert::WrongCycle { .. }
+                | Revert::NotDue { .. }
+                | Revert::SubscriptionNotActive { .. }),
+            )) => {
+                // Billed, not due or not active after all (another keeper, or the subscriber):
+                // nothing to do; the next run reads the chain again.
+                tracing::debug!(network = %sub.network, %id, cycle, reason = r.name(), "keeper: nothing to collect");
+                return Ok(Step::Skipped);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let opts = WaitOptions {
+            confirmations: net.spec.confirmations.max(1),
+            timeout: self.inner.settings.confirmation_timeout,
+        };
+        let receipt = match chain.wait(hash, opts).await? {
+            Confirmation::Confirmed(r) => r,
+            Confirmation::Pending { tx_hash } => {
+                tracing::warn!(network = %sub.network, %id, cycle, %tx_hash, "keeper: collect not confirmed in time");
+                return Ok(Step::Pending);
+            }
+        };
+        if !receipt.success {
+            // Reverted on-chain (a concurrent collect won the race): nothing billed by us.
+            tracing::info!(network = %sub.network, %id, cycle, tx_hash = %receipt.tx_hash, "keeper: collect reverted");
+            return Ok(Step::Skipped);
+        }
+        let Some((outcome, next_due)) = outcome(&receipt, subs, id, cycle) else {
+            tracing::warn!(network = %sub.network, %id, cycle, tx_hash = %receipt.tx_hash, "keeper: collect left no outcome event");
+            return Ok(Step::Skipped);
+        };
+        let (state, step) = match outcome {
+            RenewalOutcome::Renewed => (IndexedState::Active, Step::Renewed),
+            RenewalOutcome::Failed => (IndexedState::Paused, Step::Failed),
+        };
+        let renewal = Renewal {
+            network: sub.network.clone(),
+            id,
+            cycle,
+            outcome,
+            tx_hash: receipt.tx_hash,
+            block: receipt.block_number,
+            at: unix_now(),
+        };
+        store
+            .record_renewal(&renewal, state, next_due.unwrap_or(onchain.paidThrough))
+            .await?;
+        match outcome {
+            RenewalOutcome::Renewed => tracing::info!(
+                network = %sub.network, %id, cycle, subscriber = %onchain.subscriber,
+                tx_hash = %receipt.tx_hash, paid_through = next_due.unwrap_or_default(),
+                "keeper: subscription renewed"
+            ),
+            RenewalOutcome::Failed => tracing::warn!(
+                network = %sub.network, %id, cycle, subscriber = %onchain.subscriber,
+                tx_hash = %receipt.tx_hash,
+                "keeper: renewal failed; subscription paused"
+            ),
+        }
+        Ok(step)
+    }
+}
+
+/// The outcome event of `collect(id, cycle)` in its receipt, with the new `paidThrough` when
+/// renewed.
+fn outcome(
+    receipt: &Receipt,
+    subs: Address,
+    id: B256,
+    cycle: u32,
+) -> Option<(RenewalOutcome, Option<u64>)> {
+    receipt
+        .logs
+        .iter()
+        .filter(|l| l.address == subs)
+        .find_map(|l| {
+            if let Ok(ev) = Subscriptions::SubscriptionRenewed::decode_log(l)
+                && ev.id == id
+                && ev.cycle == cycle
+            {
+                return Some((RenewalOutcome::Renewed, Some(ev.paidThrough)));
+            }
+            if let Ok(ev) = Subscriptions::RenewalFailed::decode_log(l)
+                && ev.id == id
+                && ev.cycle == cycle
+            {
+                return Some((RenewalOutcome::Failed, None));
+            }
+            None
+        })
+}
+
+fn tally(
+    report: &mut KeeperReport,
+    joined: Option<Result<Result<Step, KeeperError>, tokio::task::JoinError>>,
+) {
+    match joined {
+        Some(Ok(Ok(Step::Renewed))) => report.renewed += 1,
+        Some(Ok(Ok(Step::Failed))) => report.failed += 1,
+        Some(Ok(Ok(Step::Skipped))) => report.skipped += 1,
+        Some(Ok(Ok(Step::Pending))) => report.pending += 1,
+        Some(Ok(Err(e))) => {
+            tracing::warn!(error = %e, "keeper: renewal attempt failed; retrying next run");
+            report.errors += 1;
+        }
+        Some(Err(e)) => {
+            tracing::warn!(error = %e, "keeper: renewal task died");
+            report.errors += 1;
+        }
+        None => {}
+    }
+}
+
+/// Default for [`crate::Settings::keeper_interval`].
+pub(crate) const DEFAULT_INTERVAL: Duration = Duration::from_secs(5);

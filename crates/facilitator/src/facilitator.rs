@@ -216,7 +216,7 @@ impl Facilitator {
         }
         let metrics = Metrics::new(
             networks.iter().map(|(s, _)| s.name.clone()),
-            crate::http::ROUTES.iter().copied(),
+            crate::openapi::PATHS.iter().copied(),
         );
         let mut map = HashMap::new();
         for (spec, chain) in networks {

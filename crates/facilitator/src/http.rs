@@ -23,30 +23,6 @@ use crate::{
     settle::Outcome,
 };
 
-/// The route templates (for per-route metrics).
-pub(crate) const ROUTES: &[&str] = &[
-    "/authorize",
-    "/settlements/{key}",
-    "/subscriptions",
-    "/subscriptions/quote",
-    "/subscriptions/{id}",
-    "/providers/challenge",
-    "/providers/register",
-    "/providers/keys/revoke",
-    "/plans",
-    "/plans/{id}",
-    "/plans/{id}/deprecate",
-    "/proofs/verify",
-    "/verify",
-    "/settle",
-    "/supported",
-    "/.well-known/tollgate",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/openapi.json",
-];
-
 /// Default request body limit (64 KiB).
 pub const DEFAULT_MAX_BODY: usize = 64 * 1024;
 

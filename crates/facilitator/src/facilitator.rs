@@ -119,6 +119,36 @@ impl Network {
     }
 }
 
+impl Network {
+    /// Searches the last `lookback` blocks for logs of `address` matching `topics` that pass
+    /// `accept`, and returns the receipt of the first such transaction that succeeded and is at
+    /// the configured confirmation depth (recovery after a crash or a front-run).
+    pub(crate) async fn find_confirmed(
+        &self,
+        address: alloy::primitives::Address,
+        topics: [Option<Vec<B256>>; 4],
+        lookback: u64,
+        accept: impl Fn(&tollgate_chain::ChainLog) -> bool,
+    ) -> tollgate_chain::Result<Option<tollgate_chain::Receipt>> {
+        let latest = self.chain.block_number().await?;
+        let filter = tollgate_chain::LogFilter {
+            from_block: latest.saturating_sub(lookback),
+            to_block: Some(latest),
+            addresses: vec![address],
+            topics,
+        };
+        for l in self.chain.logs(&filter).await?.iter().filter(|l| accept(l)) {
+            if let Some(r) = self.chain.receipt(l.tx_hash).await?
+                && r.success
+                && latest + 1 >= r.block_number + self.spec.confirmations.max(1)
+            {
+                return Ok(Some(r));
+            }
+        }
+        Ok(None)
+    }
+}
+
 pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

@@ -14,7 +14,7 @@ use alloy::{
 };
 use axum::http::StatusCode;
 use tollgate_chain::{
-    Confirmation, Error as ChainError, LogFilter, Receipt, Revert, TxRequest, WaitOptions,
+    Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
     authorization::{ReceiveWithAuthorization, recover, router_nonce},
     contracts::{self, PaymentRouter, Token},
 };
@@ -519,41 +519,24 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
     ) -> Result<Option<Receipt>, ApiError> {
-        let latest = net
-            .chain
-            .block_number()
-            .await
-            .map_err(|e| chain_error(&e))?;
-        let filter = LogFilter {
-            from_block: latest.saturating_sub(self.inner.settings.log_lookback_blocks),
-            to_block: Some(latest),
-            addresses: vec![net.spec.router],
-            topics: [
-                Some(vec![PaymentRouter::PaymentSettled::SIGNATURE_HASH]),
-                Some(vec![new.memo]),
-                Some(vec![new.payer.into_word()]),
-                Some(vec![new.pay_to.into_word()]),
-            ],
+        let topics = [
+            Some(vec![PaymentRouter::PaymentSettled::SIGNATURE_HASH]),
+            Some(vec![new.memo]),
+            Some(vec![new.payer.into_word()]),
+            Some(vec![new.pay_to.into_word()]),
+        ];
+        let same_terms = |l: &tollgate_chain::ChainLog| {
+            PaymentRouter::PaymentSettled::decode_log(&l.log)
+                .is_ok_and(|ev| ev.amount == new.amount.get() && ev.fee == new.fee.get())
         };
-        let logs = net.chain.logs(&filter).await.map_err(|e| chain_error(&e))?;
-        for l in logs {
-            let Ok(ev) = PaymentRouter::PaymentSettled::decode_log(&l.log) else {
-                continue;
-            };
-            if ev.amount == new.amount.get() && ev.fee == new.fee.get() {
-                let receipt = net
-                    .chain
-                    .receipt(l.tx_hash)
-                    .await
-                    .map_err(|e| chain_error(&e))?;
-                if let Some(r) = receipt
-                    && latest + 1 >= r.block_number + net.spec.confirmations.max(1)
-                {
-                    return Ok(Some(r));
-                }
-            }
-        }
-        Ok(None)
+        net.find_confirmed(
+            net.spec.router,
+            topics,
+            self.inner.settings.log_lookback_blocks,
+            same_terms,
+        )
+        .await
+        .map_err(|e| chain_error(&e))
     }
 
     /// Checks the receipt carries this payment's `PaymentSettled`, issues and stores the proof.

@@ -13,7 +13,7 @@ use alloy::{
 };
 use axum::{Json, extract::State};
 use tollgate_chain::{
-    Confirmation, Error as ChainError, LogFilter, Receipt, Revert, TxRequest, WaitOptions,
+    Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
     authorization::{TransferWithAuthorization, recover, token_domain},
     contracts::{self, Token},
 };
@@ -84,7 +84,7 @@ impl Facilitator {
         req: &PaymentRequirements,
         check_nonce: bool,
     ) -> Result<Verified<'a>, ErrorReason> {
-        if req_version_mismatch(payload) {
+        if payload.x402_version != 1 {
             return Err(ErrorReason::InvalidX402Version);
         }
         let net = self
@@ -357,46 +357,21 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
     ) -> Result<Option<Receipt>, ErrorReason> {
-        let latest = net
-            .chain
-            .block_number()
-            .await
-            .map_err(|e| verify_chain_error(&e))?;
-        let filter = LogFilter {
-            from_block: latest.saturating_sub(self.inner.settings.log_lookback_blocks),
-            to_block: Some(latest),
-            addresses: vec![net.spec.token],
-            topics: [
-                Some(vec![Token::AuthorizationUsed::SIGNATURE_HASH]),
-                Some(vec![new.payer.into_word()]),
-                Some(vec![new.nonce]),
-                None,
-            ],
-        };
-        let logs = net
-            .chain
-            .logs(&filter)
-            .await
-            .map_err(|e| verify_chain_error(&e))?;
-        for l in logs {
-            let receipt = net
-                .chain
-                .receipt(l.tx_hash)
-                .await
-                .map_err(|e| verify_chain_error(&e))?;
-            if let Some(r) = receipt
-                && r.success
-                && latest + 1 >= r.block_number + net.spec.confirmations.max(1)
-            {
-                return Ok(Some(r));
-            }
-        }
-        Ok(None)
+        let topics = [
+            Some(vec![Token::AuthorizationUsed::SIGNATURE_HASH]),
+            Some(vec![new.payer.into_word()]),
+            Some(vec![new.nonce]),
+            None,
+        ];
+        net.find_confirmed(
+            net.spec.token,
+            topics,
+            self.inner.settings.log_lookback_blocks,
+            |_| true,
+        )
+        .await
+        .map_err(|e| verify_chain_error(&e))
     }
-}
-
-fn req_version_mismatch(payload: &PaymentPayload) -> bool {
-    payload.x402_version != 1
 }
 
 fn revert_reason(r: &Revert) -> ErrorReason {

@@ -203,7 +203,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         rpc_listener,
         stop(stop_rx.clone()),
     ));
-    let facilitator_keeper = facilitator.spawn_keeper();
+    // Renewals are collected automatically, as in production; the keeper stops with this scope.
+    let _keeper = facilitator.spawn_keeper();
     let fac_task = tokio::spawn(tollgate_facilitator::serve(
         facilitator,
         facilitator_listener,
@@ -214,8 +215,6 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             .with_graceful_shutdown(stop(stop_rx))
             .await
     });
-    // Renewals are collected automatically, as in production.
-    let _keeper = facilitator_keeper;
     print_guide(&info, &path);
     crate::shutdown_signal().await;
     let _ = stop_tx.send(true);

@@ -454,7 +454,10 @@ contract Subscriptions is EIP712 {
     }
 
     /// @notice Charges usage overage for the current cycle, up to the subscriber's cap.
-    ///         Only the plan's provider or operator may call it.
+    ///         Only the plan's provider or operator may call it. A paused or cancelled
+    ///         subscription can still be charged for its last cycle (usage metered before the
+    ///         subscriber paused or cancelled is owed), within the same per-cycle cap; the cycle
+    ///         never advances again, so this is bounded by one cap.
     /// @param id The subscription id.
     /// @param cycle The current cycle (so a late batch cannot consume the next cycle's cap).
     /// @param amount The amount to charge (non-zero).
@@ -463,7 +466,6 @@ contract Subscriptions is EIP712 {
         Subscription storage sub = _requireSubscription(id);
         Plan storage plan = plans[sub.planId];
         if (msg.sender != plan.provider && msg.sender != plan.operator) revert Unauthorized(msg.sender);
-        if (sub.state != STATE_ACTIVE) revert SubscriptionNotActive(id, sub.state);
         if (cycle != sub.cycle) revert WrongCycle(id, sub.cycle);
         bytes32 key = keccak256(abi.encode(id, ref));
         if (chargeApplied[key]) revert ChargeAlreadyApplied(id, ref);

@@ -95,6 +95,8 @@ pub struct Config {
     pub settlement: Settlement,
     /// `[limits]`: request limits.
     pub limits: Limits,
+    /// `[subscriptions]`: the renewal keeper and the on-chain batching of metered usage.
+    pub subscriptions: SubscriptionsSection,
     /// `[[networks]]`: the chains settled on, at least one, names unique (after aliases).
     pub networks: Vec<Network>,
 }
@@ -198,6 +200,35 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// `[subscriptions]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct SubscriptionsSection {
+    /// `subscriptions.keeper_interval_secs`: how often the keeper indexes new subscriptions,
+    /// renews the due ones and charges metered usage. `0` disables the keeper (renewals and
+    /// overage charges then wait for another replica's). Default 5.
+    pub keeper_interval_secs: u64,
+    /// `subscriptions.overage_batch_secs`: a cycle's metered usage is charged on-chain once its
+    /// oldest uncharged deduction is this old. Default 60.
+    pub overage_batch_secs: u64,
+    /// `subscriptions.overage_batch_amount`: ... or once its uncharged usage reaches this amount
+    /// (the token's smallest unit; a decimal string or an integer). Usage left at the end of a
+    /// cycle is always charged before the renewal. Default `"1000000"`.
+    #[serde(deserialize_with = "de_amount")]
+    pub overage_batch_amount: Amount,
+}
+
+impl Default for SubscriptionsSection {
+    fn default() -> Self {
+        Self {
+            keeper_interval_secs: crate::keeper::DEFAULT_INTERVAL.as_secs(),
+            overage_batch_secs: crate::metering::DEFAULT_BATCH_INTERVAL.as_secs(),
+            overage_batch_amount: Amount::from_units(crate::metering::DEFAULT_BATCH_AMOUNT),
         }
     }
 }
@@ -816,6 +847,8 @@ struct RawConfig {
     #[serde(default)]
     limits: Limits,
     #[serde(default)]
+    subscriptions: SubscriptionsSection,
+    #[serde(default)]
     networks: Vec<RawNetwork>,
 }
 
@@ -965,6 +998,7 @@ impl RawConfig {
             fees: self.fees,
             settlement: self.settlement,
             limits: self.limits,
+            subscriptions: self.subscriptions,
             networks,
         })
     }

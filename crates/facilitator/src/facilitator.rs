@@ -62,6 +62,12 @@ pub struct Settings {
     pub crash_after_broadcast: bool,
     /// How often the renewal keeper runs ([`Facilitator::spawn_keeper`]); zero disables it.
     pub keeper_interval: Duration,
+    /// Metered usage is charged on-chain once the oldest unbilled deduction of a cycle is this
+    /// old (and at the end of each cycle).
+    pub overage_batch_interval: Duration,
+    /// Metered usage is charged on-chain once a cycle's unbilled usage reaches this amount (the
+    /// token's smallest unit).
+    pub overage_batch_amount: u64,
 }
 
 impl Default for Settings {
@@ -76,6 +82,8 @@ impl Default for Settings {
             max_body_bytes: crate::http::DEFAULT_MAX_BODY,
             crash_after_broadcast: false,
             keeper_interval: crate::keeper::DEFAULT_INTERVAL,
+            overage_batch_interval: crate::metering::DEFAULT_BATCH_INTERVAL,
+            overage_batch_amount: crate::metering::DEFAULT_BATCH_AMOUNT,
         }
     }
 }
@@ -210,6 +218,7 @@ pub(crate) struct Inner {
     pub(crate) settings: Settings,
     pub(crate) locks: KeyLocks,
     pub(crate) metrics: Metrics,
+    pub(crate) heads: crate::metering::Heads,
 }
 
 impl fmt::Debug for Facilitator {
@@ -291,6 +300,7 @@ impl Facilitator {
                 settings,
                 locks: KeyLocks::default(),
                 metrics,
+                heads: Default::default(),
             }),
         })
     }

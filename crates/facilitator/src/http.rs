@@ -34,6 +34,14 @@ pub fn router(f: Facilitator) -> Router {
         .route("/subscriptions", post(crate::subscriptions::create))
         .route("/subscriptions/quote", get(crate::subscriptions::quote))
         .route("/subscriptions/{id}", get(crate::subscriptions::show))
+        .route(
+            "/subscriptions/{id}/usage",
+            get(crate::metering::show).post(crate::metering::deduct),
+        )
+        .route(
+            "/subscriptions/{id}/allowance",
+            post(crate::metering::raise),
+        )
         .route("/providers/challenge", post(crate::providers::challenge))
         .route("/providers/register", post(crate::providers::register))
         .route("/providers/keys/revoke", post(crate::providers::revoke))

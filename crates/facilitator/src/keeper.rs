@@ -11,7 +11,10 @@
 //!    clock, reads the subscription on-chain (the chain is the truth), and if it is ACTIVE and due,
 //!    sends `collect(id, cycle + 1)` from a relayer, waits for confirmation, reads the outcome
 //!    (`SubscriptionRenewed` → renewed, `RenewalFailed` → paused) and records `(id, cycle)` in
-//!    `renewals`.
+//!    `renewals`. Before collecting, it closes the ending cycle's usage ledger and charges what
+//!    is left of it on-chain ([`crate::metering`]); a charge still pending postpones the renewal
+//!    to the next run.
+//! 3. **Charge overage.** Sends metered usage on-chain in batches ([`crate::metering`]).
 //!
 //! **Idempotent by construction.** The store only remembers; the contract decides: `collect` takes
 //! the exact next cycle, so a retried or concurrent collect of a billed cycle reverts with
@@ -68,6 +71,8 @@ pub struct KeeperReport {
     pub pending: usize,
     /// Errors (chain or store); each is logged, and the next run retries.
     pub errors: usize,
+    /// The metering pass: overage charged on-chain (see [`crate::metering`]).
+    pub overage: crate::metering::MeteringReport,
 }
 
 impl KeeperReport {
@@ -78,6 +83,10 @@ impl KeeperReport {
         self.skipped += other.skipped;
         self.pending += other.pending;
         self.errors += other.errors;
+        self.overage.charged += other.overage.charged;
+        self.overage.unpaid += other.overage.unpaid;
+        self.overage.pending += other.overage.pending;
+        self.overage.errors += other.overage.errors;
     }
 }
 
@@ -105,6 +114,8 @@ enum KeeperError {
     Chain(#[from] ChainError),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    #[error("metering: {0}")]
+    Metering(#[from] crate::metering::MeteringError),
 }
 
 fn keeper_lock_key() -> B256 {
@@ -132,6 +143,10 @@ impl Facilitator {
                     report.errors += 1;
                 }
             }
+            report.add(&KeeperReport {
+                overage: self.settle_overage(net, subs).await,
+                ..KeeperReport::default()
+            });
             report.add(&self.renew_due(net, subs).await);
         }
         report
@@ -266,7 +281,11 @@ impl Facilitator {
                     tally(&mut report, tasks.join_next().await);
                 }
                 let f = self.clone();
-                tasks.spawn(async move { f.renew_one(&sub, subs, now).await });
+                tasks.spawn(async move {
+                    let mut overage = crate::metering::MeteringReport::default();
+                    let step = f.renew_one(&sub, subs, now, &mut overage).await;
+                    (step, overage)
+                });
             }
             while let Some(r) = tasks.join_next().await {
                 tally(&mut report, Some(r));
@@ -280,6 +299,7 @@ impl Facilitator {
         sub: &IndexedSubscription,
         subs: Address,
         now: u64,
+        overage: &mut crate::metering::MeteringReport,
     ) -> Result<Step, KeeperError> {
         let net = &self.inner.networks[&sub.network];
         let store = &self.inner.store;
@@ -305,6 +325,15 @@ impl Facilitator {
                 )
                 .await?;
             return Ok(Step::Skipped);
+        }
+        // The ending cycle takes no more usage, and what it used is charged before it ends: a
+        // charge for it would fail once the next cycle is collected.
+        if !self
+            .close_cycle(net, subs, id, onchain.cycle, onchain.maxOverage, overage)
+            .await?
+        {
+            tracing::info!(network = %sub.network, %id, cycle = onchain.cycle, "keeper: overage charge pending; renewal waits");
+            return Ok(Step::Pending);
         }
         let cycle = onchain.cycle + 1;
         let call = Subscriptions::collectCall { id, cycle };
@@ -359,6 +388,7 @@ impl Facilitator {
         store
             .record_renewal(&renewal, state, next_due.unwrap_or(onchain.paidThrough))
             .await?;
+        self.inner.heads.forget(&sub.network, id);
         match outcome {
             RenewalOutcome::Renewed => tracing::info!(
                 network = %sub.network, %id, cycle, subscriber = %onchain.subscriber,
@@ -404,10 +434,19 @@ fn outcome(
         })
 }
 
-fn tally(
-    report: &mut KeeperReport,
-    joined: Option<Result<Result<Step, KeeperError>, tokio::task::JoinError>>,
-) {
+type Joined =
+    Result<(Result<Step, KeeperError>, crate::metering::MeteringReport), tokio::task::JoinError>;
+
+fn tally(report: &mut KeeperReport, joined: Option<Joined>) {
+    let joined = joined.map(|j| {
+        j.map(|(step, overage)| {
+            report.add(&KeeperReport {
+                overage,
+                ..KeeperReport::default()
+            });
+            step
+        })
+    });
     match joined {
         Some(Ok(Ok(Step::Renewed))) => report.renewed += 1,
         Some(Ok(Ok(Step::Failed))) => report.failed += 1,

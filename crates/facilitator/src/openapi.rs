@@ -16,6 +16,8 @@ pub const PATHS: &[&str] = &[
     "/subscriptions",
     "/subscriptions/quote",
     "/subscriptions/{id}",
+    "/subscriptions/{id}/usage",
+    "/subscriptions/{id}/allowance",
     "/providers/challenge",
     "/providers/register",
     "/providers/keys/revoke",
@@ -86,6 +88,8 @@ fn paths() -> Value {
         "/subscriptions": { "post": subscriptions_create() },
         "/subscriptions/quote": { "get": subscriptions_quote() },
         "/subscriptions/{id}": { "get": subscriptions_show() },
+        "/subscriptions/{id}/usage": { "get": usage_show(), "post": usage_deduct() },
+        "/subscriptions/{id}/allowance": { "post": allowance_raise() },
         "/plans": { "post": plans_create() },
         "/plans/{id}": { "get": plans_show() },
         "/plans/{id}/deprecate": { "post": plans_deprecate() },
@@ -389,6 +393,95 @@ fn subscriptions_show() -> Value {
     })
 }
 
+fn allowance_usage() -> Value {
+    json!({
+        "type": "object",
+        "required": ["subscriptionId", "cycle", "cap", "used", "remaining", "charged", "unsettled", "unpaid"],
+        "properties": {
+            "subscriptionId": { "type": "string" },
+            "cycle": { "type": "integer", "description": "The billing cycle the usage counts against." },
+            "cap": schema("Amount"),
+            "used": schema("Amount"),
+            "remaining": schema("Amount"),
+            "charged": { "$ref": "#/components/schemas/Amount", "description": "Confirmed on-chain (chargeOverage)." },
+            "unsettled": { "$ref": "#/components/schemas/Amount", "description": "Deducted, not yet charged on-chain." },
+            "unpaid": { "$ref": "#/components/schemas/Amount", "description": "Charges that failed on-chain." }
+        }
+    })
+}
+
+fn usage_deduct() -> Value {
+    json!({
+        "tags": ["subscriptions"],
+        "operationId": "deductAllowance",
+        "summary": "The spec's deductAllowance: deduct metered usage from the subscription's overage allowance (plan owner only).",
+        "description": "Body: `{amount, network?, idempotencyKey?}`. Exact under concurrency: a deduction that would cross the cycle's cap is refused with 402 `AllowanceExhausted` and nothing is deducted. Usage is charged on-chain in batches and at the end of each cycle.",
+        "security": bearer(),
+        "parameters": [
+            { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }
+        ],
+        "requestBody": { "required": true, "content": { "application/json": { "schema": {
+            "type": "object", "required": ["amount"], "additionalProperties": false,
+            "properties": {
+                "amount": schema("Amount"),
+                "network": { "type": "string" },
+                "idempotencyKey": { "type": "string", "minLength": 1, "maxLength": 200 }
+            }
+        } } } },
+        "responses": {
+            "200": { "description": "The allowance after the deduction.", "content": { "application/json": { "schema": allowance_usage() } } },
+            "400": response("BadRequest"),
+            "401": response("Unauthorized"),
+            "402": response("AllowanceExhausted"),
+            "403": response("Forbidden"),
+            "404": response("NotFound"),
+            "409": response("SubscriptionNotActive"),
+            "422": response("Unprocessable"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn usage_show() -> Value {
+    json!({
+        "tags": ["subscriptions"],
+        "operationId": "showAllowanceUsage",
+        "summary": "The usage ledger of the subscription's current cycle (plan owner only).",
+        "security": bearer(),
+        "parameters": [
+            { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } },
+            { "name": "network", "in": "query", "required": false, "schema": { "type": "string" } }
+        ],
+        "responses": {
+            "200": { "description": "The ledger.", "content": { "application/json": { "schema": allowance_usage() } } },
+            "401": response("Unauthorized"),
+            "403": response("Forbidden"),
+            "404": response("NotFound"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn allowance_raise() -> Value {
+    json!({
+        "tags": ["subscriptions"],
+        "operationId": "raiseAllowance",
+        "summary": "Relay the subscriber's signed raiseAllowanceWithSig (EIP-712 `Action`, action 4, value = the new cap); answers after confirmation.",
+        "description": "Body: `{network, maxOverage, deadline, signature}`. Idempotent: a cap already at `maxOverage` is answered without a transaction.",
+        "parameters": [
+            { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }
+        ],
+        "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object" } } } },
+        "responses": {
+            "200": { "description": "The subscription with its new cap.", "content": { "application/json": { "schema": subscription_view() } } },
+            "400": response("BadRequest"),
+            "404": response("NotFound"),
+            "422": response("Unprocessable"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
 fn plans_show() -> Value {
     json!({
         "tags": ["providers"],
@@ -508,6 +601,8 @@ fn responses() -> Value {
         ),
         "Unauthorized": error_response("401: a missing, unknown or revoked API key (`Authorization: Bearer <key>`), or a registration whose signature or challenge does not check out.", &["Unauthorized"]),
         "Forbidden": error_response("403: the API key's provider does not own this plan.", &["Forbidden"]),
+        "AllowanceExhausted": error_response("402: the deduction would cross the cycle's overage cap; nothing was deducted.", &["AllowanceExhausted"]),
+        "SubscriptionNotActive": error_response("409: the subscription is paused, cancelled, overdue or between cycles; or the idempotency key was used for another amount.", &["SubscriptionNotActive", "IdempotencyConflict"]),
         "Internal": error_response("500: a bug; the cause is logged, never sent.", &["Internal"]),
         "Unavailable": error_response("503: the chain or the store is unavailable; retry later.", &["Unavailable"])
     })

@@ -47,6 +47,12 @@ pub fn settings(config: &Config) -> Settings {
         max_validity_secs: config.settlement.max_validity_secs,
         proof_ttl_secs: config.settlement.proof_ttl_secs,
         max_body_bytes: config.limits.max_body_bytes,
+        keeper_interval: std::time::Duration::from_secs(config.subscriptions.keeper_interval_secs),
+        overage_batch_interval: std::time::Duration::from_secs(
+            config.subscriptions.overage_batch_secs,
+        ),
+        overage_batch_amount: u64::try_from(config.subscriptions.overage_batch_amount.get())
+            .unwrap_or(crate::store::MAX_METERED),
         ..Settings::default()
     }
 }

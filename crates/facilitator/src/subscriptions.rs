@@ -137,7 +137,10 @@ fn plan_deprecated(plan_id: B256) -> ApiError {
 
 impl Facilitator {
     /// The network (by name, or the only one with a subscriptions contract) and its contract.
-    fn subscriptions_network(&self, name: Option<&str>) -> Result<(&Network, Address), ApiError> {
+    pub(crate) fn subscriptions_network(
+        &self,
+        name: Option<&str>,
+    ) -> Result<(&Network, Address), ApiError> {
         let net = match name {
             Some(name) => self.network(name).ok_or_else(|| {
                 ApiError::invalid(
@@ -203,7 +206,7 @@ impl Facilitator {
     }
 
     /// A subscription read from the chain; `None` for an unknown id.
-    async fn subscription_view(
+    pub(crate) async fn subscription_view(
         &self,
         net: &Network,
         subs: Address,

@@ -292,6 +292,61 @@ impl FacilitatorError {
     }
 }
 
+/// Why [`crate::Gate::deduct_allowance`] deducted nothing.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DeductError {
+    /// The deduction would cross the cycle's overage cap (the spec's `AllowanceExhausted`): the
+    /// metered request gets a 402 until the subscriber raises its cap or the next cycle begins.
+    #[error("AllowanceExhausted: {message}")]
+    AllowanceExhausted {
+        /// The facilitator's explanation (what remains of the cap).
+        message: String,
+    },
+    /// The subscription is paused, cancelled, overdue or between cycles.
+    #[error("SubscriptionNotActive: {message}")]
+    SubscriptionNotActive {
+        /// The facilitator's explanation.
+        message: String,
+    },
+    /// The gate has no provider API key ([`crate::GateBuilder::api_key`]).
+    #[error("deducting an allowance needs the provider's API key (GateBuilder::api_key)")]
+    NotConfigured,
+    /// The facilitator refused the request itself: a missing or revoked API key (401), a
+    /// subscription to another provider's plan (403), an unknown subscription (404), a bad amount
+    /// (422), a reused idempotency key (409).
+    #[error("the facilitator refused the deduction: {status} {code}: {message}")]
+    Refused {
+        /// The HTTP status.
+        status: u16,
+        /// The error body's `code`.
+        code: String,
+        /// The error body's `message`.
+        message: String,
+    },
+    /// The facilitator could not be asked, or is failing (5xx).
+    #[error("the facilitator is unavailable")]
+    Unavailable(#[source] FacilitatorError),
+}
+
+impl DeductError {
+    /// The spec's error name for the 402 (`AllowanceExhausted`, `SubscriptionNotActive`), else a
+    /// code of ours.
+    pub fn code(&self) -> &str {
+        match self {
+            Self::AllowanceExhausted { .. } => {
+                tollgate_protocol::ErrorCode::AllowanceExhausted.as_str()
+            }
+            Self::SubscriptionNotActive { .. } => {
+                tollgate_protocol::ErrorCode::SubscriptionNotActive.as_str()
+            }
+            Self::NotConfigured => "MeteringNotConfigured",
+            Self::Refused { code, .. } => code,
+            Self::Unavailable(_) => "FacilitatorUnavailable",
+        }
+    }
+}
+
 /// A [`crate::GateBuilder`] that cannot build.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

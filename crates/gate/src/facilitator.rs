@@ -9,9 +9,12 @@ use std::{
 
 use alloy::primitives::Address;
 use serde::{Deserialize, de::DeserializeOwned};
-use tollgate_protocol::x402::{SettleRequest, SettleResponse, VerifyRequest, VerifyResponse};
+use tollgate_protocol::{
+    AllowanceUsage, DeductRequest,
+    x402::{SettleRequest, SettleResponse, VerifyRequest, VerifyResponse},
+};
 
-use crate::FacilitatorError;
+use crate::{DeductError, FacilitatorError};
 
 /// What `GET /.well-known/tollgate` publishes that a gate uses.
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -174,6 +177,66 @@ impl FacilitatorClient {
         req: &SettleRequest,
     ) -> Result<SettleResponse, FacilitatorError> {
         self.post_json("/settle", req).await
+    }
+
+    /// `POST /subscriptions/{id}/usage` with the provider's API key.
+    pub(crate) async fn deduct(
+        &self,
+        api_key: &str,
+        id: alloy::primitives::B256,
+        req: &DeductRequest,
+    ) -> Result<AllowanceUsage, DeductError> {
+        let url = format!("{}/subscriptions/{id}/usage", self.base);
+        let sent = self
+            .http
+            .post(&url)
+            .bearer_auth(api_key)
+            .json(req)
+            .send()
+            .await;
+        let r = match sent {
+            Ok(r) => r,
+            Err(source) => {
+                return Err(DeductError::Unavailable(FacilitatorError::Request {
+                    url,
+                    source,
+                }));
+            }
+        };
+        let status = r.status();
+        if status.is_success() {
+            return r.json().await.map_err(|source| {
+                DeductError::Unavailable(FacilitatorError::Request { url, source })
+            });
+        }
+        #[derive(Deserialize, Default)]
+        struct Body {
+            error: ErrorBody,
+        }
+        #[derive(Deserialize, Default)]
+        struct ErrorBody {
+            code: String,
+            #[serde(default)]
+            message: String,
+        }
+        let body = r.json::<Body>().await.unwrap_or_default().error;
+        if status.is_server_error() {
+            return Err(DeductError::Unavailable(FacilitatorError::Status {
+                url,
+                status: status.as_u16(),
+                code: Some(body.code).filter(|c| !c.is_empty()),
+            }));
+        }
+        let message = body.message;
+        Err(match body.code.as_str() {
+            "AllowanceExhausted" => DeductError::AllowanceExhausted { message },
+            "SubscriptionNotActive" => DeductError::SubscriptionNotActive { message },
+            _ => DeductError::Refused {
+                status: status.as_u16(),
+                code: body.code,
+                message,
+            },
+        })
     }
 }
 

@@ -15,7 +15,8 @@ use alloy::{
 };
 use tollgate_chain::{Chain, contracts::PaymentRouter};
 use tollgate_protocol::{
-    Amount, PaymentOption, PaymentProof, PaymentRequired, PlanTerms, ServiceExtension, network,
+    AllowanceUsage, Amount, DeductRequest, PaymentOption, PaymentProof, PaymentRequired, PlanTerms,
+    ServiceExtension, network,
     x402::{
         self, Eip712Extra, ErrorReason, PaymentPayload, PaymentRequirements, SettleResponse,
         SettlementResponseHeader, VerifyRequest,
@@ -23,7 +24,7 @@ use tollgate_protocol::{
 };
 
 use crate::{
-    BuildError, FacilitatorError, InvalidProof, StoreError, SubscriptionError,
+    BuildError, DeductError, FacilitatorError, InvalidProof, StoreError, SubscriptionError,
     facilitator::FacilitatorClient,
     memo::{self, MemoCheck, MemoSecret, MemoTerms},
     store::{self, MemoStore},
@@ -174,6 +175,7 @@ pub(crate) struct Inner {
     store: Arc<dyn MemoStore>,
     chain: Option<Arc<dyn Chain>>,
     subscriptions: Option<Checker>,
+    api_key: Option<String>,
     last_prune: AtomicU64,
 }
 
@@ -214,6 +216,7 @@ pub struct GateBuilder {
     subscription_cache_ttl: Duration,
     subscription_poll_interval: Duration,
     subscription_grace: Duration,
+    api_key: Option<String>,
 }
 
 impl fmt::Debug for GateBuilder {
@@ -224,6 +227,7 @@ impl fmt::Debug for GateBuilder {
             .field("pay_to", &self.pay_to)
             .field("facilitator", &self.facilitator)
             .field("memo_secret", &self.secret.map(|_| "<redacted>"))
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
             .finish_non_exhaustive()
     }
 }
@@ -251,6 +255,7 @@ impl Gate {
             subscription_cache_ttl: DEFAULT_SUBSCRIPTION_CACHE_TTL,
             subscription_poll_interval: DEFAULT_SUBSCRIPTION_POLL_INTERVAL,
             subscription_grace: DEFAULT_SUBSCRIPTION_GRACE,
+            api_key: None,
         }
     }
 }
@@ -395,6 +400,15 @@ impl GateBuilder {
 
     /// Builds the gate: checks the settings, builds the facilitator HTTP client and opens the memo
     /// store. Does not contact the facilitator (signers are fetched on the first proof).
+    /// The provider's facilitator API key (from `tollgate provider register`), which
+    /// [`Gate::deduct_allowance`] and metered routes ([`crate::PaymentGateLayer::metered`])
+    /// present. Never logged.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Builds the gate; checks every setting.
     pub async fn build(self) -> Result<Gate, BuildError> {
         let network = self.network.ok_or(BuildError::Missing("network"))?;
         if network.is_empty() {
@@ -494,6 +508,7 @@ impl GateBuilder {
                 store,
                 chain: self.chain,
                 subscriptions,
+                api_key: self.api_key.filter(|k| !k.is_empty()),
                 last_prune: AtomicU64::new(0),
             }),
         })
@@ -582,6 +597,65 @@ impl Gate {
             return Err(SubscriptionError::NotOffered);
         }
         checker.check(id, accepted_plans).await
+    }
+
+    /// The spec's `deductAllowance`: deducts `amount` (the token's smallest unit) of metered
+    /// usage from the subscription's overage allowance for its current cycle, through the
+    /// facilitator with the provider's API key ([`GateBuilder::api_key`]). Exact under
+    /// concurrency: a deduction that would cross the cap fails with
+    /// [`DeductError::AllowanceExhausted`] and deducts nothing; answer that request with a 402
+    /// (the layer's [`crate::PaymentGateLayer::metered`] does this for you). The facilitator
+    /// charges the usage on-chain in batches and at the end of each cycle.
+    ///
+    /// ```no_run
+    /// # async fn demo(gate: tollgate_gate::Gate, id: alloy::primitives::B256) {
+    /// match gate.deduct_allowance(id, 100_000u64).await {
+    ///     Ok(usage) => println!("{} left this cycle", usage.remaining),
+    ///     Err(e) => println!("402 {}", e.code()),
+    /// }
+    /// # }
+    /// ```
+    pub async fn deduct_allowance(
+        &self,
+        subscription_id: B256,
+        amount: impl Into<Amount>,
+    ) -> Result<AllowanceUsage, DeductError> {
+        self.deduct(subscription_id, amount.into(), None).await
+    }
+
+    /// [`deduct_allowance`](Self::deduct_allowance) that counts once per `idempotency_key` (1 to
+    /// 200 bytes, unique per subscription): a retry after a timeout cannot deduct twice.
+    pub async fn deduct_allowance_once(
+        &self,
+        subscription_id: B256,
+        amount: impl Into<Amount>,
+        idempotency_key: &str,
+    ) -> Result<AllowanceUsage, DeductError> {
+        self.deduct(
+            subscription_id,
+            amount.into(),
+            Some(idempotency_key.to_owned()),
+        )
+        .await
+    }
+
+    async fn deduct(
+        &self,
+        id: B256,
+        amount: Amount,
+        idempotency_key: Option<String>,
+    ) -> Result<AllowanceUsage, DeductError> {
+        let key = self
+            .inner
+            .api_key
+            .as_deref()
+            .ok_or(DeductError::NotConfigured)?;
+        let req = DeductRequest {
+            network: Some(self.inner.network.clone()),
+            amount,
+            idempotency_key,
+        };
+        self.inner.facilitator.deduct(key, id, &req).await
     }
 
     /// How many times this gate has read a subscription from the chain (cache misses).

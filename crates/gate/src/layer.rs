@@ -20,8 +20,9 @@ use tower_service::Service;
 use alloy::primitives::B256;
 
 use crate::{
-    Expected, Gate, Offer, Pricing, ProofError, SubscriptionError, VerifiedSubscription,
-    X_SERVICE_SUB, X402Failure, gate::path_of, parse_payment_proof, parse_subscription_id,
+    DeductError, Expected, Gate, Offer, Pricing, ProofError, SubscriptionError,
+    VerifiedSubscription, X_SERVICE_SUB, X402Failure, gate::path_of, parse_payment_proof,
+    parse_subscription_id,
 };
 
 /// The request header carrying a payment: a Tollgate proof or an x402 V1 payload.
@@ -50,6 +51,7 @@ const RETRY_AFTER_SECS: &str = "5";
 /// | a proof that does not ([`crate::InvalidProof`]) | 402, fresh terms, `error: "InvalidPaymentProof"`, `reason` (its [`crate::InvalidProof::code`]) and `message` |
 /// | no `X-PAYMENT`, `X-Service-Sub: <id>` of an ACTIVE subscription to one of the route's plans, paid through now (the chain's clock, plus [`crate::GateBuilder::subscription_grace`]) | the inner service's response, with the [`VerifiedSubscription`] in the request's extensions (no memo, no `X-PAYMENT-RESPONSE`) |
 /// | `X-Service-Sub` with a malformed, unknown, paused, cancelled, overdue or foreign-plan id, or on a route not sold by subscription | 402, fresh terms, `error: "SubscriptionNotActive"`, `reason` ([`SubscriptionError::code`]) and `message` |
+/// | on a [`metered`](PaymentGateLayer::metered) route, an ACTIVE subscription whose deduction would cross its cycle's overage cap | 402, fresh terms, `error: "AllowanceExhausted"`, `reason: "allowance_exhausted"`; nothing deducted, the inner service not called |
 /// | `X-Service-Sub` on a gate without [`crate::GateBuilder::subscriptions`] | **500** `{"error": {"code": "SubscriptionsNotConfigured"}}` and a `tracing::error!` |
 /// | `X-PAYMENT` with an x402 V1 `exact` payload | settled through the facilitator (`/verify`, `/settle`) first, then as a valid proof; refused: 402 with the x402 reason code in `error` |
 /// | x402 V2 (`PAYMENT-SIGNATURE`, or `x402Version: 2`) | 402, `error` saying only x402 V1 is supported |
@@ -80,6 +82,7 @@ struct Config {
     pricing: Vec<Pricing>,
     one_time: Option<Amount>,
     plans: Vec<B256>,
+    metered: Option<Amount>,
     description: String,
     mime_type: String,
 }
@@ -132,6 +135,7 @@ impl Gate {
                 pricing,
                 one_time,
                 plans,
+                metered: None,
                 description: String::new(),
                 mime_type: String::new(),
             }),
@@ -143,6 +147,19 @@ impl PaymentGateLayer {
     /// The `description` of the 402's entries.
     pub fn description(mut self, description: impl Into<String>) -> Self {
         Arc::make_mut(&mut self.config).description = description.into();
+        self
+    }
+
+    /// Meters subscribers: each request served on a subscription first deducts `amount` (the
+    /// token's smallest unit) from its overage allowance ([`Gate::deduct_allowance`], which
+    /// needs [`crate::GateBuilder::api_key`]). The deduction that would cross the cycle's cap is
+    /// refused, and so is the request: 402 with fresh terms and `error: "AllowanceExhausted"`,
+    /// until the subscriber raises its cap or the next cycle begins. The deduction is made when
+    /// the request is admitted, so no response is ever served beyond the cap; a handler that
+    /// wants to charge only for successful work calls [`Gate::deduct_allowance`] itself instead.
+    /// One-time payments on the same route pay their price as usual.
+    pub fn metered(mut self, amount: impl Into<Amount>) -> Self {
+        Arc::make_mut(&mut self.config).metered = Some(amount.into());
         self
     }
 
@@ -242,6 +259,9 @@ impl PaymentGateLayer {
             && parts.headers.contains_key(X_SERVICE_SUB)
         {
             let sub = self.subscriber(&parts).await?;
+            if let Some(amount) = self.config.metered {
+                self.meter(&parts, &sub, amount).await?;
+            }
             parts.extensions.insert(sub);
             return Ok((Request::from_parts(parts, body), None));
         }
@@ -289,6 +309,45 @@ impl PaymentGateLayer {
                 )
             }
         })
+    }
+
+    /// Deducts a metered request's `amount` from the subscription's allowance.
+    async fn meter(
+        &self,
+        parts: &Parts,
+        sub: &VerifiedSubscription,
+        amount: Amount,
+    ) -> Result<(), Response<String>> {
+        match self.gate.deduct_allowance(sub.id, amount).await {
+            Ok(_) => Ok(()),
+            Err(
+                e @ (DeductError::AllowanceExhausted { .. }
+                | DeductError::SubscriptionNotActive { .. }),
+            ) => {
+                tracing::debug!(id = %sub.id, code = e.code(), "metered request refused");
+                let (code, reason) = match e {
+                    DeductError::AllowanceExhausted { .. } => {
+                        (ErrorCode::AllowanceExhausted, "allowance_exhausted")
+                    }
+                    _ => (ErrorCode::SubscriptionNotActive, "subscription_not_active"),
+                };
+                Err(self.payment_required(parts, code.as_str(), Some(reason), Some(e.to_string())))
+            }
+            Err(e @ DeductError::Unavailable(_)) => {
+                tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot deduct a metered request");
+                Err(self.unavailable("FacilitatorUnavailable", &e.to_string()))
+            }
+            Err(e) => {
+                // The gate's own configuration (no or a revoked API key, a plan of another
+                // provider): the subscriber is not at fault, and nothing was deducted.
+                tracing::error!(error = %e, "metered request: the facilitator refused the deduction");
+                Err(self.error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "MeteringMisconfigured",
+                    "this server cannot meter subscriptions",
+                ))
+            }
+        }
     }
 
     async fn decide(&self, parts: &Parts) -> Result<SettlementResponseHeader, Response<String>> {

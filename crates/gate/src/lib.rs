@@ -11,7 +11,8 @@ pub mod store;
 mod subscription;
 
 pub use error::{
-    BuildError, FacilitatorError, InvalidProof, ProofError, Result, StoreError, SubscriptionError,
+    BuildError, DeductError, FacilitatorError, InvalidProof, ProofError, Result, StoreError,
+    SubscriptionError,
 };
 pub use gate::{
     DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_SIGNERS_MIN_REFRESH,
@@ -27,7 +28,7 @@ pub use subscription::{
     DEFAULT_SUBSCRIPTION_CACHE_TTL, DEFAULT_SUBSCRIPTION_GRACE, DEFAULT_SUBSCRIPTION_POLL_INTERVAL,
     VerifiedSubscription, X_SERVICE_SUB, parse_subscription_id,
 };
-pub use tollgate_protocol::{Amount, PaymentProof, PaymentRequired, PlanTerms};
+pub use tollgate_protocol::{AllowanceUsage, Amount, PaymentProof, PaymentRequired, PlanTerms};
 
 #[cfg(test)]
 use tempfile as _;

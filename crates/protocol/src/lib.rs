@@ -15,8 +15,8 @@ pub use payment::{
 };
 pub use required::{PaymentOption, PaymentRequired, PlanTerms, SPEC_VERSION, ServiceExtension};
 pub use subscription::{
-    AllowanceView, PermitSignature, PlanView, SubscribeRequest, SubscriptionQuote,
-    SubscriptionStatus, SubscriptionView,
+    AllowanceUsage, AllowanceView, DeductRequest, PermitSignature, PlanView, RaiseAllowanceRequest,
+    SubscribeRequest, SubscriptionQuote, SubscriptionStatus, SubscriptionView,
 };
 
 use serde::{Deserialize, Serialize};

@@ -134,6 +134,60 @@ pub struct SubscriptionQuote {
     pub now: u64,
 }
 
+/// `POST /subscriptions/{id}/usage` (provider API key): deducts metered usage from the
+/// subscription's overage allowance for the current cycle (the spec's `deductAllowance`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeductRequest {
+    /// Network name; default: the facilitator's only network with a subscriptions contract.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// The amount, in the token's smallest unit (positive).
+    pub amount: Amount,
+    /// Makes a retried deduction count once: the same key for the same subscription answers
+    /// the first deduction's result (1 to 200 bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
+/// A subscription's overage allowance in its current cycle, as the facilitator's usage ledger
+/// holds it: the answer to a deduction and to `GET /subscriptions/{id}/usage`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AllowanceUsage {
+    /// The subscription id.
+    pub subscription_id: B256,
+    /// The billing cycle the usage counts against.
+    pub cycle: u32,
+    /// The cap per cycle (`maxOverage`).
+    pub cap: Amount,
+    /// Deducted this cycle (the ledger).
+    pub used: Amount,
+    /// What may still be deducted this cycle (`cap - used`); zero means exhausted.
+    pub remaining: Amount,
+    /// Charged on-chain this cycle (`chargeOverage` confirmed).
+    pub charged: Amount,
+    /// Deducted but not yet charged on-chain (charged in batches, and at the end of the cycle).
+    pub unsettled: Amount,
+    /// Charges that failed on-chain (the subscriber could not pay); owed, not collected.
+    pub unpaid: Amount,
+}
+
+/// `POST /subscriptions/{id}/allowance`: raises the overage cap with the subscriber's EIP-712
+/// `Action` signature (action 4, `value` = the new cap), relayed as `raiseAllowanceWithSig`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RaiseAllowanceRequest {
+    /// Network name.
+    pub network: String,
+    /// The new cap per cycle; must exceed the current one.
+    pub max_overage: Amount,
+    /// Unix seconds; the signature is valid until then (inclusive).
+    pub deadline: u64,
+    /// The subscriber's 65-byte `Action` signature.
+    pub signature: Bytes,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

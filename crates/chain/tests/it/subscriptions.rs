@@ -808,8 +808,9 @@ async fn failed_renewal_pauses_and_resume_pays(f: &Fixture) {
     // Paused: no collection, no overage.
     let r = reverts(f, keeper, subs(f), &call).await;
     assert_eq!(r, Revert::SubscriptionNotActive { id, state: 2 });
-    let r = reverts(f, addr(f, PROVIDER), subs(f), &charge(id, 1, 1, 1)).await;
-    assert_eq!(r, Revert::SubscriptionNotActive { id, state: 2 });
+    // Overage of the last paid cycle is still owed; the next cycle's is not.
+    let r = reverts(f, addr(f, PROVIDER), subs(f), &charge(id, 2, 1, 1)).await;
+    assert_eq!(r, Revert::WrongCycle { id, expected: 1 });
     // Resuming while still short reverts (the due cycle must be paid).
     let r = reverts(f, subscriber, subs(f), &Subscriptions::resumeCall { id }).await;
     assert_eq!(
@@ -936,9 +937,14 @@ async fn pause_resume_cancel_directly(f: &Fixture) {
         .await,
         cancelled
     );
+    // Usage metered before the cancellation is still owed: the last cycle can be charged, within
+    // its cap, and no later one.
+    let before = remaining(f, id).await;
+    exec(f, addr(f, PROVIDER), subs(f), &charge(id, 1, 1, 1)).await;
+    assert_eq!(remaining(f, id).await, before - units(1));
     assert_eq!(
-        reverts(f, addr(f, PROVIDER), subs(f), &charge(id, 1, 1, 1)).await,
-        cancelled
+        reverts(f, addr(f, PROVIDER), subs(f), &charge(id, 2, 1, 2)).await,
+        Revert::WrongCycle { id, expected: 1 }
     );
     assert_eq!(
         reverts(f, subscriber, subs(f), &Subscriptions::resumeCall { id }).await,
@@ -965,8 +971,8 @@ async fn pause_resume_cancel_directly(f: &Fixture) {
     assert_eq!(r, cancelled);
     assert_eq!(
         balance(f, subscriber).await,
-        after_first,
-        "nothing more was pulled"
+        after_first - units(1),
+        "nothing more was pulled than the owed overage"
     );
 }
 
@@ -1104,8 +1110,8 @@ async fn pause_resume_cancel_by_signature(f: &Fixture) {
     )
     .await;
     assert_eq!(r, Revert::SubscriptionNotActive { id, state: 3 });
-    let r = reverts(f, addr(f, PROVIDER), subs(f), &charge(id, 1, 1, 1)).await;
-    assert_eq!(r, Revert::SubscriptionNotActive { id, state: 3 });
+    let r = reverts(f, addr(f, PROVIDER), subs(f), &charge(id, 2, 1, 1)).await;
+    assert_eq!(r, Revert::WrongCycle { id, expected: 1 });
     let unknown = B256::repeat_byte(0x66);
     let r = reverts(
         f,

@@ -3,8 +3,8 @@
 //! replicas). Migrations are embedded in the binary and run by [`Store::migrate`].
 //!
 //! The chain is the source of truth for money; the store keeps what the chain does not: the
-//! settlement state machine with its idempotency keys, issued proofs, and provider API keys
-//! (hashed).
+//! settlement state machine with its idempotency keys, issued proofs, provider API keys (hashed),
+//! the renewal keeper's index, and the metering ledger with its on-chain charges.
 
 use std::{fmt, sync::Arc};
 
@@ -13,10 +13,15 @@ use async_trait::async_trait;
 use tollgate_protocol::{Amount, SettlementStatus};
 
 mod codec;
+mod metering;
 mod postgres;
 mod renewals;
 mod sqlite;
 
+pub use metering::{
+    AllowanceCycle, ChargeOutcome, ChargeState, DeductOutcome, Deduction, MAX_METERED, NewCharge,
+    OverageCharge,
+};
 pub use postgres::PostgresStore;
 pub use renewals::{IndexedState, IndexedSubscription, Renewal, RenewalOutcome, SubscriptionEvent};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
@@ -278,6 +283,79 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// The recorded renewals of `id` on `network`, by cycle.
     async fn renewals(&self, network: &str, id: B256) -> StoreResult<Vec<Renewal>>;
+
+    /// Applies a deduction atomically, in one transaction: creates the cycle's ledger row if
+    /// missing (and raises its cap to `d.cap` when higher); answers a used idempotency key with
+    /// [`DeductOutcome::Replayed`] (same amount) or [`DeductOutcome::KeyConflict`]; refuses a
+    /// closed cycle and any amount above `cap - used`; else adds the amount and records the
+    /// deduction. Exact under concurrency: two deductions never both take the last of the cap.
+    async fn deduct_allowance(&self, d: &Deduction) -> StoreResult<DeductOutcome>;
+
+    /// The ledger of `(network, id, cycle)`.
+    async fn allowance_cycle(
+        &self,
+        network: &str,
+        id: B256,
+        cycle: u32,
+    ) -> StoreResult<Option<AllowanceCycle>>;
+
+    /// The ledger of the latest cycle of `(network, id)` with one.
+    async fn latest_allowance_cycle(
+        &self,
+        network: &str,
+        id: B256,
+    ) -> StoreResult<Option<AllowanceCycle>>;
+
+    /// Creates the cycle's ledger row if missing and raises its cap to `cap` when higher (a
+    /// cap never falls); optionally closes the cycle (no deduction lands after that). Returns
+    /// the row.
+    async fn upsert_allowance_cycle(
+        &self,
+        network: &str,
+        id: B256,
+        cycle: u32,
+        cap: u64,
+        close: bool,
+        at: u64,
+    ) -> StoreResult<AllowanceCycle>;
+
+    /// Cycles of `network` with unbilled usage that is due a charge: the cycle is closed, or at
+    /// least `min_unbilled` is unbilled, or the oldest unbilled deduction is at or before
+    /// `started_before`. Oldest first.
+    async fn cycles_to_bill(
+        &self,
+        network: &str,
+        min_unbilled: u64,
+        started_before: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<AllowanceCycle>>;
+
+    /// Starts a charge: in one transaction, adds `c.amount` to the cycle's billed total (only if
+    /// its charge count is still `c.index` and the amount is unbilled) and records the charge as
+    /// pending. Returns whether it started (false: another charge started first).
+    async fn begin_charge(&self, c: &NewCharge) -> StoreResult<bool>;
+
+    /// Pending charges of `network` (to send, or send again after a crash), oldest first.
+    async fn pending_charges(&self, network: &str, limit: u32) -> StoreResult<Vec<OverageCharge>>;
+
+    /// Finishes a pending charge and adds its amount to the cycle's charged or unpaid total, in
+    /// one transaction. A charge already finished keeps its first outcome; returns whether this
+    /// call finished it.
+    async fn finish_charge(
+        &self,
+        network: &str,
+        reference: B256,
+        outcome: &ChargeOutcome,
+        at: u64,
+    ) -> StoreResult<bool>;
+
+    /// The charges of `(network, id, cycle)`, oldest first.
+    async fn overage_charges(
+        &self,
+        network: &str,
+        id: B256,
+        cycle: u32,
+    ) -> StoreResult<Vec<OverageCharge>>;
 }
 
 /// Opens the store named by `url`: `sqlite://PATH` (created if missing; WAL) or

@@ -27,9 +27,11 @@ use sqlx::{
 use tollgate_protocol::SettlementStatus;
 
 use super::{
-    IndexedState, IndexedSubscription, NewSettlement, PlanOwner, Renewal, RenewalOutcome,
-    Settlement, Store, StoreError, StoreResult, SubscriptionEvent,
+    AllowanceCycle, ChargeOutcome, DeductOutcome, Deduction, IndexedState, IndexedSubscription,
+    NewCharge, NewSettlement, OverageCharge, PlanOwner, Renewal, RenewalOutcome, Settlement, Store,
+    StoreError, StoreResult, SubscriptionEvent,
     codec::{self, NewRow, SettlementRow, settlement_columns},
+    metering::{self, SQLITE as MSQL},
     renewals::{self, SQLITE as RSQL},
 };
 
@@ -799,6 +801,257 @@ impl Store for SqliteStore {
             .fetch_all(&self.reader)
             .await?;
         rows.into_iter().map(renewals::decode_renewal).collect()
+    }
+
+    async fn deduct_allowance(&self, d: &Deduction) -> StoreResult<DeductOutcome> {
+        let d = d.clone();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let id = codec::b256(&d.id);
+                let at = codec::int("at", d.at)?;
+                let cycle = i64::from(d.cycle);
+                if let Some(key) = &d.key {
+                    let earlier: Option<(i64, i64)> = sqlx::query_as(MSQL.select_key)
+                        .bind(&d.network)
+                        .bind(&id)
+                        .bind(key)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                    if let Some((c, amount)) = earlier {
+                        if amount != metering::units(d.amount) {
+                            return Ok(DeductOutcome::KeyConflict);
+                        }
+                        let row: metering::AllowanceRow = sqlx::query_as(MSQL.select_cycle)
+                            .bind(&d.network)
+                            .bind(&id)
+                            .bind(c)
+                            .fetch_one(&mut *conn)
+                            .await?;
+                        return Ok(DeductOutcome::Replayed(metering::decode_allowance(row)?));
+                    }
+                }
+                let current: metering::AllowanceRow = sqlx::query_as(MSQL.upsert_cycle)
+                    .bind(&d.network)
+                    .bind(&id)
+                    .bind(cycle)
+                    .bind(metering::units(d.cap))
+                    .bind(at)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                let applied: Option<metering::AllowanceRow> = sqlx::query_as(MSQL.deduct)
+                    .bind(&d.network)
+                    .bind(&id)
+                    .bind(cycle)
+                    .bind(metering::units(d.amount))
+                    .bind(at)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                let Some(row) = applied else {
+                    let row = metering::decode_allowance(current)?;
+                    return Ok(if row.closed {
+                        DeductOutcome::Closed(row)
+                    } else {
+                        DeductOutcome::Exhausted(row)
+                    });
+                };
+                let row = metering::decode_allowance(row)?;
+                sqlx::query(MSQL.insert_record)
+                    .bind(&d.network)
+                    .bind(&id)
+                    .bind(cycle)
+                    .bind(metering::units(row.deductions))
+                    .bind(metering::units(d.amount))
+                    .bind(d.key.as_deref())
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(DeductOutcome::Applied(row))
+            })
+        })
+        .await
+    }
+
+    async fn allowance_cycle(
+        &self,
+        network: &str,
+        id: B256,
+        cycle: u32,
+    ) -> StoreResult<Option<AllowanceCycle>> {
+        let row: Option<metering::AllowanceRow> = sqlx::query_as(MSQL.select_cycle)
+            .bind(network)
+            .bind(codec::b256(&id))
+            .bind(i64::from(cycle))
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(metering::decode_allowance).transpose()
+    }
+
+    async fn latest_allowance_cycle(
+        &self,
+        network: &str,
+        id: B256,
+    ) -> StoreResult<Option<AllowanceCycle>> {
+        let row: Option<metering::AllowanceRow> = sqlx::query_as(MSQL.select_latest)
+            .bind(network)
+            .bind(codec::b256(&id))
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(metering::decode_allowance).transpose()
+    }
+
+    async fn upsert_allowance_cycle(
+        &self,
+        network: &str,
+        id: B256,
+        cycle: u32,
+        cap: u64,
+        close: bool,
+        at: u64,
+    ) -> StoreResult<AllowanceCycle> {
+        let network = network.to_owned();
+        let at = codec::int("at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                let id = codec::b256(&id);
+                let row: metering::AllowanceRow = sqlx::query_as(MSQL.upsert_cycle)
+                    .bind(&network)
+                    .bind(&id)
+                    .bind(i64::from(cycle))
+                    .bind(metering::units(cap))
+                    .bind(at)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                let mut row = metering::decode_allowance(row)?;
+                if close && !row.closed {
+                    sqlx::query(MSQL.close_cycle)
+                        .bind(&network)
+                        .bind(&id)
+                        .bind(i64::from(cycle))
+                        .bind(at)
+                        .execute(&mut *conn)
+                        .await?;
+                    row.closed = true;
+                }
+                Ok(row)
+            })
+        })
+        .await
+    }
+
+    async fn cycles_to_bill(
+        &self,
+        network: &str,
+        min_unbilled: u64,
+        started_before: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<AllowanceCycle>> {
+        let rows: Vec<metering::AllowanceRow> = sqlx::query_as(MSQL.select_to_bill)
+            .bind(network)
+            .bind(metering::units(min_unbilled))
+            .bind(metering::units(started_before))
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(metering::decode_allowance).collect()
+    }
+
+    async fn begin_charge(&self, c: &NewCharge) -> StoreResult<bool> {
+        let c = c.clone();
+        let at = codec::int("at", c.at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                let id = codec::b256(&c.id);
+                let billed = sqlx::query(MSQL.bill)
+                    .bind(&c.network)
+                    .bind(&id)
+                    .bind(i64::from(c.cycle))
+                    .bind(i64::from(c.index))
+                    .bind(metering::units(c.amount))
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                if billed.rows_affected() == 0 {
+                    return Ok(false);
+                }
+                sqlx::query(MSQL.insert_charge)
+                    .bind(&c.network)
+                    .bind(codec::b256(&c.reference))
+                    .bind(&id)
+                    .bind(i64::from(c.cycle))
+                    .bind(metering::units(c.amount))
+                    .bind(codec::address(&c.relayer))
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    async fn pending_charges(&self, network: &str, limit: u32) -> StoreResult<Vec<OverageCharge>> {
+        let rows: Vec<metering::ChargeRow> = sqlx::query_as(MSQL.select_pending)
+            .bind(network)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(metering::decode_charge).collect()
+    }
+
+    async fn finish_charge(
+        &self,
+        network: &str,
+        reference: B256,
+        outcome: &ChargeOutcome,
+        at: u64,
+    ) -> StoreResult<bool> {
+        let network = network.to_owned();
+        let outcome = outcome.clone();
+        let at = codec::int("at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                let (state, tx_hash, error) = metering::outcome_columns(&outcome);
+                let done: Option<(String, i64, i64)> = sqlx::query_as(MSQL.finish_charge)
+                    .bind(&network)
+                    .bind(codec::b256(&reference))
+                    .bind(state)
+                    .bind(tx_hash)
+                    .bind(error)
+                    .bind(at)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+                let Some((id, cycle, amount)) = done else {
+                    return Ok(false);
+                };
+                let (charged, unpaid) = metering::split(&outcome, amount);
+                sqlx::query(MSQL.settle_cycle)
+                    .bind(&network)
+                    .bind(&id)
+                    .bind(cycle)
+                    .bind(charged)
+                    .bind(unpaid)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(true)
+            })
+        })
+        .await
+    }
+
+    async fn overage_charges(
+        &self,
+        network: &str,
+        id: B256,
+        cycle: u32,
+    ) -> StoreResult<Vec<OverageCharge>> {
+        let rows: Vec<metering::ChargeRow> = sqlx::query_as(MSQL.select_charges)
+            .bind(network)
+            .bind(codec::b256(&id))
+            .bind(i64::from(cycle))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(metering::decode_charge).collect()
     }
 }
 

@@ -4,6 +4,7 @@
 mod authorize;
 mod config;
 mod keeper;
+mod metering;
 mod providers;
 mod store;
 mod subscriptions;

@@ -1,0 +1,688 @@
+//! Metered usage: the spec's `deductAllowance` and the on-chain settlement of what it deducts.
+//!
+//! - `POST /subscriptions/{id}/usage` (the plan owner's API key) deducts an amount from the
+//!   subscription's overage allowance for its current cycle. The cap check is one conditional
+//!   update in the store ([`crate::store::Store::deduct_allowance`]), so concurrent deductions
+//!   never cross the cap: the one that would gets `402 AllowanceExhausted`. Before refusing, the
+//!   facilitator reads the subscription from the chain once more (the subscriber may have raised
+//!   the cap, or a new cycle begun). The subscription's on-chain state (plan, cycle, cap, paid
+//!   period) is cached for [`HEAD_TTL`] and dropped when the facilitator renews it or relays a
+//!   raise.
+//! - `GET /subscriptions/{id}/usage` reads the ledger of the current cycle.
+//! - `POST /subscriptions/{id}/allowance` relays the subscriber's signed `raiseAllowanceWithSig`.
+//!
+//! **Settlement.** Deductions are durable in the ledger at once; the money moves on-chain in
+//! batches, by `Subscriptions.chargeOverage(id, cycle, amount, reference)` from the plan's
+//! operator (the relayer that created it). The keeper's run bills every cycle whose unbilled usage
+//! reaches [`crate::Settings::overage_batch_amount`] or whose oldest unbilled deduction is older
+//! than [`crate::Settings::overage_batch_interval`], and, before it renews a subscription, closes
+//! the ending cycle (no deduction lands in it afterwards) and bills the rest of it. The contract
+//! never lets charges exceed the cap; the ledger never deducts beyond it either.
+//!
+//! **Crash safety.** A charge is written (pending, with its reference) and its amount counted as
+//! billed in one transaction before it is sent; after a crash the pending charge is sent again
+//! with the same reference, which the contract applies at most once (`ChargeAlreadyApplied` means
+//! it was). A charge that reverts for good (the subscriber cannot pay) is recorded as unpaid,
+//! never dropped.
+
+use std::{
+    collections::HashMap,
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    primitives::{Address, B256, U256, keccak256},
+    sol_types::{SolCall, SolValue},
+};
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::StatusCode,
+};
+use serde::Deserialize;
+use tollgate_chain::{
+    Confirmation, Error as ChainError, Revert, TxRequest, WaitOptions,
+    contracts::{self, Subscriptions},
+};
+use tollgate_protocol::{
+    AllowanceUsage, Amount, DeductRequest, ErrorCode, RaiseAllowanceRequest, SubscriptionView,
+};
+
+use crate::{
+    error::{ApiError, ApiJson},
+    facilitator::{Facilitator, Network, unix_now},
+    providers::Provider,
+    settle::{chain_error, revert_error},
+    store::{
+        AllowanceCycle, ChargeOutcome, DeductOutcome, Deduction, MAX_METERED, NewCharge,
+        OverageCharge, PlanOwner, StoreError,
+    },
+};
+
+/// How long a subscription's on-chain state is reused for deductions without reading it again.
+pub const HEAD_TTL: Duration = Duration::from_secs(2);
+/// Default [`crate::Settings::overage_batch_interval`].
+pub const DEFAULT_BATCH_INTERVAL: Duration = Duration::from_secs(60);
+/// Default [`crate::Settings::overage_batch_amount`]: 1.00 of a 6-decimal token.
+pub const DEFAULT_BATCH_AMOUNT: u64 = 1_000_000;
+/// Longest idempotency key accepted, in bytes.
+const MAX_KEY: usize = 200;
+/// Cycles billed per keeper run and network.
+const BILL_BATCH: u32 = 512;
+
+/// A subscription as the chain last showed it, with the plan's owner in this facilitator.
+#[derive(Clone, Debug)]
+pub(crate) struct Head {
+    state: u8,
+    cycle: u32,
+    cap: U256,
+    paid_through: u64,
+    owner: Option<PlanOwner>,
+    read_at: Instant,
+    /// Read from the chain by this call (not from the cache).
+    fresh: bool,
+}
+
+/// The cache of [`Head`]s by (network, id).
+#[derive(Debug, Default)]
+pub(crate) struct Heads(Mutex<HashMap<(String, B256), Head>>);
+
+impl Heads {
+    fn get(&self, network: &str, id: B256, max_age: Duration) -> Option<Head> {
+        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&(network.to_owned(), id))
+            .filter(|h| h.read_at.elapsed() < max_age)
+            .cloned()
+    }
+
+    fn put(&self, network: &str, id: B256, head: Head) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= 100_000 {
+            map.retain(|_, h| h.read_at.elapsed() < HEAD_TTL);
+        }
+        map.insert((network.to_owned(), id), head);
+    }
+
+    /// Drops `id`'s entry (after a renewal or a raise).
+    pub(crate) fn forget(&self, network: &str, id: B256) {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.remove(&(network.to_owned(), id));
+    }
+}
+
+/// The on-chain idempotency reference of the `index`-th charge (from 0) of `(id, cycle)`:
+/// `keccak256(abi.encode("tollgate.overage", id, cycle, index))`.
+pub fn charge_reference(id: B256, cycle: u32, index: u32) -> B256 {
+    keccak256(("tollgate.overage".to_owned(), id, cycle, index).abi_encode_params())
+}
+
+/// What a keeper run's metering pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MeteringReport {
+    /// Charges confirmed on-chain.
+    pub charged: usize,
+    /// Charges that failed for good (recorded as unpaid).
+    pub unpaid: usize,
+    /// Charges sent but not confirmed in time (sent again next run).
+    pub pending: usize,
+    /// Errors (chain or store); the next run retries.
+    pub errors: usize,
+}
+
+/// How sending one charge ended.
+enum Sent {
+    Finished(bool),
+    Pending,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum MeteringError {
+    #[error("chain: {0}")]
+    Chain(#[from] ChainError),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+fn usage(id: B256, row: &AllowanceCycle) -> AllowanceUsage {
+    AllowanceUsage {
+        subscription_id: id,
+        cycle: row.cycle,
+        cap: Amount::from_units(row.cap),
+        used: Amount::from_units(row.used),
+        remaining: Amount::from_units(row.remaining()),
+        charged: Amount::from_units(row.charged),
+        unsettled: Amount::from_units(row.used - row.charged - row.unpaid),
+        unpaid: Amount::from_units(row.unpaid),
+    }
+}
+
+fn not_active(id: B256, why: &str) -> ApiError {
+    ApiError::conflict(
+        ErrorCode::SubscriptionNotActive.as_str(),
+        format!("subscription {id} {why}"),
+    )
+}
+
+fn parse_id(id: &str) -> Result<B256, ApiError> {
+    id.parse().map_err(|_| {
+        ApiError::bad_request(
+            "InvalidField",
+            "id: expected a 0x-prefixed 32-byte hex subscription id",
+        )
+    })
+}
+
+impl Facilitator {
+    /// The subscription's head, from the cache when younger than `max_age`, else from the chain
+    /// (then `fresh` is set); `None` for an unknown id.
+    async fn head(
+        &self,
+        net: &Network,
+        subs: Address,
+        id: B256,
+        max_age: Duration,
+    ) -> Result<Option<Head>, ApiError> {
+        let name = &net.spec.name;
+        if let Some(h) = self.inner.heads.get(name, id, max_age) {
+            return Ok(Some(Head { fresh: false, ..h }));
+        }
+        let chain = net.chain.as_ref();
+        let s = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id })
+            .await
+            .map_err(|e| chain_error(&e))?;
+        if s.state == 0 {
+            return Ok(None);
+        }
+        let owner = self.store().plan_owner(name, s.planId).await?;
+        let head = Head {
+            state: s.state,
+            cycle: s.cycle,
+            cap: s.maxOverage,
+            paid_through: s.paidThrough,
+            owner,
+            read_at: Instant::now(),
+            fresh: true,
+        };
+        self.inner.heads.put(name, id, head.clone());
+        Ok(Some(head))
+    }
+
+    /// The head of a subscription whose plan `provider` owns: 404 unknown, 403 someone else's.
+    async fn owned_head(
+        &self,
+        net: &Network,
+        subs: Address,
+        id: B256,
+        provider: Address,
+        max_age: Duration,
+    ) -> Result<Head, ApiError> {
+        let head = self
+            .head(net, subs, id, max_age)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no subscription {id}")))?;
+        if head.owner.as_ref().map(|o| o.provider) != Some(provider) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "Forbidden",
+                "this subscription is not to a plan of this API key's provider",
+            ));
+        }
+        Ok(head)
+    }
+
+    /// The spec's `deductAllowance`, for `provider` (see [`crate::metering`]).
+    pub(crate) async fn deduct_allowance(
+        &self,
+        provider: Address,
+        id: B256,
+        req: &DeductRequest,
+    ) -> Result<AllowanceUsage, ApiError> {
+        let amount = req.amount.get();
+        if amount.is_zero() || amount > U256::from(MAX_METERED) {
+            return Err(ApiError::invalid(
+                "InvalidAmount",
+                format!("amount: from 1 to {MAX_METERED} (the token's smallest unit)"),
+            ));
+        }
+        if let Some(key) = &req.idempotency_key
+            && (key.is_empty() || key.len() > MAX_KEY)
+        {
+            return Err(ApiError::bad_request(
+                "InvalidField",
+                format!("idempotencyKey: 1 to {MAX_KEY} bytes"),
+            ));
+        }
+        let (net, subs) = self.subscriptions_network(req.network.as_deref())?;
+        let mut max_age = HEAD_TTL;
+        loop {
+            let head = self.owned_head(net, subs, id, provider, max_age).await?;
+            let fresh = head.fresh;
+            match head.state {
+                1 => {}
+                2 => return Err(not_active(id, "is paused")),
+                _ => return Err(not_active(id, "is cancelled")),
+            }
+            let now = net.now().await;
+            if now >= head.paid_through {
+                return Err(not_active(
+                    id,
+                    "is overdue: its next cycle is not paid yet (renewal pending)",
+                ));
+            }
+            let d = Deduction {
+                network: net.spec.name.clone(),
+                id,
+                cycle: head.cycle,
+                cap: u64::try_from(head.cap).unwrap_or(MAX_METERED),
+                amount: amount.to::<u64>(),
+                key: req.idempotency_key.clone(),
+                at: unix_now(),
+            };
+            match self.store().deduct_allowance(&d).await? {
+                DeductOutcome::Applied(row) | DeductOutcome::Replayed(row) => {
+                    return Ok(usage(id, &row));
+                }
+                DeductOutcome::KeyConflict => {
+                    return Err(ApiError::conflict(
+                        "IdempotencyConflict",
+                        "idempotencyKey was used for another amount on this subscription",
+                    ));
+                }
+                // The cap may have been raised, or a new cycle begun: ask the chain once more.
+                DeductOutcome::Exhausted(_) | DeductOutcome::Closed(_) if !fresh => {
+                    max_age = Duration::ZERO;
+                }
+                DeductOutcome::Exhausted(row) => {
+                    return Err(ApiError::new(
+                        StatusCode::PAYMENT_REQUIRED,
+                        ErrorCode::AllowanceExhausted.as_str(),
+                        format!(
+                            "subscription {id}: {} of the cycle's cap {} remains, {} needed; \
+                             the subscriber can raise maxOverage or wait for the next cycle",
+                            row.remaining(),
+                            row.cap,
+                            d.amount
+                        ),
+                    ));
+                }
+                DeductOutcome::Closed(_) => {
+                    return Err(not_active(
+                        id,
+                        "is between cycles: the cycle has ended and its renewal is in progress",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The ledger of the subscription's current cycle, for `provider`.
+    async fn allowance_usage(
+        &self,
+        provider: Address,
+        network: Option<&str>,
+        id: B256,
+    ) -> Result<AllowanceUsage, ApiError> {
+        let (net, subs) = self.subscriptions_network(network)?;
+        let head = self
+            .owned_head(net, subs, id, provider, Duration::ZERO)
+            .await?;
+        let row = self
+            .store()
+            .allowance_cycle(&net.spec.name, id, head.cycle)
+            .await?
+            .unwrap_or_else(|| AllowanceCycle {
+                network: net.spec.name.clone(),
+                id,
+                cycle: head.cycle,
+                cap: u64::try_from(head.cap).unwrap_or(MAX_METERED),
+                used: 0,
+                billed: 0,
+                charged: 0,
+                unpaid: 0,
+                deductions: 0,
+                charges: 0,
+                closed: false,
+                first_unbilled_at: None,
+            });
+        Ok(usage(id, &row))
+    }
+
+    /// Relays `raiseAllowanceWithSig`; idempotent (a cap already at the requested value is
+    /// answered without sending).
+    async fn raise_allowance(
+        &self,
+        id: B256,
+        req: &RaiseAllowanceRequest,
+    ) -> Result<SubscriptionView, ApiError> {
+        let (net, subs) = self.subscriptions_network(Some(&req.network))?;
+        let name = net.spec.name.clone();
+        let _guard = self.inner.locks.lock(keccak256(id)).await;
+        let head = self
+            .head(net, subs, id, Duration::ZERO)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no subscription {id}")))?;
+        let wanted = req.max_overage.get();
+        if head.cap != wanted {
+            let call = Subscriptions::raiseAllowanceWithSigCall {
+                id,
+                newMaxOverage: wanted,
+                deadline: U256::from(req.deadline),
+                signature: req.signature.clone(),
+            };
+            let tx = TxRequest::call(self.relayer(), subs, call.abi_encode());
+            let opts = WaitOptions {
+                confirmations: net.spec.confirmations,
+                timeout: self.settings().confirmation_timeout,
+            };
+            match net.chain.send_and_wait(tx, opts).await {
+                Ok(Confirmation::Confirmed(r)) if r.success => {}
+                Ok(Confirmation::Confirmed(r)) => {
+                    return Err(ApiError::invalid(
+                        "RaiseReverted",
+                        format!("raiseAllowanceWithSig transaction {} reverted", r.tx_hash),
+                    ));
+                }
+                Ok(Confirmation::Pending { tx_hash }) => {
+                    return Err(ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "Pending",
+                        format!(
+                            "transaction {tx_hash} is not confirmed yet; retry the same request"
+                        ),
+                    ));
+                }
+                Err(ChainError::Revert(r)) => return Err(revert_error(&r)),
+                Err(e) => return Err(chain_error(&e)),
+            }
+            tracing::info!(network = %name, %id, max_overage = %wanted, "allowance raised");
+        }
+        self.inner.heads.forget(&name, id);
+        let view = self
+            .subscription_view(net, subs, id)
+            .await?
+            .ok_or_else(|| ApiError::internal(&"raised subscription vanished"))?;
+        let cap = u64::try_from(view.allowance.cap.get()).unwrap_or(MAX_METERED);
+        self.store()
+            .upsert_allowance_cycle(&name, id, view.cycle, cap, false, unix_now())
+            .await?;
+        Ok(view)
+    }
+
+    /// The keeper's metering pass over one network: sends pending charges again (after a crash
+    /// or a slow confirmation), then bills every cycle due a batch.
+    pub(crate) async fn settle_overage(&self, net: &Network, subs: Address) -> MeteringReport {
+        let mut report = MeteringReport::default();
+        let name = net.spec.name.as_str();
+        let settings = self.settings();
+        let result: Result<(), MeteringError> = async {
+            for charge in self.store().pending_charges(name, BILL_BATCH).await? {
+                self.tally(&mut report, self.send_charge(net, subs, &charge).await);
+            }
+            let cutoff = unix_now().saturating_sub(settings.overage_batch_interval.as_secs());
+            let due = self
+                .store()
+                .cycles_to_bill(name, settings.overage_batch_amount, cutoff, BILL_BATCH)
+                .await?;
+            for row in due {
+                let sent = self.bill(net, subs, &row).await;
+                self.tally(&mut report, sent);
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(network = name, error = %e, "metering: store unavailable");
+            report.errors += 1;
+        }
+        report
+    }
+
+    fn count(report: &mut MeteringReport, sent: Option<Sent>) {
+        match sent {
+            Some(Sent::Finished(true)) => report.charged += 1,
+            Some(Sent::Finished(false)) => report.unpaid += 1,
+            Some(Sent::Pending) => report.pending += 1,
+            None => {}
+        }
+    }
+
+    fn tally(&self, report: &mut MeteringReport, sent: Result<Option<Sent>, MeteringError>) {
+        match sent {
+            Ok(sent) => Self::count(report, sent),
+            Err(e) => {
+                tracing::warn!(error = %e, "metering: charge attempt failed; retrying next run");
+                report.errors += 1;
+            }
+        }
+    }
+
+    /// Closes the ending cycle `cycle` of `id` (cap `cap`) and settles all of its usage, before
+    /// the keeper renews the subscription. `Ok(true)` when nothing of the cycle is left pending.
+    pub(crate) async fn close_cycle(
+        &self,
+        net: &Network,
+        subs: Address,
+        id: B256,
+        cycle: u32,
+        cap: U256,
+        report: &mut MeteringReport,
+    ) -> Result<bool, MeteringError> {
+        let name = net.spec.name.as_str();
+        let cap = u64::try_from(cap).unwrap_or(MAX_METERED);
+        let row = self
+            .store()
+            .upsert_allowance_cycle(name, id, cycle, cap, true, unix_now())
+            .await?;
+        let mut settled = true;
+        for charge in self.store().overage_charges(name, id, cycle).await? {
+            if charge.state == crate::store::ChargeState::Pending {
+                let sent = self.send_charge(net, subs, &charge).await?;
+                settled &= !matches!(sent, Some(Sent::Pending));
+                Self::count(report, sent);
+            }
+        }
+        if !settled {
+            return Ok(false);
+        }
+        if row.unbilled() > 0 {
+            // Re-read: a deduction may have landed between the select and the close.
+            let row = self
+                .store()
+                .allowance_cycle(name, id, cycle)
+                .await?
+                .unwrap_or(row);
+            let sent = self.bill(net, subs, &row).await?;
+            let pending = matches!(sent, Some(Sent::Pending));
+            Self::count(report, sent);
+            if pending {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Starts and sends one charge of a cycle's unbilled usage. `None` when there was nothing to
+    /// bill or another charge started first.
+    async fn bill(
+        &self,
+        net: &Network,
+        subs: Address,
+        row: &AllowanceCycle,
+    ) -> Result<Option<Sent>, MeteringError> {
+        let amount = row.unbilled();
+        if amount == 0 {
+            return Ok(None);
+        }
+        let name = net.spec.name.as_str();
+        let chain = net.chain.as_ref();
+        let sub = contracts::read(
+            chain,
+            subs,
+            &Subscriptions::subscriptionsCall { id: row.id },
+        )
+        .await?;
+        let owner = self.store().plan_owner(name, sub.planId).await?;
+        let reference = charge_reference(row.id, row.cycle, row.charges);
+        let charge = NewCharge {
+            network: name.to_owned(),
+            id: row.id,
+            cycle: row.cycle,
+            index: row.charges,
+            reference,
+            amount,
+            relayer: owner.as_ref().map_or(Address::ZERO, |o| o.relayer),
+            at: unix_now(),
+        };
+        if !self.store().begin_charge(&charge).await? {
+            return Ok(None);
+        }
+        let pending = OverageCharge {
+            network: charge.network,
+            reference,
+            id: row.id,
+            cycle: row.cycle,
+            amount,
+            relayer: charge.relayer,
+            state: crate::store::ChargeState::Pending,
+            tx_hash: None,
+            error: None,
+        };
+        // Settled elsewhere since (the cycle moved on, or no plan of ours): owed, not collectable.
+        let refused = if owner.is_none() {
+            Some("NotOperator: the plan was not created through this facilitator".to_owned())
+        } else if sub.cycle != row.cycle {
+            Some(format!(
+                "WrongCycle: the subscription is in cycle {}",
+                sub.cycle
+            ))
+        } else {
+            None
+        };
+        if let Some(error) = refused {
+            return self
+                .finish(name, &pending, ChargeOutcome::Failed { error })
+                .await
+                .map(Some);
+        }
+        self.send_charge(net, subs, &pending).await
+    }
+
+    /// Sends a pending charge (again) and records how it ended.
+    async fn send_charge(
+        &self,
+        net: &Network,
+        subs: Address,
+        c: &OverageCharge,
+    ) -> Result<Option<Sent>, MeteringError> {
+        let name = net.spec.name.as_str();
+        let call = Subscriptions::chargeOverageCall {
+            id: c.id,
+            cycle: c.cycle,
+            amount: U256::from(c.amount),
+            r#ref: c.reference,
+        };
+        let tx = TxRequest::call(c.relayer, subs, call.abi_encode());
+        let opts = WaitOptions {
+            confirmations: net.spec.confirmations.max(1),
+            timeout: self.settings().confirmation_timeout,
+        };
+        let outcome = match net.chain.send_and_wait(tx, opts).await {
+            Ok(Confirmation::Confirmed(r)) if r.success => ChargeOutcome::Confirmed {
+                tx_hash: Some(r.tx_hash),
+            },
+            // Reverted on-chain after a clean simulation: a race; the next run decides.
+            Ok(Confirmation::Confirmed(_)) | Ok(Confirmation::Pending { .. }) => {
+                return Ok(Some(Sent::Pending));
+            }
+            Err(ChainError::Revert(Revert::ChargeAlreadyApplied { .. })) => {
+                ChargeOutcome::Confirmed { tx_hash: None }
+            }
+            Err(ChainError::Revert(r)) => ChargeOutcome::Failed {
+                error: format!("{}: {r}", r.name()),
+            },
+            Err(e) => return Err(e.into()),
+        };
+        self.finish(name, c, outcome).await.map(Some)
+    }
+
+    async fn finish(
+        &self,
+        network: &str,
+        c: &OverageCharge,
+        outcome: ChargeOutcome,
+    ) -> Result<Sent, MeteringError> {
+        self.store()
+            .finish_charge(network, c.reference, &outcome, unix_now())
+            .await?;
+        let ok = matches!(outcome, ChargeOutcome::Confirmed { .. });
+        match &outcome {
+            ChargeOutcome::Confirmed { tx_hash } => tracing::info!(
+                network, id = %c.id, cycle = c.cycle, amount = c.amount, tx_hash = ?tx_hash,
+                "metering: overage charged"
+            ),
+            ChargeOutcome::Failed { error } => tracing::warn!(
+                network, id = %c.id, cycle = c.cycle, amount = c.amount, %error,
+                "metering: overage charge failed; recorded as unpaid"
+            ),
+        }
+        Ok(Sent::Finished(ok))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct NetworkQuery {
+    network: Option<String>,
+}
+
+/// `POST /subscriptions/{id}/usage`.
+pub(crate) async fn deduct(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    provider: Provider,
+    ApiJson(req): ApiJson<DeductRequest>,
+) -> Result<Json<AllowanceUsage>, ApiError> {
+    let id = parse_id(&id)?;
+    f.deduct_allowance(provider.address, id, &req)
+        .await
+        .map(Json)
+}
+
+/// `GET /subscriptions/{id}/usage?network=`.
+pub(crate) async fn show(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    Query(q): Query<NetworkQuery>,
+    provider: Provider,
+) -> Result<Json<AllowanceUsage>, ApiError> {
+    let id = parse_id(&id)?;
+    f.allowance_usage(provider.address, q.network.as_deref(), id)
+        .await
+        .map(Json)
+}
+
+/// `POST /subscriptions/{id}/allowance`.
+pub(crate) async fn raise(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    ApiJson(req): ApiJson<RaiseAllowanceRequest>,
+) -> Result<Json<SubscriptionView>, ApiError> {
+    let id = parse_id(&id)?;
+    f.raise_allowance(id, &req).await.map(Json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_differ_per_subscription_cycle_and_index() {
+        let id = B256::repeat_byte(1);
+        let r = charge_reference(id, 1, 0);
+        assert_ne!(r, charge_reference(id, 1, 1));
+        assert_ne!(r, charge_reference(id, 2, 0));
+        assert_ne!(r, charge_reference(B256::repeat_byte(2), 1, 0));
+        assert_eq!(r, charge_reference(id, 1, 0));
+    }
+}

@@ -2,6 +2,7 @@
 //! gated by the layer.
 #![allow(unreachable_pub, clippy::print_stderr)]
 
+mod metering;
 mod onetime;
 mod store;
 mod subscriptions;

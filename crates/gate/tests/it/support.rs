@@ -24,7 +24,8 @@ use tollgate_protocol::{
     Amount, AuthorizeResponse, Eip3009Authorization, PaymentProof, SignedPayment,
     x402::{ExactEvmAuthorization, ExactEvmPayload, PaymentPayload},
 };
-use tollgate_testkit::{Backend, Fixture};
+pub use tollgate_testkit::Backend;
+use tollgate_testkit::Fixture;
 
 /// The relayer and the proof key: dev accounts 8 and 9.
 pub const RELAYER: usize = 8;
@@ -42,6 +43,7 @@ pub const PREMIUM_PRICE: u64 = 1_000_000;
 
 pub struct Harness {
     pub fixture: Fixture,
+    pub facilitator: Facilitator,
     pub facilitator_url: String,
     pub http: reqwest::Client,
     _server: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -50,8 +52,13 @@ pub struct Harness {
 
 impl Harness {
     pub async fn new() -> Self {
+        Self::on(Backend::Devnet).await
+    }
+
+    /// On `backend` (the devnet in process, or anvil).
+    pub async fn on(backend: Backend) -> Self {
         tollgate_chain::install_crypto_provider();
-        let fixture = Fixture::new(Backend::Devnet).await.expect("chain fixture");
+        let fixture = Fixture::new(backend).await.expect("chain fixture");
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("facilitator.db").display());
         let store = store::open(&url).await.expect("store");
@@ -84,12 +91,13 @@ impl Harness {
         )
         .expect("facilitator");
         let server = tokio::spawn(tollgate_facilitator::serve(
-            facilitator,
+            facilitator.clone(),
             listener,
             std::future::pending(),
         ));
         Self {
             fixture,
+            facilitator,
             facilitator_url,
             http: reqwest::Client::builder()
                 .timeout(Duration::from_secs(60))

@@ -1,35 +1,79 @@
 //! The demo API `tollgate dev` serves, gated by the provider SDK exactly as a provider would gate
 //! theirs.
 
-use std::net::SocketAddr;
+use std::{net::SocketAddr, sync::Arc};
 
-use alloy::primitives::keccak256;
+use alloy::primitives::{B256, keccak256};
 use anyhow::Context as _;
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
     routing::{get, post},
 };
 use serde_json::{Value, json};
-use tollgate_chain::accounts::DevAccount;
-use tollgate_gate::{Gate, Pricing};
+use tollgate_chain::{Chain, accounts::DevAccount};
+use tollgate_gate::{Amount, Gate, PlanTerms, Pricing, VerifiedSubscription};
 
 use super::dev::DevInfo;
 
 /// The one-time price of `GET /v1/quote`: 500000 = 0.50 token.
 pub(crate) const QUOTE_PRICE: u64 = 500_000;
-/// `GET /v1/report`: 1.00 token one-time (a subscription offer joins it with the plans issue).
+/// `GET /v1/report`: the demo plan's subscribers, or 1.00 token one-time.
 pub(crate) const REPORT_PRICE: u64 = 1_000_000;
-/// `POST /v1/process`: 0.10 token per call (metered under a subscription with the plans issue).
+/// `POST /v1/process`: 0.10 token per call, one-time or metered from a subscriber's overage
+/// allowance.
 pub(crate) const PROCESS_PRICE: u64 = 100_000;
+/// The demo plan: 5.00 token per cycle.
+pub(crate) const PLAN_AMOUNT: u64 = 5_000_000;
+/// The demo plan's cycle: 30 days.
+pub(crate) const PLAN_INTERVAL: u64 = 30 * 24 * 3600;
+/// The idempotency key the demo plan is published under (the same plan on every restart).
+const PLAN_KEY: &str = "tollgate-dev-demo-plan";
+
+/// Publishes the provider's demo plan through the facilitator (`POST /plans` with the provider's
+/// API key), as a provider would; idempotent, so a restart finds the same plan.
+pub(crate) async fn publish_plan(
+    facilitator_url: &str,
+    api_key: &str,
+    network: &str,
+) -> anyhow::Result<PlanTerms> {
+    let body = json!({
+        "network": network,
+        "amount": PLAN_AMOUNT.to_string(),
+        "interval": PLAN_INTERVAL,
+        "idempotencyKey": PLAN_KEY,
+    });
+    let plan = super::plan::call(
+        reqwest::Client::new()
+            .post(format!("{facilitator_url}/plans"))
+            .bearer_auth(api_key)
+            .json(&body),
+    )
+    .await
+    .context("publishing the demo plan")?;
+    let field = |name: &str| -> anyhow::Result<&str> {
+        plan[name]
+            .as_str()
+            .with_context(|| format!("the facilitator's plan has no {name}"))
+    };
+    Ok(PlanTerms {
+        plan_id: field("planId")?.parse().context("planId")?,
+        amount: field("amount")?.parse().context("amount")?,
+        interval: plan["interval"].as_u64().context("interval")?,
+        token: field("token")?.parse().context("token")?,
+    })
+}
 
 /// Builds the demo API: the gate pays the provider account, settles through the dev facilitator,
 /// and keeps its once-only memo set in the state directory.
 pub(crate) async fn router(
     info: &DevInfo,
     provider: &DevAccount,
+    plan: PlanTerms,
+    chain: Arc<dyn Chain>,
     state_dir: &std::path::Path,
     bound: SocketAddr,
 ) -> anyhow::Result<Router> {
+    let plan_id: B256 = plan.plan_id;
     let gate = Gate::builder()
         .network(info.network.clone())
         .token(info.contracts.token, "USD Coin", "2")
@@ -52,6 +96,9 @@ pub(crate) async fn router(
             "sqlite://{}",
             state_dir.join("gate-memos.db").display()
         ))
+        .plan(plan)
+        .subscriptions(chain, info.contracts.subscriptions)
+        .api_key(info.api_key.clone())
         .build()
         .await
         .context("building the demo API's gate")?;
@@ -61,16 +108,25 @@ pub(crate) async fn router(
             .mime_type("application/json"),
     );
     let report = Router::new().route("/v1/report", get(report)).route_layer(
-        gate.payment_gate([Pricing::one_time(REPORT_PRICE)])
-            .description("The daily report")
-            .mime_type("application/json"),
+        gate.payment_gate([
+            Pricing::subscription(plan_id),
+            Pricing::one_time(REPORT_PRICE),
+        ])
+        .description("The daily report")
+        .mime_type("application/json"),
     );
     let process = Router::new()
         .route("/v1/process", post(process))
         .route_layer(
-            gate.payment_gate([Pricing::one_time(PROCESS_PRICE)])
-                .description("Process a payload")
-                .mime_type("application/json"),
+            gate.payment_gate([
+                Pricing::subscription(plan_id),
+                Pricing::one_time(PROCESS_PRICE),
+            ])
+            .metered(Amount::from_units(PROCESS_PRICE))
+            .description(
+                "Process a payload (subscribers: 0.10 per call from the overage allowance)",
+            )
+            .mime_type("application/json"),
         );
     Ok(Router::new()
         .merge(quote)
@@ -90,6 +146,14 @@ async fn report() -> Json<Value> {
     Json(json!({ "report": "daily", "items": [ { "metric": "requests", "value": 1024 } ] }))
 }
 
-async fn process(body: axum::body::Bytes) -> Json<Value> {
-    Json(json!({ "processed": true, "bytes": body.len(), "digest": keccak256(&body) }))
+async fn process(
+    subscription: Option<Extension<VerifiedSubscription>>,
+    body: axum::body::Bytes,
+) -> Json<Value> {
+    let mut answer = json!({ "processed": true, "bytes": body.len(), "digest": keccak256(&body) });
+    if let Some(Extension(sub)) = subscription {
+        answer["subscription"] = json!(sub.id);
+        answer["metered"] = json!(PROCESS_PRICE.to_string());
+    }
+    Json(answer)
 }

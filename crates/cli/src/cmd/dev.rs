@@ -21,12 +21,14 @@ use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 Starts, on 127.0.0.1:
   - the embedded devnet (JSON-RPC), contracts deployed, dev accounts funded;
   - a facilitator (POST /authorize, the x402 V1 API, /.well-known/tollgate);
+  - the renewal keeper (renewals and metered usage charged on-chain automatically);
+  - a demo plan of the provider: 5.00 per 30-day cycle (its id is planId in dev.json);
   - a demo API gated by Tollgate: GET /v1/quote (one-time 0.50), GET /v1/report
-    (one-time; subscriptions land later), POST /v1/process (one-time; metering lands later),
-    GET /healthz (free).
+    (the demo plan's subscribers, or one-time 1.00), POST /v1/process (subscribers, metered
+    0.10 per call from their overage allowance; or one-time 0.10), GET /healthz (free).
 Writes STATE_DIR/dev.json (chainId, network, rpcUrl, facilitatorUrl, apiUrl, contracts,
-accounts with roles relayer/provider/payer, the provider's apiKey). A restart with the same state
-directory keeps all state.
+accounts with roles relayer/provider/payer, the provider's apiKey, the demo planId). A restart
+with the same state directory keeps all state.
 
 Ports: devnet 8545, facilitator 8402, API 8080; --port-base P uses P, P+1, P+2
 (--port-base 0 picks free ports).
@@ -68,6 +70,8 @@ pub(crate) struct DevInfo {
     pub(crate) accounts: Vec<DevAccountInfo>,
     pub(crate) api_key: String,
     pub(crate) proof_signer: Address,
+    /// The demo plan (`GET /v1/report` and `POST /v1/process` accept its subscriptions).
+    pub(crate) plan_id: B256,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -168,6 +172,27 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             None
         }
     };
+    // The facilitator serves first: the demo plan is published through it, as a provider would.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let rpc_task = tokio::spawn(server::serve(
+        devnet.clone(),
+        rpc_listener,
+        stop(stop_rx.clone()),
+    ));
+    // Renewals and overage charges are collected automatically, as in production; the keeper
+    // stops with this scope.
+    let _keeper = facilitator.spawn_keeper();
+    let proof_signer = facilitator.proof_signer();
+    let fac_task = tokio::spawn(tollgate_facilitator::serve(
+        facilitator,
+        facilitator_listener,
+        stop(stop_rx.clone()),
+    ));
+    let plan = super::demo::publish_plan(&facilitator_url, &api_key, &args.network).await?;
+
     let info = DevInfo {
         chain_id: args.chain_id,
         network: args.network.clone(),
@@ -187,29 +212,21 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             })
             .collect(),
         api_key,
-        proof_signer: facilitator.proof_signer(),
+        proof_signer,
+        plan_id: plan.plan_id,
     };
     super::write_atomically(&path, &serde_json::to_vec_pretty(&info)?)
         .with_context(|| format!("writing {}", path.display()))?;
 
-    let api =
-        super::demo::router(&info, &accounts[PROVIDER], dir, api_listener.local_addr()?).await?;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
-    };
-    let rpc_task = tokio::spawn(server::serve(
-        devnet.clone(),
-        rpc_listener,
-        stop(stop_rx.clone()),
-    ));
-    // Renewals are collected automatically, as in production; the keeper stops with this scope.
-    let _keeper = facilitator.spawn_keeper();
-    let fac_task = tokio::spawn(tollgate_facilitator::serve(
-        facilitator,
-        facilitator_listener,
-        stop(stop_rx.clone()),
-    ));
+    let api = super::demo::router(
+        &info,
+        &accounts[PROVIDER],
+        plan,
+        devnet.clone() as Arc<dyn Chain>,
+        dir,
+        api_listener.local_addr()?,
+    )
+    .await?;
     let api_task = tokio::spawn(async move {
         axum::serve(api_listener, api)
             .with_graceful_shutdown(stop(stop_rx))
@@ -261,12 +278,15 @@ fn print_guide(info: &DevInfo, path: &Path) {
         "\nTollgate dev is running on {} (chain id {}).\n\
          \n  devnet JSON-RPC  {}\
          \n  facilitator      {}   (/.well-known/tollgate, /openapi.json, /metrics)\
-         \n  demo API         {}   (/v1/quote 0.50, /v1/report, /v1/process; /healthz free)\
+         \n  demo API         {}   (/v1/quote 0.50, /v1/report 1.00 or plan, /v1/process 0.10 metered; /healthz free)\
          \n  token            {}   router {}   subscriptions {}\
+         \n  demo plan        {}   (5.00 per 30 days)\
          \n  summary          {}\
          \n\nTry this:\
          \n  curl -i {api}/v1/quote                       # 402 with the payment terms\
          \n  tollgate pay {api}/v1/quote --key {key}   # pays 0.50 and prints the quote\
+         \n  tollgate subscribe --facilitator {fac} --plan {plan} --max 5 --max-overage 1000000 --key {key}\
+         \n  curl -X POST -H 'X-Service-Sub: <id>' {api}/v1/process   # 0.10 from the allowance\
          \n\nPress Ctrl-C to stop; state persists in {dir}.",
         info.network,
         info.chain_id,
@@ -276,8 +296,11 @@ fn print_guide(info: &DevInfo, path: &Path) {
         info.contracts.token,
         info.contracts.router,
         info.contracts.subscriptions,
+        info.plan_id,
         path.display(),
         api = info.api_url,
+        fac = info.facilitator_url,
+        plan = info.plan_id,
         key = payer.private_key,
         dir = path
             .parent()

@@ -170,6 +170,7 @@ async fn dev_serves_pays_and_keeps_state() {
     dev.child.wait().await.unwrap();
     let dev2 = spawn_dev(dir.path(), &[]).await;
     assert_eq!(dev2.info["apiKey"], info["apiKey"]);
+    assert_eq!(dev2.info["planId"], info["planId"], "the same demo plan");
     assert_eq!(balance(&dev2.info, provider).await, after);
     let api2 = dev2.info["apiUrl"].as_str().unwrap().to_owned();
     let again = agent(&dev2.info, 1)
@@ -177,6 +178,90 @@ async fn dev_serves_pays_and_keeps_state() {
         .await
         .unwrap();
     assert_eq!(again.status, 200);
+}
+
+/// The demo plan: `GET /v1/report` offers it beside the one-time price, a subscriber is served
+/// on its id, and `POST /v1/process` deducts 0.10 per call from the overage allowance until the
+/// cap is reached (402 `AllowanceExhausted`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_demo_plan_serves_subscribers_and_meters_process() {
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let dev = spawn_dev(dir.path(), &[]).await;
+    let info = &dev.info;
+    let api = info["apiUrl"].as_str().unwrap();
+    let plan_id: alloy::primitives::B256 = info["planId"].as_str().unwrap().parse().unwrap();
+
+    let r = reqwest::get(format!("{api}/v1/report")).await.unwrap();
+    assert_eq!(r.status(), 402);
+    let body: serde_json::Value = r.json().await.unwrap();
+    let offers = body["accepts"].as_array().unwrap();
+    let sub = offers
+        .iter()
+        .find(|e| e["service"]["subscriptionScheme"] == true)
+        .expect("a subscription offer");
+    assert_eq!(sub["service"]["planId"], info["planId"]);
+    assert_eq!(sub["plan"]["amount"], "5000000");
+    assert!(
+        offers.iter().any(|e| e["amount"] == "1000000"),
+        "and the one-time price: {body}"
+    );
+
+    let key = info["accounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["role"] == "payer")
+        .unwrap()["privateKey"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let subscriber = Agent::from_hex_key(
+        &key,
+        SpendPolicy::new(
+            Amount::from_units(5_000_000),
+            Amount::from_units(10_000_000),
+        ),
+    )
+    .unwrap();
+    let subscription = subscriber
+        .subscribe(
+            tollgate_agent::Subscribe::new(plan_id, Amount::from_units(250_000))
+                .facilitator(info["facilitatorUrl"].as_str().unwrap()),
+        )
+        .await
+        .unwrap();
+    let id = subscription.id.to_string();
+    let http = reqwest::Client::new();
+    let r = http
+        .get(format!("{api}/v1/report"))
+        .header("x-service-sub", &id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for _ in 0..2 {
+        let r = http
+            .post(format!("{api}/v1/process"))
+            .header("x-service-sub", &id)
+            .body("payload")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let v: serde_json::Value = r.json().await.unwrap();
+        assert_eq!(v["metered"], "100000");
+    }
+    let r = http
+        .post(format!("{api}/v1/process"))
+        .header("x-service-sub", &id)
+        .body("payload")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 402);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["error"], "AllowanceExhausted");
 }
 
 /// An upstream API that echoes what it received: method, path, a custom header, the body.

@@ -29,6 +29,7 @@ use crate::{
     Error, PaidResponse, PayRequest, Payment, PaymentKind, Result, SpendPolicy,
     error::{Malformed, Refusal},
     facilitator::{self, Answer, WellKnown},
+    on_subscription::{Held, OnSubscription},
     policy::{Budget, Reservation},
     terms::{self, Offer, Terms},
 };
@@ -53,9 +54,9 @@ const VALID_AFTER_SKEW_SECS: u64 = 600;
 
 /// A paying client: a local key, a mandatory [`SpendPolicy`], and the budget spent so far.
 ///
-/// Cheap to clone; clones share the key, the budget and the facilitator cache, so the budget
-/// holds across every clone and every concurrent [`Agent::pay`]. The key never appears in
-/// `Debug` output or logs.
+/// Cheap to clone; clones share the key, the budget, the facilitator cache and the subscriptions
+/// held, so the budget holds across every clone and every concurrent [`Agent::pay`]. The key
+/// never appears in `Debug` output or logs.
 #[derive(Clone)]
 pub struct Agent {
     pub(crate) inner: Arc<Inner>,
@@ -69,10 +70,11 @@ pub(crate) struct Inner {
     pub(crate) http: reqwest::Client,
     chain_ids: HashMap<String, u64>,
     pub(crate) facilitators: Option<Vec<String>>,
-    settle_timeout: Duration,
+    pub(crate) settle_timeout: Duration,
     pub(crate) max_402_body: usize,
     max_body: usize,
     well_known: Mutex<HashMap<String, Arc<WellKnown>>>,
+    pub(crate) held: Held,
 }
 
 impl fmt::Debug for Agent {
@@ -151,15 +153,28 @@ impl Agent {
     ///
     /// 1. Send the request. Anything but a 402 is returned as is, with no payment.
     /// 2. Read the 402 (at most 64 KiB): the Tollgate superset body, or a generic x402 V1 body.
-    /// 3. Choose the cheapest `exact` option the [`SpendPolicy`] allows and reserve its price in
-    ///    the budget.
-    /// 4. Pay it. An option naming a facilitator (`service.facilitator`) is paid through it:
+    /// 3. If the policy allows subscribing ([`SpendPolicy::subscriptions`]) and the 402 offers a
+    ///    plan it allows (`service.subscriptionScheme` with a `planId`, at most `max_per_cycle` a
+    ///    cycle, through a facilitator the agent may use), serve the request on a subscription:
+    ///    the one the agent holds for the plan ([`Agent::use_subscription`], or one it created
+    ///    earlier), else one [`Agent::subscribe`] creates now (once, however many payments for
+    ///    the plan run concurrently). The request goes again with `X-Service-Sub` and the
+    ///    answer is returned with a [`PaymentKind::Subscription`] receipt. A 402
+    ///    `AllowanceExhausted` is [`Error::AllowanceExhausted`]; a 402 `SubscriptionNotActive`
+    ///    makes the agent forget the subscription (unless the facilitator reports it ACTIVE
+    ///    for the plan) and go on with the one-time path below, on the fresh terms, if they
+    ///    offer one. A subscription that cannot be created for a reason known before anything
+    ///    is created (the policy, a deprecated plan, a facilitator refusal, insufficient
+    ///    funds) also falls back to the one-time path. One `pay` subscribes at most once.
+    /// 4. Otherwise choose the cheapest `exact` option the [`SpendPolicy`] allows and reserve its
+    ///    price in the budget.
+    /// 5. Pay it. An option naming a facilitator (`service.facilitator`) is paid through it:
     ///    read its `/.well-known/tollgate`, sign a `ReceiveWithAuthorization` to its router whose
     ///    nonce commits to payTo, memo and fee, `POST /authorize`, wait for the proof (polling
     ///    a pending settlement for a bounded time). Any other option is paid as plain x402: a
     ///    `TransferWithAuthorization` to payTo.
-    /// 5. Send the request again with `X-PAYMENT`.
-    /// 6. If the server answers 402 with `InvalidPaymentProof`, pay once more with the fresh
+    /// 6. Send the request again with `X-PAYMENT`.
+    /// 7. If the server answers 402 with `InvalidPaymentProof`, pay once more with the fresh
     ///    terms (the spec's automatic retry); any other 402 after paying is an error, never a
     ///    second payment.
     ///
@@ -172,6 +187,15 @@ impl Agent {
             return self.finish(response, None).await;
         }
         let mut terms = self.read_terms(response).await?;
+        if let Some((key, offer)) = self.plan_offer(&terms) {
+            match self
+                .pay_on_subscription(&request, terms, key, &offer)
+                .await?
+            {
+                OnSubscription::Served(response) => return Ok(*response),
+                OnSubscription::OneTime(fresh) => terms = fresh,
+            }
+        }
         let mut payments: Vec<Payment> = Vec::new();
         loop {
             let (offer, route, reservation) = self.choose(&terms)?;
@@ -187,7 +211,9 @@ impl Agent {
                     (p, Some(reservation))
                 }
             };
-            let response = self.send(&request, Some(&payment.header)).await;
+            let response = self
+                .send(&request, Some((X_PAYMENT, &payment.header)))
+                .await;
             if let Some(reservation) = reservation {
                 match &response {
                     // Refused before anything was sent: the signature never left.
@@ -243,15 +269,20 @@ impl Agent {
         }
     }
 
-    async fn send(&self, request: &PayRequest, payment: Option<&str>) -> Result<reqwest::Response> {
+    /// Sends `request`, with `credential` (`X-PAYMENT` or `X-Service-Sub` and its value) if any.
+    pub(crate) async fn send(
+        &self,
+        request: &PayRequest,
+        credential: Option<(&'static str, &str)>,
+    ) -> Result<reqwest::Response> {
         let mut headers = request.headers.clone();
-        if let Some(p) = payment {
-            let value = HeaderValue::from_str(p).map_err(|_| Error::Facilitator {
+        if let Some((name, value)) = credential {
+            let value = HeaderValue::from_str(value).map_err(|_| Error::Facilitator {
                 status: 0,
                 code: "InvalidProof".into(),
-                message: "the payment is not a valid header value".into(),
+                message: format!("the {name} value is not a valid header value"),
             })?;
-            headers.insert(X_PAYMENT, value);
+            headers.insert(name, value);
         }
         let mut builder = self
             .inner
@@ -264,7 +295,7 @@ impl Agent {
         Ok(builder.send().await?)
     }
 
-    async fn finish(
+    pub(crate) async fn finish(
         &self,
         response: reqwest::Response,
         payment: Option<Payment>,
@@ -283,7 +314,7 @@ impl Agent {
         })
     }
 
-    async fn read_terms(&self, response: reqwest::Response) -> Result<Terms> {
+    pub(crate) async fn read_terms(&self, response: reqwest::Response) -> Result<Terms> {
         let limit = self.inner.max_402_body;
         let body = read_limited(response, limit)
             .await?
@@ -345,21 +376,10 @@ impl Agent {
 
     /// How this agent can pay `offer`, if at all.
     fn route(&self, offer: &Offer) -> Option<Route> {
-        if let (Some(memo), Some(base)) = (offer.memo, &offer.facilitator) {
-            let base = base.trim_end_matches('/');
-            let trusted = self
-                .inner
-                .facilitators
-                .as_ref()
-                .is_none_or(|list| list.iter().any(|f| f.trim_end_matches('/') == base));
-            let http = url::Url::parse(base)
-                .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
-            if trusted && http {
-                return Some(Route::Tollgate {
-                    facilitator: base.to_owned(),
-                    memo,
-                });
-            }
+        if let (Some(memo), Some(base)) = (offer.memo, &offer.facilitator)
+            && let Some(facilitator) = self.usable_facilitator(base)
+        {
+            return Some(Route::Tollgate { facilitator, memo });
         }
         offer.requirements.eip712_extra()?;
         let r = &offer.requirements;
@@ -369,6 +389,20 @@ impl Agent {
                 .map(|n| n.chain_id)
         })?;
         Some(Route::X402 { chain_id })
+    }
+
+    /// `base` without a trailing `/`, if the agent may go through it: an http(s) URL among the
+    /// configured facilitators (any, when none are configured).
+    pub(crate) fn usable_facilitator(&self, base: &str) -> Option<String> {
+        let base = base.trim_end_matches('/');
+        let trusted = self
+            .inner
+            .facilitators
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|f| f.trim_end_matches('/') == base));
+        let http = url::Url::parse(base)
+            .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host());
+        (trusted && http).then(|| base.to_owned())
     }
 
     pub(crate) async fn well_known(&self, base: &str) -> Result<Arc<WellKnown>> {
@@ -711,6 +745,7 @@ impl AgentBuilder {
                 max_402_body: self.max_402_body,
                 max_body: self.max_body,
                 well_known: Mutex::new(HashMap::new()),
+                held: Held::default(),
             }),
         })
     }
@@ -747,7 +782,7 @@ fn unix_now() -> u64 {
 
 /// The spec's error name a 402 `error` carries, if it is one (x402's `insufficient_funds` reads
 /// as `InsufficientFunds`).
-fn spec_code(reason: &str) -> Option<ErrorCode> {
+pub(crate) fn spec_code(reason: &str) -> Option<ErrorCode> {
     if reason == "insufficient_funds" {
         return Some(ErrorCode::InsufficientFunds);
     }

@@ -2,12 +2,13 @@
 
 use std::path::PathBuf;
 
-use alloy::primitives::Address;
+use alloy::primitives::{Address, B256};
 use tollgate_protocol::Amount;
 
 use crate::Payment;
 
-/// Everything [`Agent::pay`](crate::Agent::pay) and the constructors can fail with.
+/// Everything [`Agent::pay`](crate::Agent::pay), the subscription calls and the constructors can
+/// fail with.
 ///
 /// Errors raised after a payment left the process carry the [`Payment`]s sent for the request,
 /// so a caller always knows what it may have paid.
@@ -75,17 +76,45 @@ pub enum Error {
         /// The payments sent for this request.
         payments: Vec<Payment>,
     },
-    /// The subscription is paused or cancelled (reserved for `Agent::subscribe`).
+    /// The subscription is paused or cancelled: the server refused `X-Service-Sub` and offered
+    /// no one-time option to fall back on, or
+    /// [`Agent::raise_allowance`](crate::Agent::raise_allowance) was asked to raise a cancelled
+    /// subscription.
     #[error("SubscriptionNotActive")]
     SubscriptionNotActive,
-    /// The subscription's overage allowance is used up (reserved for `Agent::subscribe`).
+    /// The subscription's overage allowance is used up for this cycle: the server refused the
+    /// request served on it (a metered route). Raise the cap
+    /// ([`Agent::raise_allowance`](crate::Agent::raise_allowance)) or wait for the next cycle.
     #[error("AllowanceExhausted")]
     AllowanceExhausted,
-    /// The plan accepts no new subscriptions (reserved for `Agent::subscribe`).
+    /// The plan accepts no new subscriptions.
     #[error("PlanDeprecated")]
     PlanDeprecated,
-    /// `Agent::subscribe` has no facilitator to go through (none given, none configured), or
-    /// the one given is not among the configured ones.
+    /// No subscription with this id on the facilitator's network.
+    #[error("no subscription {id}")]
+    UnknownSubscription {
+        /// The id asked for.
+        id: B256,
+    },
+    /// The subscription belongs to another subscriber; nothing was signed.
+    #[error("subscription {id} belongs to {subscriber}, not to this agent")]
+    NotSubscriber {
+        /// The subscription.
+        id: B256,
+        /// Its subscriber.
+        subscriber: Address,
+    },
+    /// The requested overage cap is not above the subscription's current one (the facilitator's
+    /// and contract's `AllowanceNotRaised`); a cap can only be raised.
+    #[error("AllowanceNotRaised: {requested} is not above the current cap {cap}")]
+    AllowanceNotRaised {
+        /// The current cap (as last read).
+        cap: Amount,
+        /// The cap asked for.
+        requested: Amount,
+    },
+    /// `Agent::subscribe` or `Agent::raise_allowance` has no facilitator to go through (none
+    /// given, none configured), or the one given is not among the configured ones.
     #[error("no usable facilitator to subscribe through")]
     NoFacilitator,
     /// The facilitator serves no subscriptions on the network asked for (or, none asked for,

@@ -3,7 +3,9 @@
 mod agent;
 mod error;
 mod facilitator;
+mod on_subscription;
 mod policy;
+mod raise;
 mod request;
 mod subscribe;
 mod terms;
@@ -13,10 +15,13 @@ pub use agent::{
     signer_from_file, signer_from_hex,
 };
 pub use error::{Error, Malformed, Refusal, Result};
-pub use policy::SpendPolicy;
+pub use on_subscription::X_SERVICE_SUB;
+pub use policy::{SpendPolicy, SubscriptionPolicy};
+pub use raise::RaiseAllowance;
 pub use request::{PaidResponse, PayRequest, Payment, PaymentKind};
 pub use subscribe::{PERMIT_CYCLES, Subscribe, Subscription};
 
+pub use alloy::primitives::{Address, B256};
 pub use alloy::signers::local::Secp256k1Signer;
 pub use reqwest::{Method, StatusCode, Url, header};
 pub use tollgate_protocol::{Amount, SubscriptionStatus};

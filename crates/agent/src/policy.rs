@@ -11,6 +11,16 @@ use crate::error::Refusal;
 ///
 /// Amounts are in the token's smallest unit (6 decimals: `1_000_000` is 1.00 token). The
 /// allow-lists are off when `None`; `Some(vec![])` allows nothing.
+///
+/// ```
+/// use tollgate_agent::{Amount, SpendPolicy};
+///
+/// // 0.50 per request, 20.00 in total; subscribe to plans of at most 5.00 a cycle (no overage)
+/// // when a 402 offers one.
+/// let policy = SpendPolicy::new(Amount::from_units(500_000), Amount::from_units(20_000_000))
+///     .subscriptions(Amount::from_units(5_000_000), Amount::ZERO);
+/// assert!(policy.subscriptions.is_some());
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpendPolicy {
     /// The most one request may cost.
@@ -23,6 +33,19 @@ pub struct SpendPolicy {
     pub tokens: Option<Vec<Address>>,
     /// Recipients the agent pays.
     pub payees: Option<Vec<Address>>,
+    /// Whether [`Agent::pay`](crate::Agent::pay) subscribes when a 402 offers a plan, and to
+    /// what; `None` (the default): it never does and pays one-time.
+    pub subscriptions: Option<SubscriptionPolicy>,
+}
+
+/// The opt-in to subscribing on the agent's own initiative ([`SpendPolicy::subscriptions`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubscriptionPolicy {
+    /// The most a plan may bill per cycle. It replaces the per-request cap for subscriptions,
+    /// [`Agent::subscribe`](crate::Agent::subscribe) included.
+    pub max_per_cycle: Amount,
+    /// The overage cap per cycle the agent subscribes with.
+    pub max_overage: Amount,
 }
 
 impl SpendPolicy {
@@ -34,7 +57,32 @@ impl SpendPolicy {
             networks: None,
             tokens: None,
             payees: None,
+            subscriptions: None,
         }
+    }
+
+    /// Lets [`Agent::pay`](crate::Agent::pay) subscribe: when a 402 offers a plan
+    /// (`service.subscriptionScheme` with a `planId`) billing at most `max_per_cycle` a cycle,
+    /// through a facilitator the agent may use, the agent subscribes once with `max_overage` as
+    /// the overage cap, and serves this and later requests for the plan with `X-Service-Sub`.
+    ///
+    /// The first cycle is reserved in the total budget like any payment. Renewals are collected
+    /// on-chain by the provider, outside this process, and are not counted in the budget: they
+    /// are bounded by `max_per_cycle` (plus `max_overage`) per cycle and by the standing permit
+    /// ([`PERMIT_CYCLES`](crate::PERMIT_CYCLES)).
+    pub fn subscriptions(mut self, max_per_cycle: Amount, max_overage: Amount) -> Self {
+        self.subscriptions = Some(SubscriptionPolicy {
+            max_per_cycle,
+            max_overage,
+        });
+        self
+    }
+
+    /// The most a subscription cycle may cost: [`SubscriptionPolicy::max_per_cycle`] when
+    /// subscriptions are enabled, else the per-request cap.
+    pub(crate) fn cycle_cap(&self) -> Amount {
+        self.subscriptions
+            .map_or(self.per_request_cap, |s| s.max_per_cycle)
     }
 
     /// Only these networks.
@@ -64,6 +112,18 @@ impl SpendPolicy {
         pay_to: Address,
         price: Amount,
     ) -> Result<(), Refusal> {
+        self.check_capped(network_name, token, pay_to, price, self.per_request_cap)
+    }
+
+    /// As [`check`](Self::check), against `cap` instead of the per-request cap.
+    pub(crate) fn check_capped(
+        &self,
+        network_name: &str,
+        token: Address,
+        pay_to: Address,
+        price: Amount,
+        cap: Amount,
+    ) -> Result<(), Refusal> {
         if let Some(allowed) = &self.networks
             && !allowed
                 .iter()
@@ -81,11 +141,8 @@ impl SpendPolicy {
         {
             return Err(Refusal::Payee(pay_to));
         }
-        if price > self.per_request_cap {
-            return Err(Refusal::OverCap {
-                price,
-                cap: self.per_request_cap,
-            });
+        if price > cap {
+            return Err(Refusal::OverCap { price, cap });
         }
         Ok(())
     }
@@ -205,6 +262,32 @@ mod tests {
         });
         assert_eq!(granted, 3);
         assert_eq!(budget.used(), Amount::from_units(9));
+    }
+
+    #[test]
+    fn subscriptions_are_opt_in_and_capped_per_cycle() {
+        let p = SpendPolicy::new(Amount::from_units(100), Amount::from_units(1_000));
+        assert_eq!(p.subscriptions, None);
+        assert_eq!(p.cycle_cap(), Amount::from_units(100));
+        let p = p.subscriptions(Amount::from_units(500), Amount::from_units(50));
+        assert_eq!(p.cycle_cap(), Amount::from_units(500));
+        let (token, payee) = (Address::repeat_byte(1), Address::repeat_byte(2));
+        assert_eq!(
+            p.check_capped("base", token, payee, Amount::from_units(500), p.cycle_cap()),
+            Ok(())
+        );
+        assert_eq!(
+            p.check_capped("base", token, payee, Amount::from_units(501), p.cycle_cap()),
+            Err(Refusal::OverCap {
+                price: Amount::from_units(501),
+                cap: Amount::from_units(500)
+            })
+        );
+        // One-time payments keep the per-request cap.
+        assert!(
+            p.check("base", token, payee, Amount::from_units(101))
+                .is_err()
+        );
     }
 
     #[test]

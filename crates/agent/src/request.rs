@@ -10,14 +10,15 @@ use tollgate_protocol::{Amount, PaymentProof, x402::SettlementResponseHeader};
 use crate::Result;
 
 /// A request to a (possibly) gated resource. Unlike a `reqwest::Request` it can be sent again,
-/// which paying needs: the request goes out once unpaid and once with `X-PAYMENT`.
+/// which paying needs: the request goes out once unpaid and once with `X-PAYMENT` (or
+/// `X-Service-Sub`).
 #[derive(Clone, Debug)]
 pub struct PayRequest {
     /// The method.
     pub method: Method,
     /// The URL.
     pub url: Url,
-    /// Headers sent with every attempt (`X-PAYMENT` is set by the agent).
+    /// Headers sent with every attempt (`X-PAYMENT` and `X-Service-Sub` are set by the agent).
     pub headers: HeaderMap,
     /// The body, if any.
     pub body: Option<Bytes>,
@@ -85,6 +86,14 @@ pub enum PaymentKind {
     Tollgate,
     /// A plain x402 V1 `exact` payload to `payTo`, settled by the server.
     X402,
+    /// Served on a subscription: the request was sent with `X-Service-Sub: id`. The
+    /// [`Payment`]'s `amount` is the first cycle when [`Agent::pay`](crate::Agent::pay)
+    /// subscribed for this request (and `tx_hash` the transaction that created the
+    /// subscription), zero when it reused a subscription it held.
+    Subscription {
+        /// The subscription.
+        id: B256,
+    },
 }
 
 /// A receipt: what was paid, to whom, and the evidence.
@@ -110,7 +119,8 @@ pub struct Payment {
     pub tx_hash: Option<B256>,
     /// The facilitator's proof (Tollgate payments).
     pub proof: Option<PaymentProof>,
-    /// The `X-PAYMENT` value sent.
+    /// The `X-PAYMENT` value sent (the subscription id sent as `X-Service-Sub`, for
+    /// [`PaymentKind::Subscription`]).
     pub header: String,
     /// The server's `X-PAYMENT-RESPONSE`, when it sent one.
     pub settlement: Option<SettlementResponseHeader>,

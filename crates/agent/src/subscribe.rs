@@ -6,7 +6,7 @@ use tollgate_chain::authorization::{
     Permit, Subscribe as SubscribeIntent, sign, subscriptions_domain, token_domain,
 };
 use tollgate_protocol::{
-    Amount, PermitSignature, SubscribeRequest, SubscriptionQuote, SubscriptionStatus,
+    Amount, PermitSignature, PlanView, SubscribeRequest, SubscriptionQuote, SubscriptionStatus,
     SubscriptionView,
 };
 
@@ -30,7 +30,7 @@ const INTENT_VALIDITY_SECS: u64 = 600;
 /// How long the permit is valid.
 const PERMIT_VALIDITY_SECS: u64 = 3600;
 /// The largest facilitator answer read.
-const MAX_ANSWER: usize = 64 * 1024;
+pub(crate) const MAX_ANSWER: usize = 64 * 1024;
 
 /// What [`Agent::subscribe`] subscribes to.
 ///
@@ -124,8 +124,10 @@ impl Agent {
     ///    subscriptions contract) and `GET /subscriptions/quote` (the plan's terms, the
     ///    agent's nonces and current allowance, the chain's clock).
     /// 2. Apply the [`SpendPolicy`](crate::SpendPolicy): the first cycle's `amount` must pass the
-    ///    network, token and payee allow-lists and the per-request cap, and is reserved in the
-    ///    budget. A deprecated plan is [`Error::PlanDeprecated`] here, before anything is signed.
+    ///    network, token and payee allow-lists and the per-request cap (or, with
+    ///    [`SpendPolicy::subscriptions`](crate::SpendPolicy::subscriptions), its
+    ///    `max_per_cycle`), and is reserved in the budget. A deprecated plan is
+    ///    [`Error::PlanDeprecated`] here, before anything is signed.
     /// 3. Sign an EIP-2612 permit to the subscriptions contract (current allowance plus
     ///    [`PERMIT_CYCLES`] × (`amount` + `max_overage`)) and the `Subscribe` intent.
     /// 4. `POST /subscriptions`; the facilitator relays `subscribeWithSig` and answers after
@@ -134,30 +136,17 @@ impl Agent {
     /// `InsufficientFunds` and `PlanDeprecated` from the facilitator come back as
     /// [`Error::InsufficientFunds`] and [`Error::PlanDeprecated`]; nothing was created then.
     pub async fn subscribe(&self, subscribe: Subscribe) -> Result<Subscription> {
+        self.subscribe_inner(subscribe)
+            .await
+            .map(|created| created.subscription)
+    }
+
+    /// [`Agent::subscribe`], with the plan as the quote gave it.
+    pub(crate) async fn subscribe_inner(&self, subscribe: Subscribe) -> Result<Created> {
         let base = self.subscription_facilitator(subscribe.facilitator.as_deref())?;
-        let wk = self.well_known(&base).await?;
-        let (network, info) = match subscribe.network.as_deref() {
-            Some(name) => wk
-                .network(name)
-                .filter(|i| i.subscriptions.is_some())
-                .map(|i| (name.to_owned(), i.clone())),
-            None => {
-                let mut with = wk
-                    .networks
-                    .iter()
-                    .filter(|(_, i)| i.subscriptions.is_some());
-                match (with.next(), with.next()) {
-                    (Some((n, i)), None) => Some((n.clone(), i.clone())),
-                    _ => None,
-                }
-            }
-        }
-        .ok_or_else(|| Error::NoSubscriptionNetwork {
-            network: subscribe
-                .network
-                .clone()
-                .unwrap_or_else(|| "any network".into()),
-        })?;
+        let (network, info) = self
+            .subscription_network(&base, subscribe.network.as_deref())
+            .await?;
         let quote = self
             .quote(&base, &network, &info, subscribe.plan_id)
             .await?;
@@ -165,9 +154,15 @@ impl Agent {
         if plan.deprecated {
             return Err(Error::PlanDeprecated);
         }
-        self.inner
-            .policy
-            .check(&network, plan.token, plan.pay_to, plan.amount)
+        let policy = &self.inner.policy;
+        policy
+            .check_capped(
+                &network,
+                plan.token,
+                plan.pay_to,
+                plan.amount,
+                policy.cycle_cap(),
+            )
             .map_err(|what| Error::PolicyViolation { what })?;
         let reservation = self
             .inner
@@ -256,12 +251,82 @@ impl Agent {
                 ),
             });
         }
-        Ok(view.into())
+        Ok(Created {
+            subscription: view.into(),
+            plan: quote.plan,
+        })
+    }
+
+    /// The network to subscribe on at `base`: the one asked for, if it has a subscriptions
+    /// contract, or the facilitator's only network with one.
+    pub(crate) async fn subscription_network(
+        &self,
+        base: &str,
+        asked: Option<&str>,
+    ) -> Result<(String, NetworkInfo)> {
+        let wk = self.well_known(base).await?;
+        match asked {
+            Some(name) => wk
+                .network(name)
+                .filter(|i| i.subscriptions.is_some())
+                .map(|i| (name.to_owned(), i.clone())),
+            None => {
+                let mut with = wk
+                    .networks
+                    .iter()
+                    .filter(|(_, i)| i.subscriptions.is_some());
+                match (with.next(), with.next()) {
+                    (Some((n, i)), None) => Some((n.clone(), i.clone())),
+                    _ => None,
+                }
+            }
+        }
+        .ok_or_else(|| Error::NoSubscriptionNetwork {
+            network: asked.unwrap_or("any network").to_owned(),
+        })
+    }
+
+    /// `GET /subscriptions/{id}?network=`: the subscription as the chain holds it.
+    pub(crate) async fn subscription_view(
+        &self,
+        base: &str,
+        network: &str,
+        id: B256,
+    ) -> Result<SubscriptionView> {
+        let url = url::Url::parse_with_params(
+            &format!("{base}/subscriptions/{id}"),
+            [("network", network)],
+        )?;
+        let response = self.inner.http.get(url).send().await?;
+        let status = response.status();
+        let bytes = read_limited(response, MAX_ANSWER)
+            .await?
+            .ok_or(Error::ResponseTooLarge { limit: MAX_ANSWER })?;
+        if status == StatusCode::NOT_FOUND {
+            return Err(Error::UnknownSubscription { id });
+        }
+        if status != StatusCode::OK {
+            return Err(subscription_error(status, &bytes));
+        }
+        let view: SubscriptionView =
+            serde_json::from_slice(&bytes).map_err(|e| Error::Facilitator {
+                status: status.as_u16(),
+                code: "Unreadable".into(),
+                message: format!("/subscriptions/{id}: {e}"),
+            })?;
+        if view.id != id {
+            return Err(Error::Facilitator {
+                status: 0,
+                code: "WrongSubscription".into(),
+                message: format!("asked for subscription {id}, got {}", view.id),
+            });
+        }
+        Ok(view)
     }
 
     /// The facilitator to subscribe through: the one given (which must be among the configured
     /// ones, if any are), or the only configured one.
-    fn subscription_facilitator(&self, given: Option<&str>) -> Result<String> {
+    pub(crate) fn subscription_facilitator(&self, given: Option<&str>) -> Result<String> {
         let configured = self.inner.facilitators.as_deref();
         match (given.map(|g| g.trim_end_matches('/')), configured) {
             (Some(g), Some(list)) if !list.iter().any(|f| f == g) => Err(Error::NoFacilitator),
@@ -272,7 +337,7 @@ impl Agent {
     }
 
     /// `GET /subscriptions/quote`, checked against the facilitator's published network.
-    async fn quote(
+    pub(crate) async fn quote(
         &self,
         base: &str,
         network: &str,
@@ -331,11 +396,24 @@ impl Agent {
     }
 }
 
-/// The typed error of a refused subscription: the spec's `PlanDeprecated` and
-/// `InsufficientFunds` by name, anything else as [`Error::Facilitator`].
-fn subscription_error(status: StatusCode, body: &[u8]) -> Error {
+/// A subscription as [`Agent::subscribe`] created it, with the plan's on-chain terms.
+#[derive(Debug)]
+pub(crate) struct Created {
+    /// The subscription.
+    pub(crate) subscription: Subscription,
+    /// The plan, as quoted.
+    pub(crate) plan: PlanView,
+}
+
+/// The typed error of a refused subscription call: the spec's `PlanDeprecated`,
+/// `SubscriptionNotActive` and `InsufficientFunds` by name, anything else as
+/// [`Error::Facilitator`].
+pub(crate) fn subscription_error(status: StatusCode, body: &[u8]) -> Error {
     match facilitator::error_from(status, body) {
         Error::Facilitator { code, .. } if code == "PlanDeprecated" => Error::PlanDeprecated,
+        Error::Facilitator { code, .. } if code == "SubscriptionNotActive" => {
+            Error::SubscriptionNotActive
+        }
         other => other,
     }
 }

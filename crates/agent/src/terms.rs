@@ -3,7 +3,7 @@
 use alloy::primitives::B256;
 use serde::Deserialize as _;
 use serde_json::Value;
-use tollgate_protocol::{PaymentOption, SPEC_VERSION, x402::PaymentRequirements};
+use tollgate_protocol::{PaymentOption, PlanTerms, SPEC_VERSION, x402::PaymentRequirements};
 
 use crate::{Error, Result, error::Malformed};
 
@@ -16,6 +16,19 @@ pub(crate) struct Offer {
     pub(crate) memo: Option<B256>,
     /// `service.facilitator`, on Tollgate entries.
     pub(crate) facilitator: Option<String>,
+    /// The plan the entry offers to subscribe to, on Tollgate entries with
+    /// `service.subscriptionScheme` and a `planId`.
+    pub(crate) plan: Option<PlanOffer>,
+}
+
+/// A plan offered by a 402 entry.
+#[derive(Clone, Debug)]
+pub(crate) struct PlanOffer {
+    /// `service.planId`.
+    pub(crate) plan_id: B256,
+    /// The entry's `plan` terms (amount per cycle, token), when it has them for this plan. What
+    /// the server claims: the facilitator's quote of the on-chain plan is what is signed.
+    pub(crate) terms: Option<PlanTerms>,
 }
 
 /// A parsed 402.
@@ -75,10 +88,20 @@ fn offer(entry: &Value) -> Option<Offer> {
             tracing::warn!("skipping a 402 entry whose spec fields contradict its x402 fields");
             return None;
         }
+        let plan = option
+            .service
+            .as_ref()
+            .filter(|s| s.subscription_scheme)
+            .and_then(|s| s.plan_id)
+            .map(|plan_id| PlanOffer {
+                plan_id,
+                terms: option.plan.clone().filter(|t| t.plan_id == plan_id),
+            });
         return Some(Offer {
             memo: Some(option.memo),
             facilitator: option.service.map(|s| s.facilitator),
             requirements: option.requirements,
+            plan,
         });
     }
     let requirements = PaymentRequirements::deserialize(entry).ok()?;
@@ -86,6 +109,7 @@ fn offer(entry: &Value) -> Option<Offer> {
         requirements,
         memo: None,
         facilitator: None,
+        plan: None,
     })
 }
 
@@ -122,6 +146,42 @@ mod tests {
         assert_eq!(t.offers[0].memo, Some(B256::repeat_byte(9)));
         assert!(t.offers[1].facilitator.is_none());
         assert_eq!(t.error.as_deref(), Some("InvalidPaymentProof"));
+    }
+
+    #[test]
+    fn plan_offers_are_read_from_the_extension() {
+        let plan_id = B256::repeat_byte(7);
+        let mut e = entry();
+        e["token"] = e["asset"].clone();
+        e["amount"] = "500000".into();
+        e["memo"] = format!("{}", B256::ZERO).into();
+        e["service"] = serde_json::json!({
+            "subscriptionScheme": true, "planId": plan_id, "facilitator": "http://f"
+        });
+        e["plan"] = serde_json::json!({
+            "planId": plan_id, "amount": "5000000", "interval": 2_592_000u64, "token": e["asset"]
+        });
+        let mut not_preferred = e.clone();
+        not_preferred["service"]["subscriptionScheme"] = false.into();
+        let mut other_terms = e.clone();
+        other_terms["plan"]["planId"] = format!("{}", B256::repeat_byte(8)).into();
+        let body = serde_json::json!({
+            "x402Version": 1, "accepts": [e, not_preferred, other_terms, entry()]
+        });
+        let t = parse(body.to_string().as_bytes()).unwrap();
+        let plan = t.offers[0].plan.as_ref().unwrap();
+        assert_eq!(plan.plan_id, plan_id);
+        assert_eq!(
+            plan.terms.as_ref().unwrap().amount,
+            tollgate_protocol::Amount::from_units(5_000_000)
+        );
+        assert!(t.offers[1].plan.is_none(), "subscriptionScheme false");
+        let plan = t.offers[2].plan.as_ref().unwrap();
+        assert!(
+            plan.terms.is_none(),
+            "terms of another plan are not this plan's"
+        );
+        assert!(t.offers[3].plan.is_none());
     }
 
     #[test]

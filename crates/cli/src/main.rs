@@ -31,8 +31,8 @@ enum Command {
     /// Request a URL, paying for it if the server answers 402 (x402 V1 or a Tollgate gate); the
     /// body goes to stdout, a payment summary to stderr.
     Pay(cmd::pay::Args),
-    /// Subscribe to a plan through a facilitator (the first cycle is billed on confirmation);
-    /// the subscription goes to stdout as JSON.
+    /// Subscribe to a plan through a facilitator (the first cycle is billed on confirmation), or
+    /// raise a subscription's overage cap (`--raise`); the subscription goes to stdout as JSON.
     Subscribe(cmd::subscribe::Args),
     /// Provider self-service: `register` signs the facilitator's challenge with the wallet and
     /// prints the provider API key.

@@ -4,5 +4,7 @@
 
 mod hostile;
 mod pay;
+mod pay_subscription;
+mod raise;
 mod subscribe;
 mod support;

@@ -10,11 +10,12 @@ use tollgate_chain::{
 
 use crate::support::{Harness, NETWORK, PAYEE, PAYER, policy};
 
-const PROVIDER: usize = 5;
-const AMOUNT: u64 = 2_000_000;
-const INTERVAL: u64 = 7 * 24 * 3600;
+pub const PROVIDER: usize = 5;
+pub const AMOUNT: u64 = 2_000_000;
+pub const INTERVAL: u64 = 7 * 24 * 3600;
 
-async fn create_plan(h: &Harness, salt: u8) -> B256 {
+/// A plan of [`PROVIDER`]'s billing [`AMOUNT`] to [`PAYEE`] every [`INTERVAL`], created on-chain.
+pub async fn create_plan(h: &Harness, salt: u8) -> B256 {
     let f = &h.fixture;
     let provider = h.address(PROVIDER);
     let call = Subscriptions::createPlanCall {
@@ -45,7 +46,8 @@ async fn create_plan(h: &Harness, salt: u8) -> B256 {
     .unwrap()
 }
 
-fn subscriber(h: &Harness, cap: u64, budget: u64) -> Agent {
+/// [`PAYER`]'s agent, using the harness's facilitator.
+pub fn subscriber(h: &Harness, cap: u64, budget: u64) -> Agent {
     h.agent_builder(PAYER, policy(cap, budget))
         .facilitators([h.facilitator_url.clone()])
         .build()

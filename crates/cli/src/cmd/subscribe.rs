@@ -1,36 +1,58 @@
 //! `tollgate subscribe --plan ID`: subscribe to a plan through a facilitator (the agent SDK's
-//! `Agent::subscribe`).
+//! `Agent::subscribe`); `tollgate subscribe --raise ID --max-overage UNITS`: raise an existing
+//! subscription's overage cap (`Agent::raise_allowance`).
 
 use std::{io::Write as _, path::PathBuf, process::ExitCode};
 
 use anyhow::Context as _;
-use tollgate_agent::{Agent, Amount, SpendPolicy, Subscribe, Subscription};
+use tollgate_agent::{Agent, Amount, RaiseAllowance, SpendPolicy, Subscribe, Subscription};
 
 use super::pay::{chain, exit_code, parse_tokens, read_signer, report};
 
 /// Flags of `tollgate subscribe`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
-Signs an EIP-2612 permit to the subscriptions contract (the current allowance plus 12 cycles of
-plan amount + max overage) and the Subscribe intent; the facilitator relays subscribeWithSig,
-which creates the subscription and its allowance and bills the first cycle in one transaction.
-Prints the confirmed subscription as JSON to stdout.
+With --plan: signs an EIP-2612 permit to the subscriptions contract (the current allowance plus
+12 cycles of plan amount + max overage) and the Subscribe intent; the facilitator relays
+subscribeWithSig, which creates the subscription and its allowance and bills the first cycle in
+one transaction. --max bounds the first cycle.
 
-Exit codes: as `tollgate pay` (0 subscribed, 2 usage, 3 refused by the spending policy,
-4 refused by the facilitator or the chain — PlanDeprecated, InsufficientFunds —, 5 network).
+With --raise: raises the overage cap of one of your subscriptions to --max-overage (what to do
+after AllowanceExhausted). The subscription must be yours, not cancelled, and the new cap above
+the current one; --max bounds the increase (new cap - current cap). Signs the EIP-712 Action
+(raise allowance); the facilitator relays raiseAllowanceWithSig and answers once it is
+confirmed. Repeating a raise whose answer was lost is safe: a cap already at that value is
+answered without a transaction.
+
+Either way, prints the confirmed subscription as JSON to stdout.
+
+Exit codes: as `tollgate pay` (0 done, 2 usage, 3 refused by the spending policy, 4 refused by
+the facilitator or the chain — PlanDeprecated, InsufficientFunds, AllowanceNotRaised,
+NotSubscriber, unknown subscription —, 5 network).
 
 Environment: TOLLGATE_KEY (hex private key, when neither --key nor --key-file is given).
 
-Example:
+Examples:
   TOLLGATE_KEY=0x... tollgate subscribe --plan 0x... --max-overage 250000 \\
-    --facilitator http://127.0.0.1:8402 --max 5.00")]
+    --facilitator http://127.0.0.1:8402 --max 5.00
+  TOLLGATE_KEY=0x... tollgate subscribe --raise 0x... --max-overage 1000000 \\
+    --facilitator http://127.0.0.1:8402 --max 0.75")]
 pub(crate) struct Args {
-    /// The plan id (0x-prefixed 32 bytes).
-    #[arg(long, value_name = "ID")]
-    plan: tollgate_chain::B256,
-    /// The overage cap per cycle, an integer in the token's smallest unit.
-    #[arg(long, default_value = "0", value_name = "UNITS")]
-    max_overage: Amount,
+    /// The plan to subscribe to (0x-prefixed 32 bytes).
+    #[arg(long, value_name = "ID", required_unless_present = "raise")]
+    plan: Option<tollgate_chain::B256>,
+    /// Raise this subscription's overage cap to --max-overage instead of subscribing.
+    #[arg(
+        long,
+        value_name = "SUBSCRIPTION_ID",
+        conflicts_with = "plan",
+        requires = "max_overage"
+    )]
+    raise: Option<tollgate_chain::B256>,
+    /// The overage cap per cycle, an integer in the token's smallest unit (subscribing: default
+    /// 0; raising: the new cap, required).
+    #[arg(long, value_name = "UNITS")]
+    max_overage: Option<Amount>,
     /// The facilitator's base URL.
     #[arg(long, value_name = "URL")]
     facilitator: String,
@@ -43,7 +65,7 @@ pub(crate) struct Args {
     /// A file holding the subscriber's private key (hex).
     #[arg(long, value_name = "FILE")]
     key_file: Option<PathBuf>,
-    /// The most the first cycle may cost, in tokens.
+    /// The most the first cycle (--plan) or the cap's increase (--raise) may cost, in tokens.
     #[arg(long, default_value = "1.00", value_name = "AMOUNT", value_parser = parse_tokens)]
     max: Amount,
 }
@@ -57,9 +79,25 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             return ExitCode::from(super::pay::USAGE_EXIT);
         }
     };
-    let mut subscribe = Subscribe::new(args.plan, args.max_overage).facilitator(args.facilitator);
-    subscribe.network = args.network;
-    match agent.subscribe(subscribe).await {
+    let max_overage = args.max_overage.unwrap_or(Amount::ZERO);
+    let done = match (args.raise, args.plan) {
+        (Some(id), _) => {
+            let mut raise = RaiseAllowance::new(id, max_overage).facilitator(args.facilitator);
+            raise.network = args.network;
+            agent.raise_allowance(raise).await
+        }
+        (None, Some(plan)) => {
+            let mut subscribe = Subscribe::new(plan, max_overage).facilitator(args.facilitator);
+            subscribe.network = args.network;
+            agent.subscribe(subscribe).await
+        }
+        (None, None) => {
+            // clap requires one of them.
+            report("error: pass --plan ID or --raise SUBSCRIPTION_ID");
+            return ExitCode::from(super::pay::USAGE_EXIT);
+        }
+    };
+    match done {
         Ok(sub) => {
             let mut out = std::io::stdout().lock();
             let text = render(&sub).to_string();
@@ -83,7 +121,8 @@ fn prepare(args: &Args) -> anyhow::Result<Agent> {
         .context("building the agent")
 }
 
-/// The subscription as the facilitator's `/subscriptions` answers it.
+/// The subscription as the facilitator's `/subscriptions` answers it (`txHash`: the creating
+/// transaction, when known; `null` after a raise).
 fn render(s: &Subscription) -> serde_json::Value {
     serde_json::json!({
         "id": s.id,

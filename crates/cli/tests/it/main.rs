@@ -5,3 +5,4 @@ mod devnet;
 mod facilitator;
 mod interop;
 mod pay;
+mod subscribe;

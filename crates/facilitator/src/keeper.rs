@@ -328,9 +328,11 @@ impl Facilitator {
         }
         // The ending cycle takes no more usage, and what it used is charged before it ends: a
         // charge for it would fail once the next cycle is collected.
-        if !self
-            .close_cycle(net, subs, id, onchain.cycle, onchain.maxOverage, overage)
-            .await?
+        // A cap of zero never took a deduction (caps only rise): nothing to close.
+        if !onchain.maxOverage.is_zero()
+            && !self
+                .close_cycle(net, subs, id, onchain.cycle, onchain.maxOverage, overage)
+                .await?
         {
             tracing::info!(network = %sub.network, %id, cycle = onchain.cycle, "keeper: overage charge pending; renewal waits");
             return Ok(Step::Pending);

@@ -21,7 +21,6 @@ use std::{
 
 use alloy::primitives::{Address, B256, Bytes};
 use axum::{Router, body::Body, http::Request, routing::get};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tollgate_chain::{
     Chain,
     devnet::{Devnet, DevnetConfig},
@@ -30,6 +29,9 @@ use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 use tollgate_gate::{Expected, Gate, Offer, Pricing};
 use tollgate_protocol::{Amount, PaymentProof};
 use tower::ServiceExt as _;
+
+#[path = "load.rs"]
+mod load;
 
 const PRICE: u64 = 500_000;
 
@@ -286,9 +288,15 @@ async fn run(n: usize) {
     let mut tasks = Vec::new();
     for w in 0..64 {
         let count = total / 64 + usize::from(w < total % 64);
-        tasks.push(tokio::spawn(
-            async move { keep_alive_gets(addr, count).await },
-        ));
+        tasks.push(tokio::spawn(async move {
+            load::keep_alive(
+                addr,
+                b"GET /v1/quote HTTP/1.1\r\nHost: bench\r\n\r\n",
+                count,
+                402,
+            )
+            .await
+        }));
     }
     let mut got = 0;
     for task in tasks {
@@ -300,47 +308,6 @@ async fn run(n: usize) {
         "  unpaid 402 responses/s, 64 connections, loopback     : {:>10.0}",
         total as f64 / el.as_secs_f64()
     );
-}
-
-/// Sends `count` GETs on one keep-alive connection; returns how many 402s came back.
-async fn keep_alive_gets(addr: std::net::SocketAddr, count: usize) -> usize {
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.set_nodelay(true).unwrap();
-    let req = b"GET /v1/quote HTTP/1.1\r\nHost: bench\r\n\r\n";
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut seen = 0;
-    for _ in 0..count {
-        s.write_all(req).await.unwrap();
-        let mut have = 0;
-        loop {
-            let n = s.read(&mut buf[have..]).await.unwrap();
-            assert!(n > 0, "connection closed");
-            have += n;
-            if let Some(end) = find(&buf[..have], b"\r\n\r\n") {
-                let head = std::str::from_utf8(&buf[..end]).unwrap().to_owned();
-                let len: usize = head
-                    .lines()
-                    .find_map(|l| {
-                        l.to_ascii_lowercase()
-                            .strip_prefix("content-length:")
-                            .map(|v| v.trim().parse().unwrap())
-                    })
-                    .unwrap();
-                while have < end + 4 + len {
-                    have += s.read(&mut buf[have..]).await.unwrap();
-                }
-                if head.starts_with("HTTP/1.1 402") {
-                    seen += 1;
-                }
-                break;
-            }
-        }
-    }
-    seen
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 fn unix_now() -> u64 {

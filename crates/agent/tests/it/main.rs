@@ -5,6 +5,7 @@
 mod hostile;
 mod pay;
 mod pay_subscription;
+mod provider_loop;
 mod raise;
 mod subscribe;
 mod support;

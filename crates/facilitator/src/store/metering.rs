@@ -302,6 +302,9 @@ pub(super) struct Sql {
     pub(super) deduct: &'static str,
     /// (network, id, cycle, seq, amount, key, at).
     pub(super) insert_record: &'static str,
+    /// PostgreSQL only: the common case in one statement (an existing open cycle, no idempotency
+    /// key): (network, id, cycle, amount, at, cap) → the row, when applied, with its record.
+    pub(super) deduct_existing: &'static str,
     /// (network, id, cycle) → the row.
     pub(super) select_cycle: &'static str,
     /// (network, id) → the latest cycle's row.
@@ -351,6 +354,8 @@ pub(super) const SQLITE: Sql = Sql {
     insert_record: "INSERT INTO usage_records \
          (network, id, cycle, seq, amount, idempotency_key, created_at) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    // SQLite has no data-modifying CTEs; its single writer makes the multi-statement path cheap.
+    deduct_existing: "",
     select_cycle: concat!(
         "SELECT ",
         allowance_columns!(),
@@ -413,6 +418,19 @@ pub(super) const POSTGRES: Sql = Sql {
     insert_record: "INSERT INTO usage_records \
          (network, id, cycle, seq, amount, idempotency_key, created_at) \
          VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    deduct_existing: concat!(
+        "WITH d AS (UPDATE allowance_cycles SET cap = GREATEST(cap, $6), used = used + $4, \
+         deductions = deductions + 1, first_unbilled_at = COALESCE(first_unbilled_at, $5), \
+         updated_at = $5 \
+         WHERE network = $1 AND id = $2 AND cycle = $3 AND closed = 0 \
+         AND $4 <= GREATEST(cap, $6) - used RETURNING ",
+        allowance_columns!(),
+        "), r AS (INSERT INTO usage_records \
+         (network, id, cycle, seq, amount, idempotency_key, created_at) \
+         SELECT network, id, cycle, deductions, $4, NULL, $5 FROM d) SELECT ",
+        allowance_columns!(),
+        " FROM d"
+    ),
     select_cycle: concat!(
         "SELECT ",
         allowance_columns!(),

@@ -547,6 +547,23 @@ impl Store for PostgresStore {
         let id = codec::b256(&d.id);
         let at = codec::int("at", d.at)?;
         let cycle = i64::from(d.cycle);
+        if d.key.is_none() {
+            // The common case, one statement and one round trip: the row lock is held only for
+            // the statement, so deductions of one hot subscription do not queue behind network
+            // round trips. Anything else (a new cycle, exhausted, closed) takes the path below.
+            let applied: Option<metering::AllowanceRow> = sqlx::query_as(MSQL.deduct_existing)
+                .bind(&d.network)
+                .bind(&id)
+                .bind(cycle)
+                .bind(metering::units(d.amount))
+                .bind(at)
+                .bind(metering::units(d.cap))
+                .fetch_optional(&self.pool)
+                .await?;
+            if let Some(row) = applied {
+                return Ok(DeductOutcome::Applied(metering::decode_allowance(row)?));
+            }
+        }
         let mut tx = self.pool.begin().await?;
         // The upsert locks the cycle's row until commit: deductions of one cycle run one at a
         // time from here, so the key check and the cap check below see every earlier one.

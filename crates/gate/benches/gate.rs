@@ -30,7 +30,7 @@ use tollgate_gate::{Expected, Gate, Offer, Pricing};
 use tollgate_protocol::{Amount, PaymentProof};
 use tower::ServiceExt as _;
 
-#[path = "load.rs"]
+#[path = "common/load.rs"]
 mod load;
 
 const PRICE: u64 = 500_000;

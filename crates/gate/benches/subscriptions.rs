@@ -37,7 +37,7 @@ use tollgate_gate::{Gate, Pricing};
 use tollgate_protocol::{Amount, PlanTerms};
 use tower::ServiceExt as _;
 
-#[path = "load.rs"]
+#[path = "common/load.rs"]
 mod load;
 
 const NETWORK: &str = "tollgate-devnet";

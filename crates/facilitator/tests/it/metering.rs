@@ -10,7 +10,7 @@ use alloy::{
 };
 use serde_json::{Value, json};
 use tollgate_chain::{
-    Chain, TxRequest, WaitOptions,
+    TxRequest, WaitOptions,
     authorization::{Action, ActionKind, sign, subscriptions_domain},
     contracts::{self, Subscriptions, Token},
 };

@@ -39,6 +39,9 @@ enum Command {
     Provider(cmd::provider::Args),
     /// Subscription plans through the facilitator: `create`, `show`, `deprecate`.
     Plan(cmd::plan::Args),
+    /// Webhook endpoints through the facilitator: `create`, `list`, `show`, `update`, `delete`,
+    /// `rotate`, `deliveries`, `redeliver`, and the `events` log.
+    Webhooks(cmd::webhooks::Args),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
             Command::Gateway(args) => cmd::gateway::run(args).await,
             Command::Provider(args) => cmd::provider::run(args).await,
             Command::Plan(args) => cmd::plan::run(args).await,
+            Command::Webhooks(args) => cmd::webhooks::run(args).await,
             // `pay` reports its own errors, with its own exit codes.
             Command::Pay(args) => return Ok(cmd::pay::run(args).await),
             Command::Subscribe(args) => return Ok(cmd::subscribe::run(args).await),

@@ -97,6 +97,8 @@ pub struct Config {
     pub limits: Limits,
     /// `[subscriptions]`: the renewal keeper and the on-chain batching of metered usage.
     pub subscriptions: SubscriptionsSection,
+    /// `[webhooks]`: delivery of events to providers' endpoints.
+    pub webhooks: WebhooksSection,
     /// `[[networks]]`: the chains settled on, at least one, names unique (after aliases).
     pub networks: Vec<Network>,
 }
@@ -229,6 +231,27 @@ impl Default for SubscriptionsSection {
             keeper_interval_secs: crate::keeper::DEFAULT_INTERVAL.as_secs(),
             overage_batch_secs: crate::metering::DEFAULT_BATCH_INTERVAL.as_secs(),
             overage_batch_amount: Amount::from_units(crate::metering::DEFAULT_BATCH_AMOUNT),
+        }
+    }
+}
+
+/// `[webhooks]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct WebhooksSection {
+    /// `webhooks.timeout_secs`: how long one delivery attempt may take. Default 10.
+    pub timeout_secs: u64,
+    /// `webhooks.allow_private_targets`: let providers register loopback and private addresses
+    /// (the SSRF guard refuses them otherwise). Only for development. Default false.
+    pub allow_private_targets: bool,
+}
+
+impl Default for WebhooksSection {
+    fn default() -> Self {
+        Self {
+            timeout_secs: crate::webhooks::DEFAULT_TIMEOUT.as_secs(),
+            allow_private_targets: false,
         }
     }
 }
@@ -849,6 +872,8 @@ struct RawConfig {
     #[serde(default)]
     subscriptions: SubscriptionsSection,
     #[serde(default)]
+    webhooks: WebhooksSection,
+    #[serde(default)]
     networks: Vec<RawNetwork>,
 }
 
@@ -999,6 +1024,7 @@ impl RawConfig {
             settlement: self.settlement,
             limits: self.limits,
             subscriptions: self.subscriptions,
+            webhooks: self.webhooks,
             networks,
         })
     }

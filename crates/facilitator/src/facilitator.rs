@@ -68,6 +68,15 @@ pub struct Settings {
     /// Metered usage is charged on-chain once a cycle's unbilled usage reaches this amount (the
     /// token's smallest unit).
     pub overage_batch_amount: u64,
+    /// The delays before each retry of a failed webhook delivery (attempt 2, 3, …); the
+    /// delivery is dead after the last. Default: the Standard Webhooks schedule
+    /// ([`crate::webhooks::DEFAULT_RETRY_SCHEDULE`]).
+    pub webhook_retry_schedule: Vec<Duration>,
+    /// How long one webhook delivery attempt may take.
+    pub webhook_timeout: Duration,
+    /// Whether webhook endpoints may be loopback or private addresses (dev mode only: otherwise
+    /// the SSRF guard refuses them).
+    pub webhook_allow_private: bool,
 }
 
 impl Default for Settings {
@@ -84,6 +93,9 @@ impl Default for Settings {
             keeper_interval: crate::keeper::DEFAULT_INTERVAL,
             overage_batch_interval: crate::metering::DEFAULT_BATCH_INTERVAL,
             overage_batch_amount: crate::metering::DEFAULT_BATCH_AMOUNT,
+            webhook_retry_schedule: crate::webhooks::DEFAULT_RETRY_SCHEDULE.to_vec(),
+            webhook_timeout: crate::webhooks::DEFAULT_TIMEOUT,
+            webhook_allow_private: false,
         }
     }
 }
@@ -201,6 +213,9 @@ pub enum BuildError {
     /// Two networks with one name.
     #[error("network {0} configured twice")]
     DuplicateNetwork(String),
+    /// The HTTP client for webhook deliveries could not be built.
+    #[error("cannot build the webhook HTTP client")]
+    Http,
 }
 
 /// The facilitator. Cheap to clone; all clones share state.
@@ -219,6 +234,7 @@ pub(crate) struct Inner {
     pub(crate) locks: KeyLocks,
     pub(crate) metrics: Metrics,
     pub(crate) heads: crate::metering::Heads,
+    pub(crate) webhook_http: reqwest::Client,
 }
 
 impl fmt::Debug for Facilitator {
@@ -290,6 +306,14 @@ impl Facilitator {
                 return Err(BuildError::DuplicateNetwork(name));
             }
         }
+        tollgate_chain::install_crypto_provider();
+        let webhook_http = reqwest::Client::builder()
+            .timeout(settings.webhook_timeout)
+            .connect_timeout(settings.webhook_timeout.min(Duration::from_secs(5)))
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("Tollgate-Webhooks/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|_| BuildError::Http)?;
         Ok(Self {
             inner: Arc::new(Inner {
                 networks: map,
@@ -301,6 +325,7 @@ impl Facilitator {
                 locks: KeyLocks::default(),
                 metrics,
                 heads: Default::default(),
+                webhook_http,
             }),
         })
     }

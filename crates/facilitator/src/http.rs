@@ -42,6 +42,29 @@ pub fn router(f: Facilitator) -> Router {
             "/subscriptions/{id}/allowance",
             post(crate::metering::raise),
         )
+        .route(
+            "/webhooks/endpoints",
+            get(crate::webhooks::list).post(crate::webhooks::create),
+        )
+        .route(
+            "/webhooks/endpoints/{id}",
+            get(crate::webhooks::show)
+                .patch(crate::webhooks::update)
+                .delete(crate::webhooks::delete),
+        )
+        .route(
+            "/webhooks/endpoints/{id}/rotate",
+            post(crate::webhooks::rotate),
+        )
+        .route(
+            "/webhooks/endpoints/{id}/deliveries",
+            get(crate::webhooks::deliveries),
+        )
+        .route(
+            "/webhooks/endpoints/{id}/deliveries/{event_id}/redeliver",
+            post(crate::webhooks::redeliver),
+        )
+        .route("/events", get(crate::webhooks::events))
         .route("/providers/challenge", post(crate::providers::challenge))
         .route("/providers/register", post(crate::providers::register))
         .route("/providers/keys/revoke", post(crate::providers::revoke))

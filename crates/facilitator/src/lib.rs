@@ -21,6 +21,7 @@ mod settle;
 pub mod start;
 pub mod store;
 mod subscriptions;
+pub mod webhooks;
 mod x402;
 
 pub use facilitator::{BuildError, Facilitator, NetworkSpec, Settings};
@@ -28,3 +29,4 @@ pub use http::{DEFAULT_MAX_BODY, router, serve};
 pub use keeper::{KeeperHandle, KeeperReport};
 pub use metering::MeteringReport;
 pub use settle::{Outcome, settlement_key};
+pub use webhooks::{DeliveryReport, WebhookHandle};

@@ -277,6 +277,7 @@ impl Facilitator {
                 cap: u64::try_from(head.cap).unwrap_or(MAX_METERED),
                 amount: amount.to::<u64>(),
                 key: req.idempotency_key.clone(),
+                provider: Some(provider),
                 at: unix_now(),
             };
             match self.store().deduct_allowance(&d).await? {

@@ -18,6 +18,12 @@ pub const PATHS: &[&str] = &[
     "/subscriptions/{id}",
     "/subscriptions/{id}/usage",
     "/subscriptions/{id}/allowance",
+    "/webhooks/endpoints",
+    "/webhooks/endpoints/{id}",
+    "/webhooks/endpoints/{id}/rotate",
+    "/webhooks/endpoints/{id}/deliveries",
+    "/webhooks/endpoints/{id}/deliveries/{event_id}/redeliver",
+    "/events",
     "/providers/challenge",
     "/providers/register",
     "/providers/keys/revoke",
@@ -51,6 +57,7 @@ pub fn document(public_url: &str) -> Value {
             { "name": "tollgate", "description": "Tollgate's own API: settlement with proofs, proof verification, discovery." },
             { "name": "providers", "description": "Provider self-registration (a signed challenge, no human step), API keys, and plans published through the facilitator." },
             { "name": "x402", "description": "The x402 V1 facilitator API." },
+            { "name": "webhooks", "description": "Webhook endpoints (Standard Webhooks 1.0 signatures), their deliveries, and the event log." },
             { "name": "operations", "description": "Health, readiness, metrics, this document." }
         ],
         "paths": paths(),
@@ -90,6 +97,27 @@ fn paths() -> Value {
         "/subscriptions/{id}": { "get": subscriptions_show() },
         "/subscriptions/{id}/usage": { "get": usage_show(), "post": usage_deduct() },
         "/subscriptions/{id}/allowance": { "post": allowance_raise() },
+        "/webhooks/endpoints": {
+            "get": webhook_op("listWebhookEndpoints", "The provider's webhook endpoints (secrets are not shown).", None, "200"),
+            "post": webhook_op("createWebhookEndpoint", "Add an endpoint: `{url, events?: [types] | \"*\", description?}`; answers 201 with its `secret` (`whsec_…`), shown this once. Loopback and private targets are refused outside dev mode.", Some(true), "201")
+        },
+        "/webhooks/endpoints/{id}": {
+            "get": webhook_op("showWebhookEndpoint", "One endpoint.", None, "200"),
+            "patch": webhook_op("updateWebhookEndpoint", "Change `url`, `events`, `description` or `enabled` (re-enabling a disabled endpoint).", Some(true), "200"),
+            "delete": webhook_op("deleteWebhookEndpoint", "Delete the endpoint and its pending deliveries.", None, "204")
+        },
+        "/webhooks/endpoints/{id}/rotate": {
+            "post": webhook_op("rotateWebhookSecret", "A new secret (shown once); the previous one keeps signing deliveries, beside it, for `overlapSecs` (default 86400, at most 7 days).", Some(false), "200")
+        },
+        "/webhooks/endpoints/{id}/deliveries": {
+            "get": webhook_op("listWebhookDeliveries", "The endpoint's latest deliveries: event, state (pending, delivered, dead), attempts, next attempt, last status and error.", None, "200")
+        },
+        "/webhooks/endpoints/{id}/deliveries/{event_id}/redeliver": {
+            "post": webhook_op("redeliverWebhook", "Put a delivery (dead or delivered) back to pending, due now.", None, "202")
+        },
+        "/events": {
+            "get": webhook_op("listEvents", "The provider's events `{seq, id, type, createdAt, data}`, oldest first, after `after` (a `seq`), at most `limit` (default 100).", None, "200")
+        },
         "/plans": { "post": plans_create() },
         "/plans/{id}": { "get": plans_show() },
         "/plans/{id}/deprecate": { "post": plans_deprecate() },
@@ -480,6 +508,27 @@ fn allowance_raise() -> Value {
             "503": response("Unavailable")
         }
     })
+}
+
+/// A webhook operation (provider API key); `body`: whether it takes a JSON body (required?).
+fn webhook_op(id: &str, summary: &str, body: Option<bool>, ok: &str) -> Value {
+    let mut op = json!({
+        "tags": ["webhooks"],
+        "operationId": id,
+        "summary": summary,
+        "security": bearer(),
+        "responses": {
+            ok: { "description": "Done." },
+            "400": response("BadRequest"),
+            "401": response("Unauthorized"),
+            "404": response("NotFound"),
+            "503": response("Unavailable")
+        }
+    });
+    if let Some(required) = body {
+        op["requestBody"] = json!({ "required": required, "content": { "application/json": { "schema": { "type": "object" } } } });
+    }
+    op
 }
 
 fn plans_show() -> Value {
@@ -961,7 +1010,7 @@ mod tests {
         for path in PATHS {
             let item = paths.get(*path).unwrap_or_else(|| panic!("{path} missing"));
             for (method, op) in item.as_object().unwrap() {
-                assert!(["get", "post"].contains(&method.as_str()));
+                assert!(["get", "post", "patch", "delete"].contains(&method.as_str()));
                 assert!(op["operationId"].is_string(), "{path}");
                 assert!(
                     op["responses"].as_object().is_some_and(|r| !r.is_empty()),

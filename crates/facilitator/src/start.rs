@@ -53,6 +53,8 @@ pub fn settings(config: &Config) -> Settings {
         ),
         overage_batch_amount: u64::try_from(config.subscriptions.overage_batch_amount.get())
             .unwrap_or(crate::store::MAX_METERED),
+        webhook_timeout: std::time::Duration::from_secs(config.webhooks.timeout_secs.max(1)),
+        webhook_allow_private: config.webhooks.allow_private_targets,
         ..Settings::default()
     }
 }

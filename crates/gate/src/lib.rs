@@ -9,6 +9,7 @@ mod memo;
 mod proof;
 pub mod store;
 mod subscription;
+mod webhook;
 
 pub use error::{
     BuildError, DeductError, FacilitatorError, InvalidProof, ProofError, Result, StoreError,
@@ -29,6 +30,10 @@ pub use subscription::{
     VerifiedSubscription, X_SERVICE_SUB, parse_subscription_id,
 };
 pub use tollgate_protocol::{AllowanceUsage, Amount, PaymentProof, PaymentRequired, PlanTerms};
+pub use webhook::{
+    DEFAULT_WEBHOOK_TOLERANCE, VerifiedWebhook, WebhookError, WebhookEvent, WebhookSecret,
+    WebhookSecretError, verify_webhook, verify_webhook_with,
+};
 
 #[cfg(test)]
 use tempfile as _;

@@ -6,6 +6,7 @@ pub mod network;
 mod payment;
 mod required;
 mod subscription;
+pub mod webhook;
 pub mod x402;
 
 pub use amount::{Amount, AmountError};
@@ -18,6 +19,7 @@ pub use subscription::{
     AllowanceUsage, AllowanceView, DeductRequest, PermitSignature, PlanView, RaiseAllowanceRequest,
     SubscribeRequest, SubscriptionQuote, SubscriptionStatus, SubscriptionView,
 };
+pub use webhook::{WebhookError, WebhookEvent, WebhookSecret, WebhookSecretError};
 
 use serde::{Deserialize, Serialize};
 

@@ -128,6 +128,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .with_context(|| format!("opening {store_url}"))?;
     let settings = Settings {
         public_url: facilitator_url.clone(),
+        // Dev mode: webhook endpoints on this machine are allowed.
+        webhook_allow_private: true,
         ..Settings::default()
     };
     let spec = NetworkSpec {
@@ -185,6 +187,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     // Renewals and overage charges are collected automatically, as in production; the keeper
     // stops with this scope.
     let _keeper = facilitator.spawn_keeper();
+    let _webhooks = facilitator.spawn_webhooks();
     let proof_signer = facilitator.proof_signer();
     let fac_task = tokio::spawn(tollgate_facilitator::serve(
         facilitator,

@@ -69,6 +69,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         "facilitator listening"
     );
     let _keeper = facilitator.spawn_keeper(); // renewals; stops when dropped
+    let _webhooks = facilitator.spawn_webhooks(); // the outbox's deliveries; stops when dropped
     tollgate_facilitator::serve(facilitator, listener, crate::shutdown_signal()).await?;
     tracing::info!("facilitator stopped");
     Ok(())

@@ -73,6 +73,8 @@ pub struct Deduction {
     pub amount: u64,
     /// The caller's idempotency key, unique per subscription.
     pub key: Option<String>,
+    /// The plan's provider, told (`allowance.exhausted`) when the deduction is refused at the cap.
+    pub provider: Option<Address>,
     /// Unix seconds.
     pub at: u64,
 }

@@ -17,14 +17,18 @@ mod metering;
 mod postgres;
 mod renewals;
 mod sqlite;
+mod webhooks;
 
 pub use metering::{
     AllowanceCycle, ChargeOutcome, ChargeState, DeductOutcome, Deduction, MAX_METERED, NewCharge,
     OverageCharge,
 };
 pub use postgres::PostgresStore;
-pub use renewals::{IndexedState, IndexedSubscription, Renewal, RenewalOutcome, SubscriptionEvent};
+pub use renewals::{
+    IndexedState, IndexedSubscription, Renewal, RenewalOutcome, Subject, SubscriptionEvent,
+};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use webhooks::{Attempt, Delivery, DeliveryState, Endpoint, Event, NewEvent, event_id};
 
 /// Store errors. Their text never reaches clients (see [`crate::error`]).
 #[derive(Debug, thiserror::Error)]
@@ -356,6 +360,67 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         id: B256,
         cycle: u32,
     ) -> StoreResult<Vec<OverageCharge>>;
+
+    /// Records an event unless one with its id exists, with a pending delivery for each of its
+    /// provider's enabled endpoints that take it, in one transaction. Returns whether it was new.
+    /// (Events caused by the store's own state changes are recorded inside those changes'
+    /// transactions: confirmed and failed settlements, refused deductions, indexed chain events.)
+    async fn record_event(&self, event: &NewEvent) -> StoreResult<bool>;
+
+    /// Adds an endpoint.
+    async fn insert_webhook_endpoint(&self, endpoint: &Endpoint) -> StoreResult<()>;
+
+    /// The endpoints of `provider`, oldest first.
+    async fn webhook_endpoints(&self, provider: Address) -> StoreResult<Vec<Endpoint>>;
+
+    /// The endpoint `id` (of `provider`, when given).
+    async fn webhook_endpoint(
+        &self,
+        provider: Option<Address>,
+        id: &str,
+    ) -> StoreResult<Option<Endpoint>>;
+
+    /// Writes every mutable field of an endpoint (matched by provider and id); whether it exists.
+    async fn update_webhook_endpoint(&self, endpoint: &Endpoint) -> StoreResult<bool>;
+
+    /// Deletes an endpoint of `provider` and its deliveries; whether it existed.
+    async fn delete_webhook_endpoint(&self, provider: Address, id: &str) -> StoreResult<bool>;
+
+    /// The oldest pending delivery of each enabled endpoint, when due at `now` (deliveries to one
+    /// endpoint go in event order: a later one waits for the earlier), soonest first.
+    async fn due_deliveries(&self, now: u64, limit: u32) -> StoreResult<Vec<Delivery>>;
+
+    /// Records an attempt at a pending delivery (`attempts` is the count including it); a 410
+    /// also disables the endpoint, in the same transaction.
+    async fn finish_delivery(
+        &self,
+        endpoint_id: &str,
+        event_seq: u64,
+        attempts: u32,
+        attempt: &Attempt,
+        at: u64,
+    ) -> StoreResult<()>;
+
+    /// Puts the delivery of event `event_id` to `provider`'s endpoint back to pending, due now,
+    /// with its attempts reset (manual redelivery of a dead or delivered one). Whether it exists.
+    async fn redeliver(
+        &self,
+        provider: Address,
+        endpoint_id: &str,
+        event_id: &str,
+        at: u64,
+    ) -> StoreResult<bool>;
+
+    /// The latest deliveries to `provider`'s endpoint, newest first.
+    async fn deliveries(
+        &self,
+        provider: Address,
+        endpoint_id: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>>;
+
+    /// `provider`'s events after `after` (a `seq`), oldest first.
+    async fn events(&self, provider: Address, after: u64, limit: u32) -> StoreResult<Vec<Event>>;
 }
 
 /// Opens the store named by `url`: `sqlite://PATH` (created if missing; WAL) or

@@ -79,6 +79,27 @@ pub enum SubscriptionEvent {
         /// The end of its paid period after resuming.
         paid_through: u64,
     },
+    /// A chain event to record for the provider it concerns (`subscription.*`, `allowance.*`,
+    /// `plan.*`), if the plan was published through this facilitator.
+    Notify {
+        /// The event id (derived from the log).
+        id: String,
+        /// Whose provider it is for.
+        subject: Subject,
+        /// The event type.
+        kind: &'static str,
+        /// The `data` object, as JSON text.
+        data: String,
+    },
+}
+
+/// What a [`SubscriptionEvent::Notify`] is about; its provider is the plan's owner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Subject {
+    /// A plan.
+    Plan(B256),
+    /// A subscription (to a plan).
+    Subscription(B256),
 }
 
 /// How a collection attempt ended on-chain.

@@ -29,10 +29,11 @@ use tollgate_protocol::SettlementStatus;
 use super::{
     AllowanceCycle, ChargeOutcome, DeductOutcome, Deduction, IndexedState, IndexedSubscription,
     NewCharge, NewSettlement, OverageCharge, PlanOwner, Renewal, RenewalOutcome, Settlement, Store,
-    StoreError, StoreResult, SubscriptionEvent,
+    StoreError, StoreResult, Subject, SubscriptionEvent,
     codec::{self, NewRow, SettlementRow, settlement_columns},
     metering::{self, SQLITE as MSQL},
     renewals::{self, SQLITE as RSQL},
+    webhooks::{self as wh, Attempt, Delivery, Endpoint, Event, NewEvent, SQLITE as WSQL},
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -305,8 +306,36 @@ const MARK_CONFIRMED: &str = concat!(
 );
 
 // The first failure's reason stays.
-const MARK_FAILED: &str = "UPDATE settlements SET status = 'failed', error = ?2, updated_at = ?3 \
-     WHERE key = ?1 AND status IN ('received', 'submitted', 'pending')";
+const MARK_FAILED: &str = concat!(
+    "UPDATE settlements SET status = 'failed', error = ?2, updated_at = ?3 \
+     WHERE key = ?1 AND status IN ('received', 'submitted', 'pending') RETURNING ",
+    settlement_columns!()
+);
+
+/// Records `e` and a pending delivery per matching endpoint, inside the caller's transaction;
+/// whether it was new.
+async fn emit(conn: &mut SqliteConnection, e: &NewEvent) -> StoreResult<bool> {
+    let at = codec::int("created_at", e.created_at)?;
+    let seq: Option<(i64,)> = sqlx::query_as(WSQL.insert_event)
+        .bind(&e.id)
+        .bind(codec::address(&e.provider))
+        .bind(&e.r#type)
+        .bind(&e.data)
+        .bind(at)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some((seq,)) = seq else {
+        return Ok(false);
+    };
+    sqlx::query(WSQL.fan_out)
+        .bind(seq)
+        .bind(codec::address(&e.provider))
+        .bind(&e.r#type)
+        .bind(at)
+        .execute(&mut *conn)
+        .await?;
+    Ok(true)
+}
 
 const UNFINISHED: &str = concat!(
     "SELECT ",
@@ -456,8 +485,12 @@ impl Store for SqliteStore {
                     .bind(at)
                     .fetch_optional(&mut *conn)
                     .await?;
-                let stored = match updated {
-                    Some(stored) => stored,
+                let stored: SettlementRow = match updated {
+                    Some(stored) => {
+                        let s = stored.decode()?;
+                        emit(&mut *conn, &wh::payment_event(&s, s.updated_at)).await?;
+                        return Ok(s);
+                    }
                     // Already confirmed (confirmed is final, so this reads the first proof), or
                     // no such row: `sqlx::Error::RowNotFound`.
                     None => {
@@ -478,12 +511,16 @@ impl Store for SqliteStore {
         let error = error.to_owned();
         self.write(move |conn| {
             Box::pin(async move {
-                sqlx::query(MARK_FAILED)
+                let failed: Option<SettlementRow> = sqlx::query_as(MARK_FAILED)
                     .bind(codec::b256(&key))
                     .bind(&error)
                     .bind(at)
-                    .execute(&mut *conn)
+                    .fetch_optional(&mut *conn)
                     .await?;
+                if let Some(row) = failed {
+                    let s = row.decode()?;
+                    emit(&mut *conn, &wh::payment_event(&s, s.updated_at)).await?;
+                }
                 Ok(())
             })
         })
@@ -680,6 +717,32 @@ impl Store for SqliteStore {
                                 .execute(&mut *conn)
                                 .await?;
                         }
+                        SubscriptionEvent::Notify {
+                            id,
+                            subject,
+                            kind,
+                            data,
+                        } => {
+                            let (sql, key) = match subject {
+                                Subject::Plan(p) => (WSQL.plan_provider, p),
+                                Subject::Subscription(s) => (WSQL.subscription_provider, s),
+                            };
+                            let provider: Option<(String,)> = sqlx::query_as(sql)
+                                .bind(&network)
+                                .bind(codec::b256(key))
+                                .fetch_optional(&mut *conn)
+                                .await?;
+                            if let Some((provider,)) = provider {
+                                let e = NewEvent {
+                                    id: id.clone(),
+                                    provider: codec::parse_address("provider", &provider)?,
+                                    r#type: (*kind).to_owned(),
+                                    data: data.clone(),
+                                    created_at: u64::try_from(at).unwrap_or(0),
+                                };
+                                emit(&mut *conn, &e).await?;
+                            }
+                        }
                     }
                 }
                 sqlx::query(RSQL.upsert_cursor)
@@ -848,11 +911,13 @@ impl Store for SqliteStore {
                     .await?;
                 let Some(row) = applied else {
                     let row = metering::decode_allowance(current)?;
-                    return Ok(if row.closed {
-                        DeductOutcome::Closed(row)
-                    } else {
-                        DeductOutcome::Exhausted(row)
-                    });
+                    if row.closed {
+                        return Ok(DeductOutcome::Closed(row));
+                    }
+                    if let Some(e) = wh::exhausted_event(&d, &row) {
+                        emit(&mut *conn, &e).await?;
+                    }
+                    return Ok(DeductOutcome::Exhausted(row));
                 };
                 let row = metering::decode_allowance(row)?;
                 sqlx::query(MSQL.insert_record)
@@ -1052,6 +1117,209 @@ impl Store for SqliteStore {
             .fetch_all(&self.reader)
             .await?;
         rows.into_iter().map(metering::decode_charge).collect()
+    }
+
+    async fn record_event(&self, event: &NewEvent) -> StoreResult<bool> {
+        let e = event.clone();
+        self.write(move |conn| Box::pin(async move { emit(&mut *conn, &e).await }))
+            .await
+    }
+
+    async fn insert_webhook_endpoint(&self, endpoint: &Endpoint) -> StoreResult<()> {
+        let e = endpoint.clone();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(WSQL.insert_endpoint)
+                    .bind(&e.id)
+                    .bind(codec::address(&e.provider))
+                    .bind(&e.url)
+                    .bind(&e.events)
+                    .bind(&e.description)
+                    .bind(&e.secret)
+                    .bind(e.old_secret.as_deref())
+                    .bind(e.old_secret_expires_at.map(wh::int))
+                    .bind(i64::from(e.enabled))
+                    .bind(e.disabled_reason.as_deref())
+                    .bind(wh::int(e.created_at))
+                    .bind(wh::int(e.updated_at))
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn webhook_endpoints(&self, provider: Address) -> StoreResult<Vec<Endpoint>> {
+        let rows: Vec<wh::EndpointRow> = sqlx::query_as(WSQL.select_endpoints)
+            .bind(codec::address(&provider))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(wh::decode_endpoint).collect()
+    }
+
+    async fn webhook_endpoint(
+        &self,
+        provider: Option<Address>,
+        id: &str,
+    ) -> StoreResult<Option<Endpoint>> {
+        let row: Option<wh::EndpointRow> = match provider {
+            Some(p) => {
+                sqlx::query_as(WSQL.select_endpoint)
+                    .bind(codec::address(&p))
+                    .bind(id)
+                    .fetch_optional(&self.reader)
+                    .await?
+            }
+            None => {
+                sqlx::query_as(WSQL.select_endpoint_any)
+                    .bind(id)
+                    .fetch_optional(&self.reader)
+                    .await?
+            }
+        };
+        row.map(wh::decode_endpoint).transpose()
+    }
+
+    async fn update_webhook_endpoint(&self, endpoint: &Endpoint) -> StoreResult<bool> {
+        let e = endpoint.clone();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(WSQL.update_endpoint)
+                    .bind(codec::address(&e.provider))
+                    .bind(&e.id)
+                    .bind(&e.url)
+                    .bind(&e.events)
+                    .bind(&e.description)
+                    .bind(&e.secret)
+                    .bind(e.old_secret.as_deref())
+                    .bind(e.old_secret_expires_at.map(wh::int))
+                    .bind(i64::from(e.enabled))
+                    .bind(e.disabled_reason.as_deref())
+                    .bind(wh::int(e.updated_at))
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    async fn delete_webhook_endpoint(&self, provider: Address, id: &str) -> StoreResult<bool> {
+        let id = id.to_owned();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(WSQL.delete_endpoint)
+                    .bind(codec::address(&provider))
+                    .bind(&id)
+                    .execute(&mut *conn)
+                    .await?;
+                if done.rows_affected() > 0 {
+                    sqlx::query(WSQL.delete_deliveries)
+                        .bind(&id)
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    async fn due_deliveries(&self, now: u64, limit: u32) -> StoreResult<Vec<Delivery>> {
+        let rows: Vec<wh::DeliveryRow> = sqlx::query_as(WSQL.select_due)
+            .bind(wh::int(now))
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(wh::decode_delivery).collect()
+    }
+
+    async fn finish_delivery(
+        &self,
+        endpoint_id: &str,
+        event_seq: u64,
+        attempts: u32,
+        attempt: &Attempt,
+        at: u64,
+    ) -> StoreResult<()> {
+        let endpoint_id = endpoint_id.to_owned();
+        let update = wh::attempt_columns(attempt, at);
+        let gone = matches!(attempt, Attempt::Gone);
+        self.write(move |conn| {
+            Box::pin(async move {
+                let (state, next, status, error) = update;
+                sqlx::query(WSQL.update_delivery)
+                    .bind(&endpoint_id)
+                    .bind(wh::int(event_seq))
+                    .bind(state)
+                    .bind(i64::from(attempts))
+                    .bind(next)
+                    .bind(status)
+                    .bind(error.as_deref())
+                    .bind(wh::int(at))
+                    .execute(&mut *conn)
+                    .await?;
+                if gone {
+                    sqlx::query(WSQL.disable_endpoint)
+                        .bind(&endpoint_id)
+                        .bind("the receiver answered 410 Gone")
+                        .bind(wh::int(at))
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn redeliver(
+        &self,
+        provider: Address,
+        endpoint_id: &str,
+        event_id: &str,
+        at: u64,
+    ) -> StoreResult<bool> {
+        let (endpoint_id, event_id) = (endpoint_id.to_owned(), event_id.to_owned());
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(WSQL.redeliver)
+                    .bind(codec::address(&provider))
+                    .bind(&endpoint_id)
+                    .bind(&event_id)
+                    .bind(wh::int(at))
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    async fn deliveries(
+        &self,
+        provider: Address,
+        endpoint_id: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>> {
+        let rows: Vec<wh::DeliveryRow> = sqlx::query_as(WSQL.select_deliveries)
+            .bind(codec::address(&provider))
+            .bind(endpoint_id)
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(wh::decode_delivery).collect()
+    }
+
+    async fn events(&self, provider: Address, after: u64, limit: u32) -> StoreResult<Vec<Event>> {
+        let rows: Vec<wh::EventRow> = sqlx::query_as(WSQL.select_events)
+            .bind(codec::address(&provider))
+            .bind(wh::int(after))
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(wh::decode_event).collect()
     }
 }
 

@@ -9,4 +9,5 @@ mod providers;
 mod store;
 mod subscriptions;
 mod support;
+mod webhooks;
 mod x402;

@@ -53,6 +53,14 @@ impl Harness {
 
     /// On PostgreSQL (a schema of its own), when `TOLLGATE_TEST_DATABASE_URL` is set.
     pub async fn on_postgres(backend: Backend) -> Option<(Self, PgSchema)> {
+        Self::on_postgres_with(backend, |_| {}).await
+    }
+
+    /// [`on_postgres`](Self::on_postgres) with adjusted settings.
+    pub async fn on_postgres_with(
+        backend: Backend,
+        tweak: impl FnOnce(&mut Settings),
+    ) -> Option<(Self, PgSchema)> {
         let url = std::env::var("TOLLGATE_TEST_DATABASE_URL").ok()?;
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -61,7 +69,7 @@ impl Harness {
             .await
             .expect("postgres");
         store::Store::migrate(&pg).await.unwrap();
-        let h = Self::build(backend, 1, Some(Arc::new(pg)), |_| {}).await;
+        let h = Self::build(backend, 1, Some(Arc::new(pg)), tweak).await;
         Some((h, PgSchema { url, schema }))
     }
 

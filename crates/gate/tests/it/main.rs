@@ -7,4 +7,5 @@ mod onetime;
 mod store;
 mod subscriptions;
 mod support;
+mod webhook;
 mod x402;

@@ -1,0 +1,847 @@
+//! Webhooks: providers' endpoints, and the delivery of the event outbox to them, signed per
+//! Standard Webhooks 1.0.
+//!
+//! **Events** (`{id, type, createdAt, data}`) are written to the store's outbox in the same
+//! transaction as the change that causes them, each with a pending delivery to every enabled
+//! endpoint of its provider that takes its type:
+//!
+//! | type | cause | provider |
+//! |---|---|---|
+//! | `payment.settled`, `payment.failed` | a settlement confirmed / failed for good | the payee |
+//! | `subscription.created`, `.renewed`, `.renewal_failed`, `.paused`, `.resumed`, `.cancelled` | the contract's events, indexed by the keeper | the plan's owner |
+//! | `allowance.charged` (an on-chain overage batch), `allowance.raised` | the contract's events | the plan's owner |
+//! | `allowance.exhausted` | a deduction refused at the cap (once per cycle and cap) | the plan's owner |
+//! | `plan.created`, `plan.deprecated` | the contract's events | the plan's owner |
+//!
+//! An event's id is derived from its cause (a settlement key, a log's transaction and index), so a
+//! cause seen twice is one event: the `webhook-id` of all its deliveries.
+//!
+//! **Delivery** ([`Facilitator::deliver_webhooks_once`], run every 250 ms by
+//! [`Facilitator::spawn_webhooks`]): per endpoint, in event order (a later event waits for an
+//! earlier one still being retried), at least once. `POST url` with `webhook-id`,
+//! `webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256>` with the endpoint's
+//! secret, and its previous secret during a rotation's overlap). 2xx: delivered. 410: the
+//! delivery is dead and the endpoint disabled. Anything else (429, 5xx, other 4xx, a timeout, a
+//! refused connection): retried on [`Settings::webhook_retry_schedule`](crate::Settings) (by
+//! default the Standard Webhooks one: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h) with ±20% jitter,
+//! never sooner than a `Retry-After`; after the last attempt the delivery is dead (dead-lettered)
+//! until redelivered by hand. Deliveries survive restarts: the outbox is the store.
+//!
+//! **SSRF guard**: unless [`Settings::webhook_allow_private`](crate::Settings) (dev mode), an
+//! endpoint whose host is or resolves to a loopback, private, link-local, shared, unspecified,
+//! multicast or documentation address is refused when registered, and again at each delivery.
+
+use std::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    time::Duration,
+};
+
+use alloy::primitives::{Address, B256, hex};
+use axum::{
+    Json,
+    extract::{Path, Query, State},
+    http::StatusCode,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tollgate_protocol::webhook::{
+    WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, WebhookSecret, signature_header,
+};
+
+use crate::{
+    error::{ApiError, ApiJson},
+    facilitator::{Facilitator, unix_now},
+    providers::Provider,
+    store::{Attempt, Delivery, Endpoint, Event},
+};
+
+/// Every event type, as the API names them.
+pub const EVENT_TYPES: [&str; 13] = [
+    "payment.settled",
+    "payment.failed",
+    "subscription.created",
+    "subscription.renewed",
+    "subscription.renewal_failed",
+    "subscription.paused",
+    "subscription.resumed",
+    "subscription.cancelled",
+    "allowance.charged",
+    "allowance.exhausted",
+    "allowance.raised",
+    "plan.created",
+    "plan.deprecated",
+];
+
+/// The Standard Webhooks retry schedule: the delays before attempts 2, 3, … (the first attempt
+/// is immediate); about 28 hours in all.
+pub const DEFAULT_RETRY_SCHEDULE: [Duration; 7] = [
+    Duration::from_secs(5),
+    Duration::from_secs(5 * 60),
+    Duration::from_secs(30 * 60),
+    Duration::from_secs(2 * 3600),
+    Duration::from_secs(5 * 3600),
+    Duration::from_secs(10 * 3600),
+    Duration::from_secs(10 * 3600),
+];
+/// Default per-attempt timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default overlap of a secret rotation: the old secret keeps signing this long.
+pub const DEFAULT_ROTATION_OVERLAP_SECS: u64 = 24 * 3600;
+/// How often the delivery worker looks for due deliveries.
+const POLL: Duration = Duration::from_millis(250);
+/// Endpoints attempted at once.
+const CONCURRENCY: usize = 32;
+/// Most endpoints per provider.
+const MAX_ENDPOINTS: usize = 20;
+/// Longest accepted URL and description.
+const MAX_URL: usize = 2048;
+const MAX_DESCRIPTION: usize = 500;
+
+/// What one delivery pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeliveryReport {
+    /// Delivered (2xx).
+    pub delivered: usize,
+    /// Failed, to be retried.
+    pub retried: usize,
+    /// Failed for the last time, or 410: dead.
+    pub dead: usize,
+}
+
+/// The delivery worker; aborted when dropped.
+#[derive(Debug)]
+pub struct WebhookHandle(tokio::task::JoinHandle<()>);
+
+impl Drop for WebhookHandle {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// An endpoint as the API shows it (the secret only when created or rotated).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EndpointView {
+    id: String,
+    url: String,
+    events: Vec<String>,
+    description: String,
+    enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    disabled_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    secret: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    previous_secret_expires_at: Option<u64>,
+    created_at: u64,
+    updated_at: u64,
+}
+
+impl EndpointView {
+    fn of(e: &Endpoint, with_secret: bool) -> Self {
+        Self {
+            id: e.id.clone(),
+            url: e.url.clone(),
+            events: e.events.split(',').map(str::to_owned).collect(),
+            description: e.description.clone(),
+            enabled: e.enabled,
+            disabled_reason: e.disabled_reason.clone(),
+            secret: with_secret.then(|| e.secret.clone()),
+            previous_secret_expires_at: e.old_secret_expires_at.filter(|t| *t > unix_now()),
+            created_at: e.created_at,
+            updated_at: e.updated_at,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DeliveryView {
+    event_id: String,
+    r#type: String,
+    state: &'static str,
+    attempts: u32,
+    next_attempt_at: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_status: Option<u16>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_error: Option<String>,
+    updated_at: u64,
+}
+
+impl From<&Delivery> for DeliveryView {
+    fn from(d: &Delivery) -> Self {
+        Self {
+            event_id: d.event.new.id.clone(),
+            r#type: d.event.new.r#type.clone(),
+            state: d.state.as_str(),
+            attempts: d.attempts,
+            next_attempt_at: d.next_attempt_at,
+            last_status: d.last_status,
+            last_error: d.last_error.clone(),
+            updated_at: d.updated_at,
+        }
+    }
+}
+
+/// The delivered body of an event: `{id, type, createdAt, data}`.
+fn body(e: &Event) -> Value {
+    let data: Value = serde_json::from_str(&e.new.data).unwrap_or(Value::Null);
+    json!({ "id": e.new.id, "type": e.new.r#type, "createdAt": e.new.created_at, "data": data })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum EventFilter {
+    All(String),
+    Some(Vec<String>),
+}
+
+fn parse_filter(f: Option<EventFilter>) -> Result<String, ApiError> {
+    let list = match f {
+        None => return Ok("*".into()),
+        Some(EventFilter::All(s)) if s == "*" => return Ok("*".into()),
+        Some(EventFilter::All(s)) => vec![s],
+        Some(EventFilter::Some(v)) => v,
+    };
+    if list.is_empty() {
+        return Err(ApiError::bad_request(
+            "InvalidField",
+            "events: at least one event type, or \"*\"",
+        ));
+    }
+    if list.iter().any(|t| t == "*") {
+        return Ok("*".into());
+    }
+    for t in &list {
+        if !EVENT_TYPES.contains(&t.as_str()) {
+            return Err(ApiError::bad_request(
+                "InvalidField",
+                format!(
+                    "events: unknown event type {t:?} (known: {})",
+                    EVENT_TYPES.join(", ")
+                ),
+            ));
+        }
+    }
+    let mut list = list;
+    list.sort();
+    list.dedup();
+    Ok(list.join(","))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct CreateEndpoint {
+    url: String,
+    #[serde(default)]
+    events: Option<EventFilter>,
+    #[serde(default)]
+    description: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct UpdateEndpoint {
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    events: Option<EventFilter>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct Rotate {
+    #[serde(default)]
+    overlap_secs: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct Page {
+    #[serde(default)]
+    after: Option<u64>,
+    #[serde(default)]
+    limit: Option<u32>,
+}
+
+impl Facilitator {
+    /// Checks an endpoint URL: absolute http(s), and (unless private targets are allowed) a
+    /// host that is not, and does not resolve to, a private address.
+    async fn check_url(&self, url: &str) -> Result<(), ApiError> {
+        if url.len() > MAX_URL {
+            return Err(ApiError::bad_request(
+                "InvalidField",
+                format!("url: at most {MAX_URL} bytes"),
+            ));
+        }
+        let parsed = url::Url::parse(url)
+            .map_err(|e| ApiError::bad_request("InvalidField", format!("url: {e}")))?;
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
+            return Err(ApiError::bad_request(
+                "InvalidField",
+                "url: an absolute http(s) URL",
+            ));
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(ApiError::bad_request(
+                "InvalidField",
+                "url: no credentials in the URL",
+            ));
+        }
+        self.check_target(&parsed)
+            .await
+            .map_err(|why| ApiError::invalid("TargetNotAllowed", format!("url: {why}")))
+    }
+
+    /// The SSRF guard: `Err(why)` when the URL's host is, or resolves to, an address this
+    /// facilitator must not call.
+    async fn check_target(&self, url: &url::Url) -> Result<(), String> {
+        if self.settings().webhook_allow_private {
+            return Ok(());
+        }
+        let port = url.port_or_known_default().unwrap_or(443);
+        let addrs: Vec<IpAddr> = match url.host() {
+            Some(url::Host::Ipv4(ip)) => vec![IpAddr::V4(ip)],
+            Some(url::Host::Ipv6(ip)) => vec![IpAddr::V6(ip)],
+            Some(url::Host::Domain(d)) => tokio::net::lookup_host((d, port))
+                .await
+                .map_err(|e| format!("cannot resolve {d}: {e}"))?
+                .map(|a| a.ip())
+                .collect(),
+            None => return Err("no host".into()),
+        };
+        if addrs.is_empty() {
+            return Err("the host resolves to nothing".into());
+        }
+        match addrs.iter().find(|ip| !is_public(ip)) {
+            Some(ip) => Err(format!(
+                "{ip} is a private, loopback or reserved address (allowed only in dev mode)"
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs one delivery pass after another until nothing is due: each pass attempts the oldest
+    /// due delivery of every endpoint (concurrently across endpoints).
+    pub async fn deliver_webhooks_once(&self) -> DeliveryReport {
+        let mut report = DeliveryReport::default();
+        loop {
+            let due = match self.store().due_deliveries(unix_now(), 256).await {
+                Ok(due) => due,
+                Err(e) => {
+                    tracing::warn!(error = %e, "webhooks: store unavailable");
+                    return report;
+                }
+            };
+            if due.is_empty() {
+                return report;
+            }
+            let mut tasks = tokio::task::JoinSet::new();
+            let mut progressed = false;
+            for d in due {
+                if tasks.len() >= CONCURRENCY
+                    && let Some(Ok(a)) = tasks.join_next().await
+                {
+                    progressed |= tally(&mut report, &a);
+                }
+                let f = self.clone();
+                tasks.spawn(async move { f.attempt(&d).await });
+            }
+            while let Some(r) = tasks.join_next().await {
+                if let Ok(a) = r {
+                    progressed |= tally(&mut report, &a);
+                }
+            }
+            if !progressed {
+                return report;
+            }
+        }
+    }
+
+    /// Spawns the delivery worker ([`deliver_webhooks_once`](Self::deliver_webhooks_once) every
+    /// 250 ms) until the handle is dropped.
+    pub fn spawn_webhooks(&self) -> WebhookHandle {
+        let f = self.clone();
+        WebhookHandle(tokio::spawn(async move {
+            let mut tick = tokio::time::interval(POLL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let r = f.deliver_webhooks_once().await;
+                if r != DeliveryReport::default() {
+                    tracing::debug!(?r, "webhook deliveries");
+                }
+            }
+        }))
+    }
+
+    /// One attempt at one delivery; records its outcome. `None` when the store failed.
+    async fn attempt(&self, d: &Delivery) -> Option<Attempt> {
+        let store = self.store();
+        let endpoint = match store.webhook_endpoint(None, &d.endpoint_id).await {
+            Ok(Some(e)) => e,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(error = %e, "webhooks: store unavailable");
+                return None;
+            }
+        };
+        let attempts = d.attempts.saturating_add(1);
+        let outcome = self.post(&endpoint, &d.event).await;
+        let settings = self.settings();
+        let attempt = match outcome {
+            Ok(status) if (200..300).contains(&status) => Attempt::Delivered { status },
+            Ok(410) => Attempt::Gone,
+            other => {
+                let (status, error, retry_after) = match other {
+                    Ok(status) => (Some(status), format!("HTTP {status}"), None),
+                    Err(Failure {
+                        error,
+                        retry_after,
+                        status,
+                    }) => (status, error, retry_after),
+                };
+                match settings
+                    .webhook_retry_schedule
+                    .get(usize::try_from(attempts).unwrap_or(usize::MAX) - 1)
+                {
+                    Some(delay) => {
+                        let wait = jitter(*delay).max(retry_after.unwrap_or_default());
+                        Attempt::Retry {
+                            status,
+                            error,
+                            next_attempt_at: unix_now() + wait.as_secs(),
+                        }
+                    }
+                    None => Attempt::Dead { status, error },
+                }
+            }
+        };
+        match &attempt {
+            Attempt::Delivered { .. } => {}
+            Attempt::Gone => tracing::warn!(
+                endpoint = %endpoint.id, event = %d.event.new.id,
+                "webhook endpoint answered 410 Gone: disabled"
+            ),
+            Attempt::Retry {
+                error,
+                next_attempt_at,
+                ..
+            } => tracing::info!(
+                endpoint = %endpoint.id, event = %d.event.new.id, attempts, %error,
+                next_attempt_at, "webhook delivery failed; will retry"
+            ),
+            Attempt::Dead { error, .. } => tracing::warn!(
+                endpoint = %endpoint.id, event = %d.event.new.id, attempts, %error,
+                "webhook delivery failed for the last time: dead-lettered"
+            ),
+        }
+        if let Err(e) = store
+            .finish_delivery(&d.endpoint_id, d.event.seq, attempts, &attempt, unix_now())
+            .await
+        {
+            tracing::warn!(error = %e, "webhooks: cannot record an attempt; it will be repeated");
+            return None;
+        }
+        Some(attempt)
+    }
+
+    /// POSTs the signed event; the status, or why there is none.
+    async fn post(&self, endpoint: &Endpoint, event: &Event) -> Result<u16, Failure> {
+        let fail = |error: String| Failure {
+            error,
+            retry_after: None,
+            status: None,
+        };
+        let url = url::Url::parse(&endpoint.url).map_err(|e| fail(format!("url: {e}")))?;
+        self.check_target(&url).await.map_err(fail)?;
+        let now = unix_now();
+        let secrets = endpoint
+            .signing_secrets(now)
+            .into_iter()
+            .map(WebhookSecret::parse)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| fail(format!("the endpoint's secret is unusable: {e}")))?;
+        let payload = body(event).to_string();
+        let signature = signature_header(&secrets, &event.new.id, now, payload.as_bytes());
+        let sent = self
+            .inner
+            .webhook_http
+            .post(url)
+            .header(WEBHOOK_ID, &event.new.id)
+            .header(WEBHOOK_TIMESTAMP, now.to_string())
+            .header(WEBHOOK_SIGNATURE, signature)
+            .header("content-type", "application/json")
+            .body(payload)
+            .send()
+            .await;
+        match sent {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                if (200..300).contains(&status) || status == 410 {
+                    return Ok(status);
+                }
+                let retry_after = r
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(|s| Duration::from_secs(s.min(24 * 3600)));
+                Err(Failure {
+                    error: format!("HTTP {status}"),
+                    retry_after,
+                    status: Some(status),
+                })
+            }
+            Err(e) if e.is_timeout() => Err(fail("timed out".into())),
+            Err(e) if e.is_connect() => Err(fail("connection failed".into())),
+            Err(e) => Err(fail(format!("request failed: {e}"))),
+        }
+    }
+}
+
+struct Failure {
+    error: String,
+    retry_after: Option<Duration>,
+    status: Option<u16>,
+}
+
+fn tally(report: &mut DeliveryReport, a: &Option<Attempt>) -> bool {
+    match a {
+        Some(Attempt::Delivered { .. }) => {
+            report.delivered += 1;
+            true
+        }
+        Some(Attempt::Retry { .. }) => {
+            report.retried += 1;
+            false
+        }
+        Some(Attempt::Dead { .. } | Attempt::Gone) => {
+            report.dead += 1;
+            true
+        }
+        None => false,
+    }
+}
+
+/// `delay` ± 20%, at random.
+fn jitter(delay: Duration) -> Duration {
+    let r = u64::from_le_bytes(B256::random()[..8].try_into().unwrap_or([0; 8]));
+    let permille = 800 + r % 401; // 800..=1200
+    delay * u32::try_from(permille).unwrap_or(1000) / 1000
+}
+
+/// Whether `ip` is a public unicast address.
+fn is_public(ip: &IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => is_public_v4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_public_v4(&v4),
+            None => is_public_v6(v6),
+        },
+    }
+}
+
+fn is_public_v4(ip: &Ipv4Addr) -> bool {
+    let [a, b, ..] = ip.octets();
+    !(ip.is_private()
+        || ip.is_loopback()
+        || ip.is_link_local()
+        || ip.is_unspecified()
+        || ip.is_broadcast()
+        || ip.is_multicast()
+        || ip.is_documentation()
+        || a == 0
+        || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
+        || (a == 192 && b == 0 && ip.octets()[2] == 0) // IETF protocol assignments
+        || (a == 198 && (18..20).contains(&b)) // benchmarking
+        || a >= 240)
+}
+
+fn is_public_v6(ip: &Ipv6Addr) -> bool {
+    let s = ip.segments();
+    !(ip.is_loopback()
+        || ip.is_unspecified()
+        || ip.is_multicast()
+        || (s[0] & 0xfe00) == 0xfc00 // unique local
+        || (s[0] & 0xffc0) == 0xfe80 // link local
+        || s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+}
+
+fn parse_page(p: &Page) -> (u64, u32) {
+    (p.after.unwrap_or(0), p.limit.unwrap_or(100).clamp(1, 1000))
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("no webhook endpoint {id:.80}"))
+}
+
+/// `POST /webhooks/endpoints`.
+pub(crate) async fn create(
+    State(f): State<Facilitator>,
+    provider: Provider,
+    ApiJson(req): ApiJson<CreateEndpoint>,
+) -> Result<(StatusCode, Json<EndpointView>), ApiError> {
+    f.check_url(&req.url).await?;
+    let events = parse_filter(req.events)?;
+    let description = req.description.unwrap_or_default();
+    if description.len() > MAX_DESCRIPTION {
+        return Err(ApiError::bad_request(
+            "InvalidField",
+            format!("description: at most {MAX_DESCRIPTION} bytes"),
+        ));
+    }
+    let existing = f.store().webhook_endpoints(provider.address).await?;
+    if existing.len() >= MAX_ENDPOINTS {
+        return Err(ApiError::invalid(
+            "TooManyEndpoints",
+            format!("at most {MAX_ENDPOINTS} webhook endpoints per provider"),
+        ));
+    }
+    let now = unix_now();
+    let endpoint = Endpoint {
+        id: format!("we_{}", hex::encode(&B256::random()[..12])),
+        provider: provider.address,
+        url: req.url,
+        events,
+        description,
+        secret: WebhookSecret::generate().expose_secret(),
+        old_secret: None,
+        old_secret_expires_at: None,
+        enabled: true,
+        disabled_reason: None,
+        created_at: now,
+        updated_at: now,
+    };
+    f.store().insert_webhook_endpoint(&endpoint).await?;
+    tracing::info!(provider = %provider.address, endpoint = %endpoint.id, "webhook endpoint added");
+    Ok((StatusCode::CREATED, Json(EndpointView::of(&endpoint, true))))
+}
+
+/// `GET /webhooks/endpoints`.
+pub(crate) async fn list(
+    State(f): State<Facilitator>,
+    provider: Provider,
+) -> Result<Json<Vec<EndpointView>>, ApiError> {
+    let all = f.store().webhook_endpoints(provider.address).await?;
+    Ok(Json(
+        all.iter().map(|e| EndpointView::of(e, false)).collect(),
+    ))
+}
+
+async fn owned(f: &Facilitator, provider: Address, id: &str) -> Result<Endpoint, ApiError> {
+    f.store()
+        .webhook_endpoint(Some(provider), id)
+        .await?
+        .ok_or_else(|| not_found(id))
+}
+
+/// `GET /webhooks/endpoints/{id}`.
+pub(crate) async fn show(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    provider: Provider,
+) -> Result<Json<EndpointView>, ApiError> {
+    let e = owned(&f, provider.address, &id).await?;
+    Ok(Json(EndpointView::of(&e, false)))
+}
+
+/// `PATCH /webhooks/endpoints/{id}`: url, events, description, enabled (re-enabling clears the
+/// reason it was disabled).
+pub(crate) async fn update(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    provider: Provider,
+    ApiJson(req): ApiJson<UpdateEndpoint>,
+) -> Result<Json<EndpointView>, ApiError> {
+    let mut e = owned(&f, provider.address, &id).await?;
+    if let Some(url) = req.url {
+        f.check_url(&url).await?;
+        e.url = url;
+    }
+    if req.events.is_some() {
+        e.events = parse_filter(req.events)?;
+    }
+    if let Some(d) = req.description {
+        if d.len() > MAX_DESCRIPTION {
+            return Err(ApiError::bad_request(
+                "InvalidField",
+                format!("description: at most {MAX_DESCRIPTION} bytes"),
+            ));
+        }
+        e.description = d;
+    }
+    if let Some(enabled) = req.enabled {
+        e.enabled = enabled;
+        e.disabled_reason = if enabled {
+            None
+        } else {
+            Some("disabled by the provider".into())
+        };
+    }
+    e.updated_at = unix_now();
+    if !f.store().update_webhook_endpoint(&e).await? {
+        return Err(not_found(&id));
+    }
+    Ok(Json(EndpointView::of(&e, false)))
+}
+
+/// `DELETE /webhooks/endpoints/{id}`.
+pub(crate) async fn delete(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    provider: Provider,
+) -> Result<StatusCode, ApiError> {
+    if f.store()
+        .delete_webhook_endpoint(provider.address, &id)
+        .await?
+    {
+        tracing::info!(provider = %provider.address, endpoint = %id, "webhook endpoint deleted");
+        Ok(StatusCode::NO_CONTENT)
+    } else {
+        Err(not_found(&id))
+    }
+}
+
+/// `POST /webhooks/endpoints/{id}/rotate {overlapSecs?}`: a new secret; the old one keeps
+/// signing (deliveries carry both signatures) for the overlap (default 24 h, at most 7 days).
+pub(crate) async fn rotate(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    provider: Provider,
+    body: axum::body::Bytes,
+) -> Result<Json<EndpointView>, ApiError> {
+    // The body is optional: none, or `{overlapSecs}`.
+    let req: Rotate = if body.iter().all(u8::is_ascii_whitespace) {
+        Rotate::default()
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::bad_request("InvalidField", e.to_string()))?
+    };
+    let overlap = req
+        .overlap_secs
+        .unwrap_or(DEFAULT_ROTATION_OVERLAP_SECS)
+        .min(7 * 24 * 3600);
+    let mut e = owned(&f, provider.address, &id).await?;
+    let now = unix_now();
+    e.old_secret = Some(std::mem::replace(
+        &mut e.secret,
+        WebhookSecret::generate().expose_secret(),
+    ));
+    e.old_secret_expires_at = Some(now + overlap);
+    e.updated_at = now;
+    if !f.store().update_webhook_endpoint(&e).await? {
+        return Err(not_found(&id));
+    }
+    tracing::info!(provider = %provider.address, endpoint = %id, overlap, "webhook secret rotated");
+    Ok(Json(EndpointView::of(&e, true)))
+}
+
+/// `GET /webhooks/endpoints/{id}/deliveries?limit=`.
+pub(crate) async fn deliveries(
+    State(f): State<Facilitator>,
+    Path(id): Path<String>,
+    Query(p): Query<Page>,
+    provider: Provider,
+) -> Result<Json<Vec<DeliveryView>>, ApiError> {
+    owned(&f, provider.address, &id).await?;
+    let (_, limit) = parse_page(&p);
+    let all = f.store().deliveries(provider.address, &id, limit).await?;
+    Ok(Json(all.iter().map(DeliveryView::from).collect()))
+}
+
+/// `POST /webhooks/endpoints/{id}/deliveries/{eventId}/redeliver`: back to pending, now.
+pub(crate) async fn redeliver(
+    State(f): State<Facilitator>,
+    Path((id, event_id)): Path<(String, String)>,
+    provider: Provider,
+) -> Result<StatusCode, ApiError> {
+    if f.store()
+        .redeliver(provider.address, &id, &event_id, unix_now())
+        .await?
+    {
+        Ok(StatusCode::ACCEPTED)
+    } else {
+        Err(ApiError::not_found(format!(
+            "no delivery of event {event_id:.80} to endpoint {id:.80}"
+        )))
+    }
+}
+
+/// `GET /events?after=&limit=`: the provider's events, oldest first (`after` is a `seq`).
+pub(crate) async fn events(
+    State(f): State<Facilitator>,
+    Query(p): Query<Page>,
+    provider: Provider,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let (after, limit) = parse_page(&p);
+    let all = f.store().events(provider.address, after, limit).await?;
+    Ok(Json(
+        all.iter()
+            .map(|e| {
+                let mut v = body(e);
+                v["seq"] = json!(e.seq);
+                v
+            })
+            .collect(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn private_and_reserved_addresses_are_refused() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "::1",
+            "fc00::1",
+            "fe80::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(!is_public(&ip), "{ip}");
+        }
+        for ip in ["8.8.8.8", "1.1.1.1", "2606:4700::1111"] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(is_public(&ip), "{ip}");
+        }
+    }
+
+    #[test]
+    fn filters_are_checked_and_normalised() {
+        assert_eq!(parse_filter(None).unwrap(), "*");
+        let f = EventFilter::Some(vec!["plan.created".into(), "payment.settled".into()]);
+        assert_eq!(
+            parse_filter(Some(f)).unwrap(),
+            "payment.settled,plan.created"
+        );
+        assert!(parse_filter(Some(EventFilter::Some(vec!["nope".into()]))).is_err());
+        assert!(parse_filter(Some(EventFilter::Some(vec![]))).is_err());
+    }
+
+    #[test]
+    fn jitter_stays_within_twenty_percent() {
+        for _ in 0..1000 {
+            let d = jitter(Duration::from_secs(100));
+            assert!(
+                d >= Duration::from_secs(80) && d <= Duration::from_secs(120),
+                "{d:?}"
+            );
+        }
+    }
+}

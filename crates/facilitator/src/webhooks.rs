@@ -18,7 +18,7 @@
 //!
 //! **Delivery** ([`Facilitator::deliver_webhooks_once`], run every 250 ms by
 //! [`Facilitator::spawn_webhooks`]): per endpoint, in event order (a later event waits for an
-//! earlier one still being retried), at least once. `POST url` with `webhook-id`,
+//! earlier one still being retried; endpoints are served concurrently), at least once. `POST url` with `webhook-id`,
 //! `webhook-timestamp`, `webhook-signature` (`v1,<base64 HMAC-SHA256>` with the endpoint's
 //! secret, and its previous secret during a rotation's overlap). 2xx: delivered. 410: the
 //! delivery is dead and the endpoint disabled. Anything else (429, 5xx, other 4xx, a timeout, a
@@ -33,6 +33,7 @@
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    sync::Arc,
     time::Duration,
 };
 
@@ -91,6 +92,8 @@ pub const DEFAULT_ROTATION_OVERLAP_SECS: u64 = 24 * 3600;
 const POLL: Duration = Duration::from_millis(250);
 /// Endpoints attempted at once.
 const CONCURRENCY: usize = 32;
+/// Most deliveries sent to one endpoint in one go.
+const BATCH: u32 = 256;
 /// Most endpoints per provider.
 const MAX_ENDPOINTS: usize = 20;
 /// Longest accepted URL and description.
@@ -99,6 +102,7 @@ const MAX_DESCRIPTION: usize = 500;
 
 /// What one delivery pass did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DeliveryReport {
     /// Delivered (2xx).
     pub delivered: usize,
@@ -111,6 +115,14 @@ pub struct DeliveryReport {
 /// The delivery worker; aborted when dropped.
 #[derive(Debug)]
 pub struct WebhookHandle(tokio::task::JoinHandle<()>);
+
+impl DeliveryReport {
+    fn add(&mut self, other: Self) {
+        self.delivered += other.delivered;
+        self.retried += other.retried;
+        self.dead += other.dead;
+    }
+}
 
 impl Drop for WebhookHandle {
     fn drop(&mut self) {
@@ -326,8 +338,9 @@ impl Facilitator {
         }
     }
 
-    /// Runs one delivery pass after another until nothing is due: each pass attempts the oldest
-    /// due delivery of every endpoint (concurrently across endpoints).
+    /// Delivers until nothing is due: each pass takes every endpoint with a due delivery and
+    /// sends its due deliveries in event order (concurrently across endpoints), stopping at an
+    /// endpoint's first failure so that a later event never overtakes an earlier one.
     pub async fn deliver_webhooks_once(&self) -> DeliveryReport {
         let mut report = DeliveryReport::default();
         loop {
@@ -342,22 +355,23 @@ impl Facilitator {
                 return report;
             }
             let mut tasks = tokio::task::JoinSet::new();
-            let mut progressed = false;
+            let mut pass = DeliveryReport::default();
             for d in due {
                 if tasks.len() >= CONCURRENCY
-                    && let Some(Ok(a)) = tasks.join_next().await
+                    && let Some(Ok(r)) = tasks.join_next().await
                 {
-                    progressed |= tally(&mut report, &a);
+                    pass.add(r);
                 }
                 let f = self.clone();
-                tasks.spawn(async move { f.attempt(&d).await });
+                tasks.spawn(async move { f.drain_endpoint(&d.endpoint_id).await });
             }
             while let Some(r) = tasks.join_next().await {
-                if let Ok(a) = r {
-                    progressed |= tally(&mut report, &a);
+                if let Ok(r) = r {
+                    pass.add(r);
                 }
             }
-            if !progressed {
+            report.add(pass);
+            if pass.delivered == 0 && pass.dead == 0 {
                 return report;
             }
         }
@@ -380,21 +394,53 @@ impl Facilitator {
         }))
     }
 
-    /// One attempt at one delivery; records its outcome. `None` when the store failed.
-    async fn attempt(&self, d: &Delivery) -> Option<Attempt> {
+    /// Sends one endpoint's due deliveries in order (up to [`BATCH`]) until one fails. Outcomes
+    /// are recorded as they come, without waiting for each write before the next send (a crash
+    /// in between only means a delivery is sent again, with the same `webhook-id`).
+    async fn drain_endpoint(&self, endpoint_id: &str) -> DeliveryReport {
+        let mut report = DeliveryReport::default();
         let store = self.store();
-        let endpoint = match store.webhook_endpoint(None, &d.endpoint_id).await {
-            Ok(Some(e)) => e,
-            Ok(None) => return None,
+        let (endpoint, batch) = match tokio::try_join!(
+            store.webhook_endpoint(None, endpoint_id),
+            store.pending_deliveries(endpoint_id, unix_now(), BATCH)
+        ) {
+            Ok((Some(e), batch)) if e.enabled => (e, batch),
+            Ok(_) => return report,
             Err(e) => {
                 tracing::warn!(error = %e, "webhooks: store unavailable");
-                return None;
+                return report;
             }
         };
-        let attempts = d.attempts.saturating_add(1);
-        let outcome = self.post(&endpoint, &d.event).await;
-        let settings = self.settings();
-        let attempt = match outcome {
+        let mut writes = tokio::task::JoinSet::new();
+        for d in batch {
+            let attempts = d.attempts.saturating_add(1);
+            let attempt = self.attempt(&endpoint, &d, attempts).await;
+            let delivered = matches!(attempt, Attempt::Delivered { .. });
+            match &attempt {
+                Attempt::Delivered { .. } => report.delivered += 1,
+                Attempt::Retry { .. } => report.retried += 1,
+                Attempt::Dead { .. } | Attempt::Gone => report.dead += 1,
+            }
+            let (store, id, seq) = (Arc::clone(store), endpoint.id.clone(), d.event.seq);
+            writes.spawn(async move {
+                if let Err(e) = store
+                    .finish_delivery(&id, seq, attempts, &attempt, unix_now())
+                    .await
+                {
+                    tracing::warn!(error = %e, "webhooks: cannot record an attempt; it will be repeated");
+                }
+            });
+            if !delivered {
+                break;
+            }
+        }
+        while writes.join_next().await.is_some() {}
+        report
+    }
+
+    /// One attempt at one delivery: what it came to (logged; not yet recorded).
+    async fn attempt(&self, endpoint: &Endpoint, d: &Delivery, attempts: u32) -> Attempt {
+        let attempt = match self.post(endpoint, &d.event).await {
             Ok(status) if (200..300).contains(&status) => Attempt::Delivered { status },
             Ok(410) => Attempt::Gone,
             other => {
@@ -406,10 +452,8 @@ impl Facilitator {
                         status,
                     }) => (status, error, retry_after),
                 };
-                match settings
-                    .webhook_retry_schedule
-                    .get(usize::try_from(attempts).unwrap_or(usize::MAX) - 1)
-                {
+                let schedule = &self.settings().webhook_retry_schedule;
+                match schedule.get(usize::try_from(attempts).unwrap_or(usize::MAX) - 1) {
                     Some(delay) => {
                         let wait = jitter(*delay).max(retry_after.unwrap_or_default());
                         Attempt::Retry {
@@ -441,14 +485,7 @@ impl Facilitator {
                 "webhook delivery failed for the last time: dead-lettered"
             ),
         }
-        if let Err(e) = store
-            .finish_delivery(&d.endpoint_id, d.event.seq, attempts, &attempt, unix_now())
-            .await
-        {
-            tracing::warn!(error = %e, "webhooks: cannot record an attempt; it will be repeated");
-            return None;
-        }
-        Some(attempt)
+        attempt
     }
 
     /// POSTs the signed event; the status, or why there is none.
@@ -509,24 +546,6 @@ struct Failure {
     error: String,
     retry_after: Option<Duration>,
     status: Option<u16>,
-}
-
-fn tally(report: &mut DeliveryReport, a: &Option<Attempt>) -> bool {
-    match a {
-        Some(Attempt::Delivered { .. }) => {
-            report.delivered += 1;
-            true
-        }
-        Some(Attempt::Retry { .. }) => {
-            report.retried += 1;
-            false
-        }
-        Some(Attempt::Dead { .. } | Attempt::Gone) => {
-            report.dead += 1;
-            true
-        }
-        None => false,
-    }
 }
 
 /// `delay` ± 20%, at random.

@@ -390,6 +390,15 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// endpoint go in event order: a later one waits for the earlier), soonest first.
     async fn due_deliveries(&self, now: u64, limit: u32) -> StoreResult<Vec<Delivery>>;
 
+    /// The pending deliveries of one endpoint, in event order, up to (not including) the first
+    /// that is not yet due at `now`.
+    async fn pending_deliveries(
+        &self,
+        endpoint_id: &str,
+        now: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>>;
+
     /// Records an attempt at a pending delivery (`attempts` is the count including it); a 410
     /// also disables the endpoint, in the same transaction.
     async fn finish_delivery(

@@ -1235,6 +1235,21 @@ impl Store for SqliteStore {
         rows.into_iter().map(wh::decode_delivery).collect()
     }
 
+    async fn pending_deliveries(
+        &self,
+        endpoint_id: &str,
+        now: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<Delivery>> {
+        let rows: Vec<wh::DeliveryRow> = sqlx::query_as(WSQL.select_pending)
+            .bind(endpoint_id)
+            .bind(wh::int(now))
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await?;
+        rows.into_iter().map(wh::decode_delivery).collect()
+    }
+
     async fn finish_delivery(
         &self,
         endpoint_id: &str,

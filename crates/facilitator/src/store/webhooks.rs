@@ -298,6 +298,8 @@ pub(super) struct Sql {
     pub(super) delete_deliveries: &'static str,
     /// (now, limit) → the oldest pending delivery of each enabled endpoint, when due.
     pub(super) select_due: &'static str,
+    /// (endpoint, now, limit) → its pending deliveries in event order, up to the first not due.
+    pub(super) select_pending: &'static str,
     /// (endpoint, seq, state, attempts, next, status, error, at).
     pub(super) update_delivery: &'static str,
     /// (endpoint, reason, at).
@@ -365,6 +367,12 @@ pub(super) const SQLITE: Sql = Sql {
              WHERE x.endpoint_id = d.endpoint_id AND x.state = 'pending') \
          ORDER BY d.next_attempt_at LIMIT ?2"
     ),
+    select_pending: delivery_select!(
+        "WHERE d.endpoint_id = ?1 AND d.state = 'pending' AND d.event_seq < COALESCE(( \
+             SELECT MIN(x.event_seq) FROM webhook_deliveries x WHERE x.endpoint_id = ?1 \
+             AND x.state = 'pending' AND x.next_attempt_at > ?2), 9223372036854775807) \
+         ORDER BY d.event_seq LIMIT ?3"
+    ),
     update_delivery: "UPDATE webhook_deliveries SET state = ?3, attempts = ?4, \
          next_attempt_at = ?5, last_status = ?6, last_error = ?7, updated_at = ?8 \
          WHERE endpoint_id = ?1 AND event_seq = ?2 AND state = 'pending'",
@@ -427,6 +435,12 @@ pub(super) const POSTGRES: Sql = Sql {
          AND d.event_seq = (SELECT MIN(x.event_seq) FROM webhook_deliveries x \
              WHERE x.endpoint_id = d.endpoint_id AND x.state = 'pending') \
          ORDER BY d.next_attempt_at LIMIT $2"
+    ),
+    select_pending: delivery_select!(
+        "WHERE d.endpoint_id = $1 AND d.state = 'pending' AND d.event_seq < COALESCE(( \
+             SELECT MIN(x.event_seq) FROM webhook_deliveries x WHERE x.endpoint_id = $1 \
+             AND x.state = 'pending' AND x.next_attempt_at > $2), 9223372036854775807) \
+         ORDER BY d.event_seq LIMIT $3"
     ),
     update_delivery: "UPDATE webhook_deliveries SET state = $3, attempts = $4, \
          next_attempt_at = $5, last_status = $6, last_error = $7, updated_at = $8 \

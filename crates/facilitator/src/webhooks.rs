@@ -33,7 +33,6 @@
 
 use std::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
-    sync::Arc,
     time::Duration,
 };
 
@@ -394,9 +393,9 @@ impl Facilitator {
         }))
     }
 
-    /// Sends one endpoint's due deliveries in order (up to [`BATCH`]) until one fails. Outcomes
-    /// are recorded as they come, without waiting for each write before the next send (a crash
-    /// in between only means a delivery is sent again, with the same `webhook-id`).
+    /// Sends one endpoint's due deliveries in order (up to [`BATCH`]) until one fails, then
+    /// records every outcome in one transaction (a crash before that only means those deliveries
+    /// are sent again, with the same `webhook-id`: at least once).
     async fn drain_endpoint(&self, endpoint_id: &str) -> DeliveryReport {
         let mut report = DeliveryReport::default();
         let store = self.store();
@@ -411,7 +410,7 @@ impl Facilitator {
                 return report;
             }
         };
-        let mut writes = tokio::task::JoinSet::new();
+        let mut outcomes = Vec::with_capacity(batch.len());
         for d in batch {
             let attempts = d.attempts.saturating_add(1);
             let attempt = self.attempt(&endpoint, &d, attempts).await;
@@ -421,20 +420,17 @@ impl Facilitator {
                 Attempt::Retry { .. } => report.retried += 1,
                 Attempt::Dead { .. } | Attempt::Gone => report.dead += 1,
             }
-            let (store, id, seq) = (Arc::clone(store), endpoint.id.clone(), d.event.seq);
-            writes.spawn(async move {
-                if let Err(e) = store
-                    .finish_delivery(&id, seq, attempts, &attempt, unix_now())
-                    .await
-                {
-                    tracing::warn!(error = %e, "webhooks: cannot record an attempt; it will be repeated");
-                }
-            });
+            outcomes.push((d.event.seq, attempts, attempt));
             if !delivered {
                 break;
             }
         }
-        while writes.join_next().await.is_some() {}
+        if let Err(e) = store
+            .finish_deliveries(&endpoint.id, &outcomes, unix_now())
+            .await
+        {
+            tracing::warn!(error = %e, "webhooks: cannot record attempts; they will be repeated");
+        }
         report
     }
 

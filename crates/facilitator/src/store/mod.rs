@@ -410,6 +410,15 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         at: u64,
     ) -> StoreResult<()>;
 
+    /// [`finish_delivery`](Self::finish_delivery) for several attempts of one endpoint, in one
+    /// transaction: `(event_seq, attempts, attempt)` each.
+    async fn finish_deliveries(
+        &self,
+        endpoint_id: &str,
+        attempts: &[(u64, u32, Attempt)],
+        at: u64,
+    ) -> StoreResult<()>;
+
     /// Puts the delivery of event `event_id` to `provider`'s endpoint back to pending, due now,
     /// with its attempts reset (manual redelivery of a dead or delivered one). Whether it exists.
     async fn redeliver(

@@ -993,8 +993,7 @@ impl Store for PostgresStore {
         at: u64,
     ) -> StoreResult<()> {
         let (state, next, status, error) = wh::attempt_columns(attempt, at);
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(WSQL.update_delivery)
+        let update = sqlx::query(WSQL.update_delivery)
             .bind(endpoint_id)
             .bind(wh::int(event_seq))
             .bind(state)
@@ -1002,16 +1001,52 @@ impl Store for PostgresStore {
             .bind(next)
             .bind(status)
             .bind(error.as_deref())
+            .bind(wh::int(at));
+        if !matches!(attempt, Attempt::Gone) {
+            // One statement: one round trip, no explicit transaction.
+            update.execute(&self.pool).await?;
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await?;
+        update.execute(&mut *tx).await?;
+        sqlx::query(WSQL.disable_endpoint)
+            .bind(endpoint_id)
+            .bind("the receiver answered 410 Gone")
             .bind(wh::int(at))
             .execute(&mut *tx)
             .await?;
-        if matches!(attempt, Attempt::Gone) {
-            sqlx::query(WSQL.disable_endpoint)
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn finish_deliveries(
+        &self,
+        endpoint_id: &str,
+        attempts: &[(u64, u32, Attempt)],
+        at: u64,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        for (seq, n, attempt) in attempts {
+            let (state, next, status, error) = wh::attempt_columns(attempt, at);
+            sqlx::query(WSQL.update_delivery)
                 .bind(endpoint_id)
-                .bind("the receiver answered 410 Gone")
+                .bind(wh::int(*seq))
+                .bind(state)
+                .bind(i64::from(*n))
+                .bind(next)
+                .bind(status)
+                .bind(error.as_deref())
                 .bind(wh::int(at))
                 .execute(&mut *tx)
                 .await?;
+            if matches!(attempt, Attempt::Gone) {
+                sqlx::query(WSQL.disable_endpoint)
+                    .bind(endpoint_id)
+                    .bind("the receiver answered 410 Gone")
+                    .bind(wh::int(at))
+                    .execute(&mut *tx)
+                    .await?;
+            }
         }
         tx.commit().await?;
         Ok(())

@@ -1289,6 +1289,44 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn finish_deliveries(
+        &self,
+        endpoint_id: &str,
+        attempts: &[(u64, u32, Attempt)],
+        at: u64,
+    ) -> StoreResult<()> {
+        let endpoint_id = endpoint_id.to_owned();
+        let attempts = attempts.to_vec();
+        self.write(move |conn| {
+            Box::pin(async move {
+                for (seq, n, attempt) in &attempts {
+                    let (state, next, status, error) = wh::attempt_columns(attempt, at);
+                    sqlx::query(WSQL.update_delivery)
+                        .bind(&endpoint_id)
+                        .bind(wh::int(*seq))
+                        .bind(state)
+                        .bind(i64::from(*n))
+                        .bind(next)
+                        .bind(status)
+                        .bind(error.as_deref())
+                        .bind(wh::int(at))
+                        .execute(&mut *conn)
+                        .await?;
+                    if matches!(attempt, Attempt::Gone) {
+                        sqlx::query(WSQL.disable_endpoint)
+                            .bind(&endpoint_id)
+                            .bind("the receiver answered 410 Gone")
+                            .bind(wh::int(at))
+                            .execute(&mut *conn)
+                            .await?;
+                    }
+                }
+                Ok(())
+            })
+        })
+        .await
+    }
+
     async fn redeliver(
         &self,
         provider: Address,

@@ -67,8 +67,25 @@ fn payment(
     pay_to: Address,
     now: u64,
 ) -> SignedPayment {
+    payment_with_memo(
+        chain_id,
+        token,
+        router,
+        pay_to,
+        now,
+        B256::repeat_byte(0x5a),
+    )
+}
+
+fn payment_with_memo(
+    chain_id: u64,
+    token: Address,
+    router: Address,
+    pay_to: Address,
+    now: u64,
+    memo: B256,
+) -> SignedPayment {
     let payer = &dev_accounts(10)[3];
-    let memo = B256::repeat_byte(0x5a);
     let auth = ReceiveWithAuthorization {
         from: payer.address,
         to: router,
@@ -101,19 +118,20 @@ fn payment(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_between_broadcast_and_reply_settles_once() {
-    tollgate_chain::install_crypto_provider();
-    let dir = tempfile::tempdir().unwrap();
-    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
-    let rpc_url = devnet.info.rpc_url.clone().unwrap();
-    let c = devnet.info.contracts;
-    let config = dir.path().join("facilitator.toml");
+/// A facilitator config for the devnet at `rpc_url`, its store in `dir`, plus `extra` TOML.
+fn write_config(
+    dir: &Path,
+    rpc_url: &str,
+    c: &tollgate_chain::Deployment,
+    extra: &str,
+) -> std::path::PathBuf {
+    let config = dir.join("facilitator.toml");
     std::fs::write(
         &config,
         format!(
             r#"listen = "127.0.0.1:0"
 store = "sqlite://{store}"
+{extra}
 [keys]
 relayers = ["env:TOLLGATE_RELAYER_KEY"]
 proof = "env:TOLLGATE_PROOF_KEY"
@@ -125,13 +143,24 @@ token = "{token}"
 router = "{router}"
 subscriptions = "{subs}"
 "#,
-            store = dir.path().join("facilitator.db").display(),
+            store = dir.join("facilitator.db").display(),
             token = c.token,
             router = c.router,
             subs = c.subscriptions,
         ),
     )
     .unwrap();
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_between_broadcast_and_reply_settles_once() {
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
+    let rpc_url = devnet.info.rpc_url.clone().unwrap();
+    let c = devnet.info.contracts;
+    let config = write_config(dir.path(), &rpc_url, &c, "");
 
     let accounts = dev_accounts(10);
     let chain = tollgate_testkit::connect(&rpc_url, 31337, &accounts)
@@ -210,4 +239,152 @@ subscriptions = "{subs}"
         (),
     );
     assert_eq!(ok, 200);
+}
+
+/// Killed (SIGKILL) in the middle of delivering webhooks and restarted on the same store, the
+/// facilitator delivers every event: each arrives at least once, always with the same
+/// `webhook-id`, and nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_mid_delivery_delivers_every_event_after_restart() {
+    use alloy::signers::SignerSync as _;
+    use std::sync::{Arc, Mutex};
+
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
+    let rpc_url = devnet.info.rpc_url.clone().unwrap();
+    let c = devnet.info.contracts;
+    let config = write_config(
+        dir.path(),
+        &rpc_url,
+        &c,
+        "[webhooks]\nallow_private_targets = true\n",
+    );
+    let http = reqwest::Client::new();
+    let mut first = spawn_facilitator(&config, false).await;
+
+    // The provider registers (dev account 5) and adds an endpoint: a slow receiver.
+    let provider = &dev_accounts(10)[5];
+    let post = |url: String, body: serde_json::Value, key: Option<String>| {
+        let http = http.clone();
+        async move {
+            let mut r = http.post(url).json(&body);
+            if let Some(k) = key {
+                r = r.bearer_auth(k);
+            }
+            let r = r.send().await.unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let challenge = post(
+        format!("{}/providers/challenge", first.url),
+        serde_json::json!({ "address": provider.address }),
+        None,
+    )
+    .await;
+    let text = challenge["challenge"].as_str().unwrap();
+    let signature = provider
+        .signer()
+        .sign_message_sync(text.as_bytes())
+        .unwrap();
+    let registered = post(
+        format!("{}/providers/register", first.url),
+        serde_json::json!({
+            "address": provider.address, "challenge": text,
+            "signature": alloy::primitives::hex::encode_prefixed(signature.as_bytes())
+        }),
+        None,
+    )
+    .await;
+    let key = registered["apiKey"].as_str().unwrap().to_owned();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let log = Arc::clone(&seen);
+    let app = axum::Router::new().route(
+        "/hook",
+        axum::routing::post(move |headers: axum::http::HeaderMap| {
+            let log = Arc::clone(&log);
+            async move {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                let id = headers["webhook-id"].to_str().unwrap().to_owned();
+                log.lock().unwrap().push(id);
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let hook = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    post(
+        format!("{}/webhooks/endpoints", first.url),
+        serde_json::json!({ "url": hook, "events": ["payment.settled"] }),
+        Some(key.clone()),
+    )
+    .await;
+
+    // Six payments to the provider: six events.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for i in 1..=6u8 {
+        let sp = payment_with_memo(
+            31337,
+            c.token,
+            c.router,
+            provider.address,
+            now,
+            B256::repeat_byte(i),
+        );
+        post(
+            format!("{}/authorize", first.url),
+            serde_json::json!({ "signedPayment": sp }),
+            None,
+        )
+        .await;
+    }
+    // Killed as soon as the first delivery has arrived (the rest are in flight or pending).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while seen.lock().unwrap().is_empty() {
+        assert!(Instant::now() < deadline, "no delivery");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    first.child.start_kill().unwrap();
+    first.child.wait().await.unwrap();
+    let before_restart = seen.lock().unwrap().len();
+    assert!(
+        before_restart < 6,
+        "killed mid-delivery ({before_restart} arrived)"
+    );
+
+    let second = spawn_facilitator(&config, false).await;
+    let events: serde_json::Value = http
+        .get(format!("{}/events", second.url))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<String> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 6, "{events}");
+    loop {
+        let got = seen.lock().unwrap().clone();
+        if ids.iter().all(|id| got.contains(id)) {
+            // At least once each, never an id that is not an event's.
+            assert!(got.iter().all(|g| ids.contains(g)), "{got:?}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(20),
+            "missing deliveries: {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -399,8 +399,17 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         limit: u32,
     ) -> StoreResult<Vec<Delivery>>;
 
-    /// Records an attempt at a pending delivery (`attempts` is the count including it); a 410
-    /// also disables the endpoint, in the same transaction.
+    /// Records attempts at pending deliveries of one endpoint, in one transaction:
+    /// `(event_seq, attempts, attempt)` each (`attempts` is the count including it). A delivery
+    /// no longer pending is left alone; a 410 also disables the endpoint.
+    async fn finish_deliveries(
+        &self,
+        endpoint_id: &str,
+        attempts: &[(u64, u32, Attempt)],
+        at: u64,
+    ) -> StoreResult<()>;
+
+    /// [`finish_deliveries`](Self::finish_deliveries) for one attempt.
     async fn finish_delivery(
         &self,
         endpoint_id: &str,
@@ -408,16 +417,10 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         attempts: u32,
         attempt: &Attempt,
         at: u64,
-    ) -> StoreResult<()>;
-
-    /// [`finish_delivery`](Self::finish_delivery) for several attempts of one endpoint, in one
-    /// transaction: `(event_seq, attempts, attempt)` each.
-    async fn finish_deliveries(
-        &self,
-        endpoint_id: &str,
-        attempts: &[(u64, u32, Attempt)],
-        at: u64,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<()> {
+        self.finish_deliveries(endpoint_id, &[(event_seq, attempts, attempt.clone())], at)
+            .await
+    }
 
     /// Puts the delivery of event `event_id` to `provider`'s endpoint back to pending, due now,
     /// with its attempts reset (manual redelivery of a dead or delivered one). Whether it exists.

@@ -984,41 +984,6 @@ impl Store for PostgresStore {
         rows.into_iter().map(wh::decode_delivery).collect()
     }
 
-    async fn finish_delivery(
-        &self,
-        endpoint_id: &str,
-        event_seq: u64,
-        attempts: u32,
-        attempt: &Attempt,
-        at: u64,
-    ) -> StoreResult<()> {
-        let (state, next, status, error) = wh::attempt_columns(attempt, at);
-        let update = sqlx::query(WSQL.update_delivery)
-            .bind(endpoint_id)
-            .bind(wh::int(event_seq))
-            .bind(state)
-            .bind(i64::from(attempts))
-            .bind(next)
-            .bind(status)
-            .bind(error.as_deref())
-            .bind(wh::int(at));
-        if !matches!(attempt, Attempt::Gone) {
-            // One statement: one round trip, no explicit transaction.
-            update.execute(&self.pool).await?;
-            return Ok(());
-        }
-        let mut tx = self.pool.begin().await?;
-        update.execute(&mut *tx).await?;
-        sqlx::query(WSQL.disable_endpoint)
-            .bind(endpoint_id)
-            .bind("the receiver answered 410 Gone")
-            .bind(wh::int(at))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
     async fn finish_deliveries(
         &self,
         endpoint_id: &str,

@@ -1250,45 +1250,6 @@ impl Store for SqliteStore {
         rows.into_iter().map(wh::decode_delivery).collect()
     }
 
-    async fn finish_delivery(
-        &self,
-        endpoint_id: &str,
-        event_seq: u64,
-        attempts: u32,
-        attempt: &Attempt,
-        at: u64,
-    ) -> StoreResult<()> {
-        let endpoint_id = endpoint_id.to_owned();
-        let update = wh::attempt_columns(attempt, at);
-        let gone = matches!(attempt, Attempt::Gone);
-        self.write(move |conn| {
-            Box::pin(async move {
-                let (state, next, status, error) = update;
-                sqlx::query(WSQL.update_delivery)
-                    .bind(&endpoint_id)
-                    .bind(wh::int(event_seq))
-                    .bind(state)
-                    .bind(i64::from(attempts))
-                    .bind(next)
-                    .bind(status)
-                    .bind(error.as_deref())
-                    .bind(wh::int(at))
-                    .execute(&mut *conn)
-                    .await?;
-                if gone {
-                    sqlx::query(WSQL.disable_endpoint)
-                        .bind(&endpoint_id)
-                        .bind("the receiver answered 410 Gone")
-                        .bind(wh::int(at))
-                        .execute(&mut *conn)
-                        .await?;
-                }
-                Ok(())
-            })
-        })
-        .await
-    }
-
     async fn finish_deliveries(
         &self,
         endpoint_id: &str,

@@ -370,3 +370,67 @@ free = true
     assert!(paid.headers.contains_key("x-payment-response"));
     assert_eq!(balance(info, provider).await, U256::from(20_000 - 1_000));
 }
+
+/// `tollgate webhooks` against `tollgate dev` (dev mode: a loopback endpoint is allowed): create
+/// prints the secret once, list shows the endpoint without it, rotate prints a new secret,
+/// delete removes it; a bad event type is refused with the facilitator's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_cli_manages_endpoints() {
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let dev = spawn_dev(dir.path(), &[]).await;
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("webhooks")
+            .args(args)
+            .args([
+                "--facilitator",
+                dev.info["facilitatorUrl"].as_str().unwrap(),
+            ])
+            .env("TOLLGATE_API_KEY", dev.info["apiKey"].as_str().unwrap())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        (out.status.success(), stdout, stderr)
+    };
+    let (ok, out, err) = run(&[
+        "create",
+        "--url",
+        "http://127.0.0.1:9/hook",
+        "--events",
+        "payment.settled,plan.created",
+    ]);
+    assert!(ok, "{err}");
+    let created: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(created["secret"].as_str().unwrap().starts_with("whsec_"));
+    assert_eq!(
+        created["events"],
+        serde_json::json!(["payment.settled", "plan.created"])
+    );
+    let id = created["id"].as_str().unwrap().to_owned();
+
+    let (ok, out, _) = run(&["list"]);
+    assert!(ok);
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(list[0]["id"], serde_json::json!(id));
+    assert!(list[0].get("secret").is_none());
+
+    let (ok, out, _) = run(&["rotate", &id, "--overlap", "60"]);
+    assert!(ok);
+    let rotated: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_ne!(rotated["secret"], created["secret"]);
+
+    let (ok, _, err) = run(&["update", &id, "--events", "nope"]);
+    assert!(!ok);
+    assert!(err.contains("unknown event type"), "{err}");
+
+    let (ok, _, _) = run(&["delete", &id]);
+    assert!(ok);
+    let (ok, out, _) = run(&["list"]);
+    assert!(ok);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out).unwrap(),
+        serde_json::json!([])
+    );
+}

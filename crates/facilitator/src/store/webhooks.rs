@@ -316,14 +316,17 @@ pub(super) struct Sql {
     pub(super) subscription_provider: &'static str,
 }
 
+macro_rules! delivery_columns {
+    () => {
+        "d.endpoint_id, d.state, d.attempts, d.next_attempt_at, d.last_status, \
+         d.last_error, d.updated_at, e.seq, e.id, e.provider, e.type, e.data, e.created_at \
+         FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq "
+    };
+}
+
 macro_rules! delivery_select {
     ($where:literal) => {
-        concat!(
-            "SELECT d.endpoint_id, d.state, d.attempts, d.next_attempt_at, d.last_status, \
-             d.last_error, d.updated_at, e.seq, e.id, e.provider, e.type, e.data, e.created_at \
-             FROM webhook_deliveries d JOIN events e ON e.seq = d.event_seq ",
-            $where
-        )
+        concat!("SELECT ", delivery_columns!(), $where)
     };
 }
 
@@ -429,12 +432,14 @@ pub(super) const POSTGRES: Sql = Sql {
          disabled_reason = $10, updated_at = $11 WHERE provider = $1 AND id = $2",
     delete_endpoint: "DELETE FROM webhook_endpoints WHERE provider = $1 AND id = $2",
     delete_deliveries: "DELETE FROM webhook_deliveries WHERE endpoint_id = $1",
-    select_due: delivery_select!(
+    // The head of each endpoint in one ordered pass over the pending index (DISTINCT ON),
+    // rather than a MIN() subquery per pending row.
+    select_due: concat!(
+        "SELECT * FROM (SELECT DISTINCT ON (d.endpoint_id) ",
+        delivery_columns!(),
         "JOIN webhook_endpoints w ON w.id = d.endpoint_id \
-         WHERE w.enabled = 1 AND d.state = 'pending' AND d.next_attempt_at <= $1 \
-         AND d.event_seq = (SELECT MIN(x.event_seq) FROM webhook_deliveries x \
-             WHERE x.endpoint_id = d.endpoint_id AND x.state = 'pending') \
-         ORDER BY d.next_attempt_at LIMIT $2"
+         WHERE w.enabled = 1 AND d.state = 'pending' ORDER BY d.endpoint_id, d.event_seq) h \
+         WHERE h.next_attempt_at <= $1 ORDER BY h.next_attempt_at LIMIT $2"
     ),
     select_pending: delivery_select!(
         "WHERE d.endpoint_id = $1 AND d.state = 'pending' AND d.event_seq < COALESCE(( \

@@ -286,6 +286,9 @@ pub struct Network {
     /// `confirmations`: blocks a settlement must be buried under (1 = its own block) before a
     /// proof is issued. At least 1. Default [`DEFAULT_CONFIRMATIONS`].
     pub confirmations: u64,
+    /// `start_block`: the first block the renewal keeper reads the subscriptions contract's logs
+    /// from on a fresh store (its deployment block, on a long chain). Default 0.
+    pub start_block: u64,
     /// Whether `name` is one of the x402 V1 names built into `tollgate_protocol::network` (only
     /// those can be paid by unmodified x402 clients).
     pub builtin: bool,
@@ -904,6 +907,8 @@ struct RawNetwork {
     subscriptions: Option<Address>,
     #[serde(default = "default_confirmations")]
     confirmations: u64,
+    #[serde(default)]
+    start_block: u64,
 }
 
 fn default_listen() -> SocketAddr {
@@ -1180,6 +1185,7 @@ impl RawNetwork {
             router,
             subscriptions,
             confirmations: self.confirmations,
+            start_block: self.start_block,
             builtin: known.is_some(),
         })
     }

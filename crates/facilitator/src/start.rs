@@ -112,6 +112,19 @@ pub async fn build(
         networks.push((spec, chain));
     }
     let store = store::open(config.store.as_str()).await?;
+    for n in &config.networks {
+        // Only moves a fresh cursor forward; a keeper that read further keeps its place.
+        if n.start_block > 0 {
+            store
+                .index_subscription_events(
+                    &n.name,
+                    &[],
+                    n.start_block,
+                    crate::facilitator::unix_now(),
+                )
+                .await?;
+        }
+    }
     Ok(Facilitator::new(
         settings,
         networks,

@@ -171,7 +171,28 @@ fn defaults_fill_what_is_left_out() {
     assert_eq!(net.token_version, "2");
     assert_eq!(net.rpc, RpcEndpoint::Embedded);
     assert_eq!(net.subscriptions, None);
+    assert_eq!(net.start_block, 0);
     assert!(net.builtin);
+    assert_eq!(config.subscriptions.keeper_interval_secs, 5);
+    assert_eq!(config.subscriptions.overage_batch_secs, 60);
+    assert_eq!(
+        config.subscriptions.overage_batch_amount,
+        Amount::from_units(1_000_000)
+    );
+    assert_eq!(config.webhooks.timeout_secs, 10);
+    assert!(!config.webhooks.allow_private_targets);
+
+    let config = with(
+        "[subscriptions]\noverage_batch_amount = 250000\n[webhooks]\nallow_private_targets = true",
+        &format!("{DEVNET}\nstart_block = 123"),
+    )
+    .unwrap();
+    assert_eq!(config.networks[0].start_block, 123);
+    assert_eq!(
+        config.subscriptions.overage_batch_amount,
+        Amount::from_units(250_000)
+    );
+    assert!(config.webhooks.allow_private_targets);
 
     // Another token on a built-in network falls back to the generic default name.
     let config = with("", "[[networks]]\nname = \"base-sepolia\"\nchain_id = 84532\nrpc_url = \"embedded\"\ntoken = \"0x5FbDB2315678afecb367f032d93F642f64180aa3\"\nrouter = \"0x1111111111111111111111111111111111111111\"").unwrap();

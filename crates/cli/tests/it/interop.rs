@@ -487,4 +487,22 @@ async fn x402_fetch_pays_tollgate_dev_quote() {
         balance(payer_address).await,
         payer_before - price * U256::from(2)
     );
+
+    // A route sold by subscription *and* one-time (`/v1/report`): the generic client reads the
+    // 402 with its subscription offer and pays one-time, uninterrupted.
+    let report = format!("{}/v1/report", field("apiUrl"));
+    let unpaid: Value = reqwest::get(&report).await.unwrap().json().await.unwrap();
+    assert!(
+        unpaid["accepts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["service"]["subscriptionScheme"] == true),
+        "{unpaid}"
+    );
+    let before = balance(payer_address).await;
+    let paid = x402_fetch_pay(&scripts, &report, payer_key, 1_000_000, false).await;
+    assert_eq!(paid["status"], 200, "{paid}");
+    assert_eq!(paid["body"]["report"], "daily", "{paid}");
+    assert_eq!(balance(payer_address).await, before - U256::from(1_000_000));
 }

@@ -25,7 +25,9 @@
 //! refused connection): retried on [`Settings::webhook_retry_schedule`](crate::Settings) (by
 //! default the Standard Webhooks one: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h) with ±20% jitter,
 //! never sooner than a `Retry-After`; after the last attempt the delivery is dead (dead-lettered)
-//! until redelivered by hand. Deliveries survive restarts: the outbox is the store.
+//! until redelivered by hand. Deliveries survive restarts: the outbox is the store. An endpoint's
+//! batch stops after 2 s, so a slow receiver delays the other endpoints' next pass by at most
+//! that plus one attempt's timeout.
 //!
 //! **SSRF guard**: unless [`Settings::webhook_allow_private`](crate::Settings) (dev mode), an
 //! endpoint whose host is or resolves to a loopback, private, link-local, shared, unspecified,
@@ -93,6 +95,9 @@ const POLL: Duration = Duration::from_millis(250);
 const CONCURRENCY: usize = 32;
 /// Most deliveries sent to one endpoint in one go.
 const BATCH: u32 = 256;
+/// After this long, an endpoint's batch stops (so that a slow receiver does not hold up the
+/// others' next pass for long); the rest goes in the next pass.
+const BATCH_TIME: Duration = Duration::from_secs(2);
 /// Most endpoints per provider.
 const MAX_ENDPOINTS: usize = 20;
 /// Longest accepted URL and description.
@@ -411,7 +416,11 @@ impl Facilitator {
             }
         };
         let mut outcomes = Vec::with_capacity(batch.len());
+        let started = std::time::Instant::now();
         for d in batch {
+            if started.elapsed() > BATCH_TIME {
+                break;
+            }
             let attempts = d.attempts.saturating_add(1);
             let attempt = self.attempt(&endpoint, &d, attempts).await;
             let delivered = matches!(attempt, Attempt::Delivered { .. });

@@ -4,9 +4,11 @@
 //! | status | when |
 //! |---|---|
 //! | 400 | malformed JSON, a missing or mistyped field (the message names it) |
-//! | 402 | `InsufficientFunds`: the payer's token balance is below the amount |
+//! | 401 | `Unauthorized`: a provider endpoint without a valid API key |
+//! | 402 | `InsufficientFunds`: the payer's token balance is below the amount; `AllowanceExhausted`: a deduction would cross the overage cap |
+//! | 403 | `Forbidden`: the API key's provider does not own the plan |
 //! | 404 | unknown settlement or resource |
-//! | 409 | `AuthorizationUsed` / `IdempotencyConflict`: the nonce was used otherwise |
+//! | 409 | `AuthorizationUsed` / `IdempotencyConflict`: the nonce (or idempotency key) was used otherwise; `SubscriptionNotActive`: a deduction for a paused, cancelled, overdue or ending subscription |
 //! | 413 | body too large |
 //! | 415 | not `application/json` |
 //! | 422 | well-formed but invalid: unknown network or token, bad signature, nonce not committing to payTo/memo/fee, validity window, a revert |

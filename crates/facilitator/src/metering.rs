@@ -84,30 +84,34 @@ pub(crate) struct Head {
     fresh: bool,
 }
 
-/// The cache of [`Head`]s by (network, id).
+/// The cache of [`Head`]s by network, then id (looked up without allocating).
 #[derive(Debug, Default)]
-pub(crate) struct Heads(Mutex<HashMap<(String, B256), Head>>);
+pub(crate) struct Heads(Mutex<HashMap<String, HashMap<B256, Head>>>);
 
 impl Heads {
     fn get(&self, network: &str, id: B256, max_age: Duration) -> Option<Head> {
         let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.get(&(network.to_owned(), id))
+        map.get(network)?
+            .get(&id)
             .filter(|h| h.read_at.elapsed() < max_age)
             .cloned()
     }
 
     fn put(&self, network: &str, id: B256, head: Head) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= 100_000 {
-            map.retain(|_, h| h.read_at.elapsed() < HEAD_TTL);
+        let heads = map.entry(network.to_owned()).or_default();
+        if heads.len() >= 100_000 {
+            heads.retain(|_, h| h.read_at.elapsed() < HEAD_TTL);
         }
-        map.insert((network.to_owned(), id), head);
+        heads.insert(id, head);
     }
 
     /// Drops `id`'s entry (after a renewal or a raise).
     pub(crate) fn forget(&self, network: &str, id: B256) {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        map.remove(&(network.to_owned(), id));
+        if let Some(heads) = map.get_mut(network) {
+            heads.remove(&id);
+        }
     }
 }
 

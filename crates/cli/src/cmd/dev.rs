@@ -21,7 +21,8 @@ use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 Starts, on 127.0.0.1:
   - the embedded devnet (JSON-RPC), contracts deployed, dev accounts funded;
   - a facilitator (POST /authorize, the x402 V1 API, /.well-known/tollgate);
-  - the renewal keeper (renewals and metered usage charged on-chain automatically);
+  - the renewal keeper (renewals and metered usage charged on-chain automatically) and the
+    webhook delivery worker (endpoints on this machine are allowed in dev mode);
   - a demo plan of the provider: 5.00 per 30-day cycle (its id is planId in dev.json);
   - a demo API gated by Tollgate: GET /v1/quote (one-time 0.50), GET /v1/report
     (the demo plan's subscribers, or one-time 1.00), POST /v1/process (subscribers, metered

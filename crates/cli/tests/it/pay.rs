@@ -27,40 +27,8 @@ impl World {
         tollgate_chain::install_crypto_provider();
         let fixture = Fixture::new(Backend::Devnet).await.expect("chain fixture");
         let dir = tempfile::tempdir().unwrap();
-        let store = store::open(&format!("sqlite://{}", dir.path().join("f.db").display()))
-            .await
-            .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
+        let (facilitator_url, f) = serve_facilitator(&fixture, dir.path()).await;
         let d = fixture.deployment;
-        let facilitator = Facilitator::new(
-            Settings {
-                public_url: facilitator_url.clone(),
-                fee: U256::from(FEE),
-                ..Settings::default()
-            },
-            vec![(
-                NetworkSpec {
-                    name: NETWORK.into(),
-                    chain_id: fixture.chain.chain_id(),
-                    token: d.token,
-                    token_name: "USD Coin".into(),
-                    token_version: "2".into(),
-                    router: d.router,
-                    subscriptions: Some(d.subscriptions),
-                    confirmations: 1,
-                },
-                Arc::clone(&fixture.chain),
-            )],
-            vec![fixture.accounts[8].address],
-            fixture.accounts[9].private_key,
-            store,
-        )
-        .unwrap();
-        let f = tokio::spawn(async move {
-            let _ =
-                tollgate_facilitator::serve(facilitator, listener, std::future::pending()).await;
-        });
         let gate = Gate::builder()
             .network(NETWORK)
             .token(d.token, "USD Coin", "2")
@@ -200,4 +168,46 @@ async fn pay_prints_the_body_and_a_summary_and_exits_by_outcome() {
         stdout.contains("Exit codes:") && stdout.contains("3  payment refused"),
         "{stdout}"
     );
+}
+
+/// A facilitator over `fixture`'s chain (relayer dev account 8, proof key 9), its SQLite store in
+/// `dir`, served on a loopback port: its URL and server task.
+pub(crate) async fn serve_facilitator(
+    fixture: &Fixture,
+    dir: &std::path::Path,
+) -> (String, tokio::task::JoinHandle<()>) {
+    let store = store::open(&format!("sqlite://{}", dir.join("f.db").display()))
+        .await
+        .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
+    let d = fixture.deployment;
+    let facilitator = Facilitator::new(
+        Settings {
+            public_url: facilitator_url.clone(),
+            fee: U256::from(FEE),
+            ..Settings::default()
+        },
+        vec![(
+            NetworkSpec {
+                name: NETWORK.into(),
+                chain_id: fixture.chain.chain_id(),
+                token: d.token,
+                token_name: "USD Coin".into(),
+                token_version: "2".into(),
+                router: d.router,
+                subscriptions: Some(d.subscriptions),
+                confirmations: 1,
+            },
+            Arc::clone(&fixture.chain),
+        )],
+        vec![fixture.accounts[8].address],
+        fixture.accounts[9].private_key,
+        store,
+    )
+    .unwrap();
+    let server = tokio::spawn(async move {
+        let _ = tollgate_facilitator::serve(facilitator, listener, std::future::pending()).await;
+    });
+    (facilitator_url, server)
 }

@@ -1,7 +1,7 @@
 //! `tollgate subscribe` as a process: subscribing to a plan and raising the subscription's
 //! overage cap through a real facilitator on the devnet.
 
-use std::{process::Stdio, sync::Arc};
+use std::process::Stdio;
 
 use alloy::{
     primitives::{Address, B256, U256},
@@ -11,10 +11,8 @@ use tollgate_chain::{
     TxRequest, WaitOptions,
     contracts::{self, Subscriptions},
 };
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 use tollgate_testkit::{Backend, Fixture};
 
-const NETWORK: &str = "tollgate-devnet";
 const SUBSCRIBER: usize = 1;
 const PROVIDER: usize = 5;
 const PAYEE: usize = 7;
@@ -32,39 +30,7 @@ impl World {
         tollgate_chain::install_crypto_provider();
         let fixture = Fixture::new(Backend::Devnet).await.expect("chain fixture");
         let dir = tempfile::tempdir().unwrap();
-        let store = store::open(&format!("sqlite://{}", dir.path().join("f.db").display()))
-            .await
-            .unwrap();
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
-        let d = fixture.deployment;
-        let facilitator = Facilitator::new(
-            Settings {
-                public_url: facilitator_url.clone(),
-                ..Settings::default()
-            },
-            vec![(
-                NetworkSpec {
-                    name: NETWORK.into(),
-                    chain_id: fixture.chain.chain_id(),
-                    token: d.token,
-                    token_name: "USD Coin".into(),
-                    token_version: "2".into(),
-                    router: d.router,
-                    subscriptions: Some(d.subscriptions),
-                    confirmations: 1,
-                },
-                Arc::clone(&fixture.chain),
-            )],
-            vec![fixture.accounts[8].address],
-            fixture.accounts[9].private_key,
-            store,
-        )
-        .unwrap();
-        let server = tokio::spawn(async move {
-            let _ =
-                tollgate_facilitator::serve(facilitator, listener, std::future::pending()).await;
-        });
+        let (facilitator_url, server) = crate::pay::serve_facilitator(&fixture, dir.path()).await;
         Self {
             fixture,
             facilitator: facilitator_url,

@@ -409,19 +409,6 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         at: u64,
     ) -> StoreResult<()>;
 
-    /// [`finish_deliveries`](Self::finish_deliveries) for one attempt.
-    async fn finish_delivery(
-        &self,
-        endpoint_id: &str,
-        event_seq: u64,
-        attempts: u32,
-        attempt: &Attempt,
-        at: u64,
-    ) -> StoreResult<()> {
-        self.finish_deliveries(endpoint_id, &[(event_seq, attempts, attempt.clone())], at)
-            .await
-    }
-
     /// Puts the delivery of event `event_id` to `provider`'s endpoint back to pending, due now,
     /// with its attempts reset (manual redelivery of a dead or delivered one). Whether it exists.
     async fn redeliver(

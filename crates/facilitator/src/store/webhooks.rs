@@ -130,7 +130,7 @@ pub struct Delivery {
     pub updated_at: u64,
 }
 
-/// How an attempt ended ([`super::Store::finish_delivery`]).
+/// How an attempt ended ([`super::Store::finish_deliveries`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attempt {
     /// 2xx.

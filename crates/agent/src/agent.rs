@@ -520,7 +520,10 @@ impl Agent {
             .inner
             .http
             .post(format!("{base}/authorize"))
-            .json(&AuthorizeRequest { signed_payment })
+            .json(&AuthorizeRequest {
+                signed_payment,
+                resource: Some(r.resource.clone()).filter(|r| !r.is_empty()),
+            })
             .send()
             .await;
         match &sent {

@@ -65,6 +65,13 @@ pub fn router(f: Facilitator) -> Router {
             post(crate::webhooks::redeliver),
         )
         .route("/events", get(crate::webhooks::events))
+        .route("/analytics", get(crate::analytics::show))
+        .route("/dashboard", get(crate::dashboard::show))
+        .route(
+            "/dashboard/login",
+            get(crate::dashboard::login_form).post(crate::dashboard::login),
+        )
+        .route("/dashboard/logout", post(crate::dashboard::logout))
         .route("/providers/challenge", post(crate::providers::challenge))
         .route("/providers/register", post(crate::providers::register))
         .route("/providers/keys/revoke", post(crate::providers::revoke))
@@ -169,7 +176,9 @@ async fn authorize(
     State(f): State<Facilitator>,
     ApiJson(req): ApiJson<AuthorizeRequest>,
 ) -> Result<Response, ApiError> {
-    let outcome = f.authorize(&req.signed_payment).await?;
+    let outcome = f
+        .authorize(&req.signed_payment, req.resource.as_deref())
+        .await?;
     Ok(outcome_response(&f, outcome))
 }
 

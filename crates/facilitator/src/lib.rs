@@ -7,7 +7,9 @@
 //! (`ServiceExt::oneshot`) or [`serve`] on a listener.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
+pub mod analytics;
 pub mod config;
+pub mod dashboard;
 pub mod error;
 mod facilitator;
 mod http;

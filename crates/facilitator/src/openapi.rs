@@ -24,6 +24,10 @@ pub const PATHS: &[&str] = &[
     "/webhooks/endpoints/{id}/deliveries",
     "/webhooks/endpoints/{id}/deliveries/{event_id}/redeliver",
     "/events",
+    "/analytics",
+    "/dashboard",
+    "/dashboard/login",
+    "/dashboard/logout",
     "/providers/challenge",
     "/providers/register",
     "/providers/keys/revoke",
@@ -58,6 +62,7 @@ pub fn document(public_url: &str) -> Value {
             { "name": "providers", "description": "Provider self-registration (a signed challenge, no human step), API keys, and plans published through the facilitator." },
             { "name": "x402", "description": "The x402 V1 facilitator API." },
             { "name": "webhooks", "description": "Webhook endpoints (Standard Webhooks 1.0 signatures), their deliveries, and the event log." },
+            { "name": "analytics", "description": "A provider's settled volume, subscriptions, metered usage and webhook health over a time range, as JSON and as the `/dashboard` page." },
             { "name": "operations", "description": "Health, readiness, metrics, this document." }
         ],
         "paths": paths(),
@@ -86,7 +91,7 @@ fn request_body(schema_name: &str) -> Value {
 }
 
 fn paths() -> Value {
-    json!({
+    let mut p = json!({
         "/authorize": { "post": authorize() },
         "/settlements/{key}": { "get": settlement_status() },
         "/providers/challenge": { "post": providers_challenge() },
@@ -169,7 +174,16 @@ fn paths() -> Value {
                 "content": { "application/json": { "schema": { "type": "object" } } }
             } }
         } }
-    })
+    });
+    // Added apart: one `json!` this large exceeds the macro recursion limit.
+    p["/analytics"] = json!({ "get": analytics_op() });
+    p["/dashboard"] = json!({ "get": dashboard_op("dashboard", "The analytics dashboard (HTML, inline SVG charts, no script). Bearer API key or the login session cookie; without either, 303 to `/dashboard/login`. Takes `/analytics`'s `range`, `bucket`, `from`, `to`.", true) });
+    p["/dashboard/login"] = json!({
+        "get": dashboard_op("dashboardLoginForm", "The login form (HTML).", false),
+        "post": dashboard_login()
+    });
+    p["/dashboard/logout"] = json!({ "post": dashboard_logout() });
+    p
 }
 
 fn authorize() -> Value {
@@ -531,6 +545,63 @@ fn webhook_op(id: &str, summary: &str, body: Option<bool>, ok: &str) -> Value {
     op
 }
 
+fn analytics_op() -> Value {
+    let q = |name: &str, description: &str| json!({ "name": name, "in": "query", "required": false, "schema": { "type": "string" }, "description": description });
+    json!({
+        "tags": ["analytics"],
+        "operationId": "analytics",
+        "summary": "The provider's report over `[from, to)`: settled volume (total, per bucket, top resources, networks and payers), subscriptions (by state, lifecycle counts, recurring revenue per 30 days, per plan), metered usage, webhook delivery health and the latest payments. Volume comes from hourly rollups (payers: daily). Amounts are decimal strings in the token's smallest unit.",
+        "security": bearer(),
+        "parameters": [
+            q("from", "Start, unix seconds (default: `to` minus `range`)."),
+            q("to", "End, unix seconds, exclusive (default: now)."),
+            q("range", "`24h`, `7d`, `30d` (default) or `90d`, when `from` is absent."),
+            q("bucket", "`hour`, `day` or `week` (Monday 00:00 UTC); default `hour` up to 2 days, else `day`; at most 2000 buckets."),
+            q("top", "Entries per top list, 1–100 (default 10)."),
+            q("recent", "Latest payments listed, 0–100 (default 20).")
+        ],
+        "responses": {
+            "200": { "description": "The report.", "content": { "application/json": { "schema": { "type": "object", "required": ["provider", "from", "to", "bucket", "volume", "subscriptions", "metered", "webhooks", "recentPayments"] } } } },
+            "400": response("BadRequest"),
+            "401": response("Unauthorized"),
+            "503": response("Unavailable")
+        }
+    })
+}
+
+fn dashboard_login() -> Value {
+    json!({
+        "tags": ["analytics"],
+        "operationId": "dashboardLogin",
+        "summary": "Logs in with an API key (form field `apiKey`): sets the `tollgate_session` cookie (Secure, HttpOnly, SameSite=Strict, 12 h) and answers 303 to `/dashboard`; 401 with the form again for an unknown or revoked key.",
+        "requestBody": { "required": true, "content": { "application/x-www-form-urlencoded": { "schema": { "type": "object", "required": ["apiKey"], "properties": { "apiKey": { "type": "string" } } } } } },
+        "responses": { "303": { "description": "Logged in." }, "401": { "description": "Unknown or revoked key: the form again (HTML)." } }
+    })
+}
+
+fn dashboard_logout() -> Value {
+    json!({
+        "tags": ["analytics"],
+        "operationId": "dashboardLogout",
+        "summary": "Ends the session and clears its cookie; 303 to `/dashboard/login`.",
+        "responses": { "303": { "description": "Logged out." } }
+    })
+}
+
+fn dashboard_op(id: &str, summary: &str, secured: bool) -> Value {
+    let mut op = json!({
+        "tags": ["analytics"],
+        "operationId": id,
+        "summary": summary,
+        "responses": { "200": { "description": "HTML.", "content": { "text/html": { "schema": { "type": "string" } } } } }
+    });
+    if secured {
+        op["responses"]["303"] = json!({ "description": "Not logged in: to `/dashboard/login`." });
+        op["responses"]["401"] = response("Unauthorized");
+    }
+    op
+}
+
 fn plans_show() -> Value {
     json!({
         "tags": ["providers"],
@@ -723,7 +794,10 @@ fn tollgate_schemas() -> Value {
             "type": "object",
             "required": ["signedPayment"],
             "additionalProperties": false,
-            "properties": { "signedPayment": schema("SignedPayment") }
+            "properties": {
+                "signedPayment": schema("SignedPayment"),
+                "resource": { "type": "string", "maxLength": 4096, "description": "The URL of the resource paid for, as offered in the 402 (x402 `resource`). Optional and unsigned: it labels the settlement in the provider's analytics (query and fragment dropped) and is not part of the idempotency check." }
+            }
         },
         "SignedPayment": {
             "type": "object",

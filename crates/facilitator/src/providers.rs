@@ -55,7 +55,7 @@ fn challenge_text(facilitator: &str, address: Address, nonce: B256, expires_at: 
 }
 
 /// The keccak-256 under which an API key is stored.
-fn key_hash(key: &str) -> B256 {
+pub(crate) fn key_hash(key: &str) -> B256 {
     keccak256(key.as_bytes())
 }
 
@@ -170,24 +170,32 @@ impl FromRequestParts<Facilitator> for Provider {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, f: &Facilitator) -> Result<Self, ApiError> {
-        let value = parts
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
-        let key = value
-            .to_str()
-            .ok()
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
-        let key_hash = key_hash(key);
-        match f.store().api_key_provider(key_hash).await? {
-            Some(address) => Ok(Self { address, key_hash }),
-            None => Err(unauthorized("unknown or revoked API key")),
-        }
+        bearer_provider(f, &parts.headers).await
+    }
+}
+
+/// The provider of the `Authorization: Bearer <key>` in `headers`; 401 when absent, malformed,
+/// unknown or revoked.
+pub(crate) async fn bearer_provider(
+    f: &Facilitator,
+    headers: &axum::http::HeaderMap,
+) -> Result<Provider, ApiError> {
+    let value = headers
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
+    let key = value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
+    let key_hash = key_hash(key);
+    match f.store().api_key_provider(key_hash).await? {
+        Some(address) => Ok(Provider { address, key_hash }),
+        None => Err(unauthorized("unknown or revoked API key")),
     }
 }
 

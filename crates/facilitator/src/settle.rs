@@ -66,10 +66,16 @@ fn u64_of(a: Amount) -> u64 {
 
 impl Facilitator {
     /// Settles a signed payment (the spec's `/authorize`). Idempotent: the same payment again,
-    /// also concurrently, yields the same proof and one transfer.
-    pub async fn authorize(&self, sp: &SignedPayment) -> Result<Outcome, ApiError> {
+    /// also concurrently, yields the same proof and one transfer. `resource` (the URL paid for,
+    /// as the client reports it) labels the settlement in analytics; the first one recorded
+    /// stays.
+    pub async fn authorize(
+        &self,
+        sp: &SignedPayment,
+        resource: Option<&str>,
+    ) -> Result<Outcome, ApiError> {
         let started = std::time::Instant::now();
-        let result = self.authorize_inner(sp).await;
+        let result = self.authorize_inner(sp, resource).await;
         let outcome = match &result {
             Ok(Outcome::Confirmed { .. }) => SettlementOutcome::Confirmed,
             Ok(Outcome::Pending { .. }) => SettlementOutcome::Pending,
@@ -82,7 +88,11 @@ impl Facilitator {
         result
     }
 
-    async fn authorize_inner(&self, sp: &SignedPayment) -> Result<Outcome, ApiError> {
+    async fn authorize_inner(
+        &self,
+        sp: &SignedPayment,
+        resource: Option<&str>,
+    ) -> Result<Outcome, ApiError> {
         let net = self.network(&sp.network).ok_or_else(|| {
             ApiError::invalid(
                 "UnknownNetwork",
@@ -92,7 +102,8 @@ impl Facilitator {
                 ),
             )
         })?;
-        let new = self.validate(net, sp).await?;
+        let mut new = self.validate(net, sp).await?;
+        new.resource = resource.and_then(crate::analytics::resource_label);
         let _guard = self.inner.locks.lock(new.key).await;
 
         if let Some(row) = self.inner.store.settlement(new.key).await? {
@@ -283,6 +294,7 @@ impl Facilitator {
             nonce: auth.nonce,
             valid_before,
             request,
+            resource: None,
             created_at: unix_now(),
         })
     }

@@ -211,6 +211,7 @@ impl Facilitator {
             nonce: auth.nonce,
             valid_before: auth.valid_before.get().try_into().unwrap_or(u64::MAX),
             request,
+            resource: crate::analytics::resource_label(&req.payment_requirements.resource),
             created_at: unix_now(),
         };
 

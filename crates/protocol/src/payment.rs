@@ -13,6 +13,11 @@ use crate::Amount;
 pub struct AuthorizeRequest {
     /// The client-signed transfer.
     pub signed_payment: SignedPayment,
+    /// The URL of the resource the payment is for, as the client was offered it (the x402
+    /// `resource` of the 402's terms). Optional and not signed: it labels the settlement in the
+    /// provider's analytics and is not part of the payment or of its idempotency check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
 }
 
 /// A client-signed transfer: the terms it pays and the EIP-3009 authorization that pays them.

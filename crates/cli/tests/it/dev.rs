@@ -16,7 +16,7 @@ use tollgate_chain::contracts::{self, Token};
 
 pub(crate) struct Dev {
     child: Child,
-    info: serde_json::Value,
+    pub(crate) info: serde_json::Value,
 }
 
 pub(crate) async fn spawn_dev(dir: &Path, extra: &[&str]) -> Dev {

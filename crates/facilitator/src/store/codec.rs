@@ -14,7 +14,8 @@ use super::{NewSettlement, Settlement, SettlementKind, StoreError, StoreResult};
 macro_rules! settlement_columns {
     () => {
         "key, kind, request_hash, network, chain_id, token, payer, pay_to, amount, fee, memo, \
-         nonce, valid_before, request, status, tx_hash, block, proof, error, created_at, updated_at"
+         nonce, valid_before, request, status, tx_hash, block, proof, error, created_at, updated_at, \
+         resource"
     };
 }
 pub(super) use settlement_columns;
@@ -123,6 +124,7 @@ pub(super) struct NewRow {
     pub(super) memo: String,
     pub(super) nonce: String,
     pub(super) valid_before: i64,
+    pub(super) resource: Option<String>,
     pub(super) created_at: i64,
 }
 
@@ -141,6 +143,7 @@ impl NewRow {
             memo: b256(&new.memo),
             nonce: b256(&new.nonce),
             valid_before: valid_before(new.valid_before),
+            resource: new.resource.clone(),
             created_at: int("created_at", new.created_at)?,
         })
     }
@@ -170,6 +173,7 @@ pub(super) struct SettlementRow {
     error: Option<String>,
     created_at: i64,
     updated_at: i64,
+    resource: Option<String>,
 }
 
 impl SettlementRow {
@@ -195,6 +199,7 @@ impl SettlementRow {
             nonce: parse_b256("nonce", &self.nonce)?,
             valid_before,
             request: self.request,
+            resource: self.resource,
             created_at: parse_u64("created_at", self.created_at)?,
         };
         Ok(Settlement {

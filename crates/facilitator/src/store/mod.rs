@@ -12,6 +12,7 @@ use alloy::primitives::{Address, B256};
 use async_trait::async_trait;
 use tollgate_protocol::{Amount, SettlementStatus};
 
+mod analytics;
 mod codec;
 mod metering;
 mod postgres;
@@ -19,6 +20,9 @@ mod renewals;
 mod sqlite;
 mod webhooks;
 
+pub use analytics::{
+    AnalyticsData, AnalyticsQuery, COUNTED_EVENTS, EndpointHealth, PlanStates, ROLLUP_MAX, Volume,
+};
 pub use metering::{
     AllowanceCycle, ChargeOutcome, ChargeState, DeductOutcome, Deduction, MAX_METERED, NewCharge,
     OverageCharge,
@@ -101,6 +105,9 @@ pub struct NewSettlement {
     pub valid_before: u64,
     /// The signed request as received (JSON), to resubmit after a crash.
     pub request: String,
+    /// The URL of the resource paid for, for analytics ([`crate::analytics::resource_label`]):
+    /// reported by the client on `/authorize`, the x402 requirements' `resource` on `/settle`.
+    pub resource: Option<String>,
     /// Unix seconds.
     pub created_at: u64,
 }
@@ -429,6 +436,27 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// `provider`'s events after `after` (a `seq`), oldest first.
     async fn events(&self, provider: Address, after: u64, limit: u32) -> StoreResult<Vec<Event>>;
+
+    /// A provider's analytics over a range (see [`AnalyticsQuery`]): settled volume from the
+    /// rollups kept with each confirmation, subscriptions, metered usage, webhook health and
+    /// the latest payments.
+    async fn analytics(&self, q: &AnalyticsQuery) -> StoreResult<AnalyticsData>;
+
+    /// Opens a dashboard session: `token_hash` (keccak-256 of the cookie's token) stands for the
+    /// API key with `key_hash` until `expires_at`. Expired sessions are dropped on the way.
+    async fn insert_dashboard_session(
+        &self,
+        token_hash: B256,
+        key_hash: B256,
+        expires_at: u64,
+        at: u64,
+    ) -> StoreResult<()>;
+
+    /// The provider of an unexpired session whose API key is not revoked.
+    async fn dashboard_session(&self, token_hash: B256, now: u64) -> StoreResult<Option<Address>>;
+
+    /// Ends a session (logout); whether it existed.
+    async fn delete_dashboard_session(&self, token_hash: B256) -> StoreResult<bool>;
 }
 
 /// Opens the store named by `url`: `sqlite://PATH` (created if missing; WAL) or

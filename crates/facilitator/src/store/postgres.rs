@@ -18,9 +18,10 @@ use sqlx::{
 use tollgate_protocol::SettlementStatus;
 
 use super::{
-    AllowanceCycle, ChargeOutcome, DeductOutcome, Deduction, IndexedState, IndexedSubscription,
-    NewCharge, NewSettlement, OverageCharge, PlanOwner, Renewal, RenewalOutcome, Settlement, Store,
-    StoreError, StoreResult, Subject, SubscriptionEvent,
+    AllowanceCycle, AnalyticsData, AnalyticsQuery, ChargeOutcome, DeductOutcome, Deduction,
+    IndexedState, IndexedSubscription, NewCharge, NewSettlement, OverageCharge, PlanOwner, Renewal,
+    RenewalOutcome, Settlement, Store, StoreError, StoreResult, Subject, SubscriptionEvent,
+    analytics,
     codec::{self, NewRow, SettlementRow, settlement_columns},
     metering::{self, POSTGRES as MSQL},
     renewals::{self, POSTGRES as RSQL},
@@ -92,8 +93,8 @@ fn is_plain_identifier(s: &str) -> bool {
 
 const INSERT: &str = concat!(
     "INSERT INTO settlements (key, kind, request_hash, network, chain_id, token, payer, pay_to, \
-     amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'received', $15, $15) \
+     amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at, resource) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'received', $15, $15, $16) \
      ON CONFLICT (key) DO NOTHING RETURNING ",
     settlement_columns!()
 );
@@ -221,6 +222,7 @@ impl Store for PostgresStore {
             .bind(row.valid_before)
             .bind(&new.request)
             .bind(row.created_at)
+            .bind(&row.resource)
             .fetch_optional(&mut *conn)
             .await?;
         let stored = match inserted {
@@ -287,6 +289,7 @@ impl Store for PostgresStore {
                 // The event commits with the confirmation (the outbox).
                 let s = stored.decode()?;
                 emit(&mut conn, &wh::payment_event(&s, s.updated_at)).await?;
+                analytics::write_rollup!(conn, analytics::POSTGRES, &s);
                 conn.commit().await?;
                 return Ok(s);
             }
@@ -486,6 +489,15 @@ impl Store for PostgresStore {
                         Subject::Plan(p) => (WSQL.plan_provider, p),
                         Subject::Subscription(s) => (WSQL.subscription_provider, s),
                     };
+                    if let Some(state) = renewals::state_after(kind) {
+                        sqlx::query(RSQL.apply_state)
+                            .bind(network)
+                            .bind(codec::b256(key))
+                            .bind(state.as_str())
+                            .bind(at)
+                            .execute(&mut *tx)
+                            .await?;
+                    }
                     let provider: Option<(String,)> = sqlx::query_as(sql)
                         .bind(network)
                         .bind(codec::b256(key))
@@ -1057,5 +1069,51 @@ impl Store for PostgresStore {
             .fetch_all(&self.pool)
             .await?;
         rows.into_iter().map(wh::decode_event).collect()
+    }
+
+    async fn analytics(&self, q: &AnalyticsQuery) -> StoreResult<AnalyticsData> {
+        analytics::read_analytics!(&self.pool, &analytics::POSTGRES, q)
+    }
+
+    async fn insert_dashboard_session(
+        &self,
+        token_hash: B256,
+        key_hash: B256,
+        expires_at: u64,
+        at: u64,
+    ) -> StoreResult<()> {
+        let sql = &analytics::POSTGRES;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(sql.purge_sessions)
+            .bind(codec::int("now", at)?)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(sql.insert_session)
+            .bind(codec::b256(&token_hash))
+            .bind(codec::b256(&key_hash))
+            .bind(codec::int("expires_at", expires_at)?)
+            .bind(codec::int("created_at", at)?)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn dashboard_session(&self, token_hash: B256, now: u64) -> StoreResult<Option<Address>> {
+        let row: Option<(String,)> = sqlx::query_as(analytics::POSTGRES.session_provider)
+            .bind(codec::b256(&token_hash))
+            .bind(codec::int("now", now)?)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|(p,)| codec::parse_address("provider", &p))
+            .transpose()
+    }
+
+    async fn delete_dashboard_session(&self, token_hash: B256) -> StoreResult<bool> {
+        let done = sqlx::query(analytics::POSTGRES.delete_session)
+            .bind(codec::b256(&token_hash))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 }

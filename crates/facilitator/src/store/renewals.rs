@@ -19,6 +19,16 @@ pub enum IndexedState {
     Cancelled,
 }
 
+/// The indexed state a webhook event kind leaves its subscription in, if it changes it (a
+/// resume is a [`SubscriptionEvent::Resumed`] of its own).
+pub(super) fn state_after(kind: &str) -> Option<IndexedState> {
+    match kind {
+        "subscription.paused" | "subscription.renewal_failed" => Some(IndexedState::Paused),
+        "subscription.cancelled" => Some(IndexedState::Cancelled),
+        _ => None,
+    }
+}
+
 impl IndexedState {
     /// The stored name.
     pub fn as_str(self) -> &'static str {
@@ -190,6 +200,8 @@ pub(super) struct Sql {
     pub(super) upsert_cursor: &'static str,
     pub(super) insert_created: &'static str,
     pub(super) apply_resumed: &'static str,
+    /// (network, id, state, at): a pause or cancel seen in the logs (cancelled is final).
+    pub(super) apply_state: &'static str,
     pub(super) select_due: &'static str,
     pub(super) select_one: &'static str,
     pub(super) update_seen: &'static str,
@@ -206,6 +218,8 @@ pub(super) const SQLITE: Sql = Sql {
          (network, id, plan_id, subscriber, state, cycle, next_due, updated_at) \
          VALUES (?1, ?2, ?3, ?4, 'active', 1, ?5, ?6) ON CONFLICT (network, id) DO NOTHING",
     apply_resumed: "UPDATE subscriptions_index SET state = 'active', next_due = ?3, updated_at = ?4 \
+         WHERE network = ?1 AND id = ?2 AND state <> 'cancelled'",
+    apply_state: "UPDATE subscriptions_index SET state = ?3, updated_at = ?4 \
          WHERE network = ?1 AND id = ?2 AND state <> 'cancelled'",
     select_due: const_format_due::SQLITE_DUE,
     select_one: const_format_due::SQLITE_ONE,
@@ -226,6 +240,8 @@ pub(super) const POSTGRES: Sql = Sql {
          (network, id, plan_id, subscriber, state, cycle, next_due, updated_at) \
          VALUES ($1, $2, $3, $4, 'active', 1, $5, $6) ON CONFLICT (network, id) DO NOTHING",
     apply_resumed: "UPDATE subscriptions_index SET state = 'active', next_due = $3, updated_at = $4 \
+         WHERE network = $1 AND id = $2 AND state <> 'cancelled'",
+    apply_state: "UPDATE subscriptions_index SET state = $3, updated_at = $4 \
          WHERE network = $1 AND id = $2 AND state <> 'cancelled'",
     select_due: const_format_due::POSTGRES_DUE,
     select_one: const_format_due::POSTGRES_ONE,

@@ -27,9 +27,10 @@ use sqlx::{
 use tollgate_protocol::SettlementStatus;
 
 use super::{
-    AllowanceCycle, ChargeOutcome, DeductOutcome, Deduction, IndexedState, IndexedSubscription,
-    NewCharge, NewSettlement, OverageCharge, PlanOwner, Renewal, RenewalOutcome, Settlement, Store,
-    StoreError, StoreResult, Subject, SubscriptionEvent,
+    AllowanceCycle, AnalyticsData, AnalyticsQuery, ChargeOutcome, DeductOutcome, Deduction,
+    IndexedState, IndexedSubscription, NewCharge, NewSettlement, OverageCharge, PlanOwner, Renewal,
+    RenewalOutcome, Settlement, Store, StoreError, StoreResult, Subject, SubscriptionEvent,
+    analytics,
     codec::{self, NewRow, SettlementRow, settlement_columns},
     metering::{self, SQLITE as MSQL},
     renewals::{self, SQLITE as RSQL},
@@ -278,8 +279,8 @@ fn create_dir(dir: &Path) -> StoreResult<()> {
 
 const INSERT: &str = concat!(
     "INSERT INTO settlements (key, kind, request_hash, network, chain_id, token, payer, pay_to, \
-     amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at) \
-     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'received', ?15, ?15) \
+     amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at, resource) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, 'received', ?15, ?15, ?16) \
      ON CONFLICT (key) DO NOTHING RETURNING ",
     settlement_columns!()
 );
@@ -406,6 +407,7 @@ impl Store for SqliteStore {
                     .bind(row.valid_before)
                     .bind(&request)
                     .bind(row.created_at)
+                    .bind(&row.resource)
                     .fetch_optional(&mut *conn)
                     .await?;
                 let stored = match inserted {
@@ -489,6 +491,7 @@ impl Store for SqliteStore {
                     Some(stored) => {
                         let s = stored.decode()?;
                         emit(&mut *conn, &wh::payment_event(&s, s.updated_at)).await?;
+                        analytics::write_rollup!(conn, analytics::sqlite_sql(), &s);
                         return Ok(s);
                     }
                     // Already confirmed (confirmed is final, so this reads the first proof), or
@@ -727,6 +730,15 @@ impl Store for SqliteStore {
                                 Subject::Plan(p) => (WSQL.plan_provider, p),
                                 Subject::Subscription(s) => (WSQL.subscription_provider, s),
                             };
+                            if let Some(state) = renewals::state_after(kind) {
+                                sqlx::query(RSQL.apply_state)
+                                    .bind(&network)
+                                    .bind(codec::b256(key))
+                                    .bind(state.as_str())
+                                    .bind(at)
+                                    .execute(&mut *conn)
+                                    .await?;
+                            }
                             let provider: Option<(String,)> = sqlx::query_as(sql)
                                 .bind(&network)
                                 .bind(codec::b256(key))
@@ -1334,6 +1346,64 @@ impl Store for SqliteStore {
             .fetch_all(&self.reader)
             .await?;
         rows.into_iter().map(wh::decode_event).collect()
+    }
+
+    async fn analytics(&self, q: &AnalyticsQuery) -> StoreResult<AnalyticsData> {
+        analytics::read_analytics!(&self.reader, analytics::sqlite_sql(), q)
+    }
+
+    async fn insert_dashboard_session(
+        &self,
+        token_hash: B256,
+        key_hash: B256,
+        expires_at: u64,
+        at: u64,
+    ) -> StoreResult<()> {
+        let (token, key) = (codec::b256(&token_hash), codec::b256(&key_hash));
+        let expires_at = codec::int("expires_at", expires_at)?;
+        let at = codec::int("created_at", at)?;
+        self.write(move |conn| {
+            Box::pin(async move {
+                let sql = analytics::sqlite_sql();
+                sqlx::query(sql.purge_sessions)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query(sql.insert_session)
+                    .bind(&token)
+                    .bind(&key)
+                    .bind(expires_at)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    async fn dashboard_session(&self, token_hash: B256, now: u64) -> StoreResult<Option<Address>> {
+        let row: Option<(String,)> = sqlx::query_as(analytics::sqlite_sql().session_provider)
+            .bind(codec::b256(&token_hash))
+            .bind(codec::int("now", now)?)
+            .fetch_optional(&self.reader)
+            .await?;
+        row.map(|(p,)| codec::parse_address("provider", &p))
+            .transpose()
+    }
+
+    async fn delete_dashboard_session(&self, token_hash: B256) -> StoreResult<bool> {
+        let token = codec::b256(&token_hash);
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(analytics::sqlite_sql().delete_session)
+                    .bind(&token)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
     }
 }
 

@@ -215,6 +215,7 @@ fn new_settlement(n: u64) -> NewSettlement {
         nonce: h(4_000_000 + n),
         valid_before: T0 + 3_600,
         request: format!(r#"{{"n":{n},"payload":{{"signature":"0xab"}}}}"#),
+        resource: None,
         created_at: T0 + n,
     }
 }

@@ -1,0 +1,702 @@
+//! `GET /dashboard`: the provider's analytics as one server-rendered page — volume over time,
+//! top resources and payers, subscriptions by state, metered usage, recent payments and webhook
+//! delivery health — with the charts drawn as inline SVG. No script, no external asset: the page
+//! works offline and under a `Content-Security-Policy` that forbids both.
+//!
+//! Authentication is the provider's API key, either as `Authorization: Bearer <key>` (like every
+//! provider endpoint) or through the login form (`GET/POST /dashboard/login`), which opens a
+//! session: a random token in a `Secure; HttpOnly; SameSite=Strict` cookie, stored hashed, ended
+//! by `POST /dashboard/logout`, by its expiry (12 hours) or by revoking the key.
+//!
+//! The page takes the query parameters of `GET /analytics` (`range`, `bucket`, `from`, `to`) and
+//! shows exactly the figures that endpoint returns for them: every figure a chart draws is also
+//! written on its element as `data-metric`, `data-key` and `data-value` (smallest units), so a
+//! browser test can hold the page to the JSON.
+
+use std::fmt::Write as _;
+
+use alloy::primitives::{Address, B256, hex, keccak256};
+use axum::{
+    body::Bytes,
+    extract::{Query, State},
+    http::{HeaderMap, HeaderValue, StatusCode, Uri, header},
+    response::{IntoResponse, Response},
+};
+
+use crate::{
+    analytics::{Bucket, Report, ReportParams, VolumeView},
+    error::ApiError,
+    facilitator::{Facilitator, unix_now},
+    providers,
+};
+
+/// The session cookie's name.
+pub const SESSION_COOKIE: &str = "tollgate_session";
+/// How long a login lasts (seconds).
+pub const SESSION_TTL_SECS: u64 = 12 * 3_600;
+
+const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
+                   form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// Who is looking: a provider by its Bearer key or its session cookie.
+async fn viewer(f: &Facilitator, headers: &HeaderMap) -> Result<Option<Address>, ApiError> {
+    if headers.contains_key(header::AUTHORIZATION) {
+        return providers::bearer_provider(f, headers)
+            .await
+            .map(|p| Some(p.address));
+    }
+    let Some(token) = session_token(headers) else {
+        return Ok(None);
+    };
+    Ok(f.store()
+        .dashboard_session(keccak256(token.as_bytes()), unix_now())
+        .await?)
+}
+
+/// The session token from the `Cookie` header, if any.
+fn session_token(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == SESSION_COOKIE)
+        .map(|(_, v)| v.to_owned())
+        .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// An HTML response with the page's security headers.
+fn html(status: StatusCode, body: String) -> Response {
+    let mut res = (status, body).into_response();
+    let h = res.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    res
+}
+
+fn see_other(to: &str) -> Response {
+    let mut res = StatusCode::SEE_OTHER.into_response();
+    let to = HeaderValue::from_str(to).unwrap_or(HeaderValue::from_static("/dashboard"));
+    res.headers_mut().insert(header::LOCATION, to);
+    res
+}
+
+/// Where to go after logging in: a dashboard URL of this facilitator (path and query), never
+/// another site.
+fn safe_next(next: &str) -> &str {
+    let ok = (next == "/dashboard" || next.starts_with("/dashboard?"))
+        && next.bytes().all(|b| b.is_ascii_graphic());
+    if ok { next } else { "/dashboard" }
+}
+
+fn form_value(body: &[u8], name: &str) -> String {
+    url::form_urlencoded::parse(body)
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// `GET /dashboard`.
+pub(crate) async fn show(
+    State(f): State<Facilitator>,
+    Query(params): Query<ReportParams>,
+    uri: Uri,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let Some(provider) = viewer(&f, &headers).await? else {
+        let here = uri.path_and_query().map_or("/dashboard", |p| p.as_str());
+        if here == "/dashboard" {
+            return Ok(see_other("/dashboard/login"));
+        }
+        let next: String = url::form_urlencoded::byte_serialize(here.as_bytes()).collect();
+        return Ok(see_other(&format!("/dashboard/login?next={next}")));
+    };
+    let report = f.analytics(provider, &params).await?;
+    Ok(html(StatusCode::OK, render(&report, &params)))
+}
+
+/// `GET /dashboard/login` (`next`: the dashboard URL to return to).
+pub(crate) async fn login_form(uri: Uri) -> Response {
+    let next = form_value(uri.query().unwrap_or_default().as_bytes(), "next");
+    html(StatusCode::OK, login_page(None, safe_next(&next)))
+}
+
+/// `POST /dashboard/login` (`application/x-www-form-urlencoded`: `apiKey`).
+pub(crate) async fn login(State(f): State<Facilitator>, body: Bytes) -> Result<Response, ApiError> {
+    let key = form_value(&body, "apiKey");
+    let next = form_value(&body, "next");
+    let next = safe_next(&next);
+    let key_hash = providers::key_hash(&key);
+    if key.is_empty() || f.store().api_key_provider(key_hash).await?.is_none() {
+        return Ok(html(
+            StatusCode::UNAUTHORIZED,
+            login_page(Some("Unknown or revoked API key."), next),
+        ));
+    }
+    let token = hex::encode(B256::random());
+    let now = unix_now();
+    f.store()
+        .insert_dashboard_session(
+            keccak256(token.as_bytes()),
+            key_hash,
+            now + SESSION_TTL_SECS,
+            now,
+        )
+        .await?;
+    let mut res = see_other(next);
+    let cookie = format!(
+        "{SESSION_COOKIE}={token}; Path=/dashboard; Max-Age={SESSION_TTL_SECS}; HttpOnly; \
+         Secure; SameSite=Strict"
+    );
+    res.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_str(&cookie).map_err(|e| ApiError::internal(&e))?,
+    );
+    Ok(res)
+}
+
+/// `POST /dashboard/logout`.
+pub(crate) async fn logout(
+    State(f): State<Facilitator>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    if let Some(token) = session_token(&headers) {
+        f.store()
+            .delete_dashboard_session(keccak256(token.as_bytes()))
+            .await?;
+    }
+    let mut res = see_other("/dashboard/login");
+    res.headers_mut().insert(
+        header::SET_COOKIE,
+        HeaderValue::from_static(
+            "tollgate_session=; Path=/dashboard; Max-Age=0; HttpOnly; Secure; SameSite=Strict",
+        ),
+    );
+    Ok(res)
+}
+
+/// Escapes text for HTML content and attribute values.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Smallest units (6 decimals) as a token amount: `1234500` → `1.2345`, at least 2 decimals.
+pub fn units(v: &str) -> String {
+    let n: u128 = v.parse().unwrap_or(0);
+    let mut frac = format!("{:06}", n % 1_000_000);
+    while frac.len() > 2 && frac.ends_with('0') {
+        frac.pop();
+    }
+    let whole = (n / 1_000_000).to_string();
+    // Thousands separators.
+    let mut grouped = String::new();
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(c);
+    }
+    format!("{grouped}.{frac}")
+}
+
+/// `YYYY-MM-DD` and `HH:MM` (UTC) of unix seconds.
+fn utc(t: u64) -> (String, String) {
+    let days = (t / 86_400) as i64;
+    let secs = t % 86_400;
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (
+        format!("{y:04}-{m:02}-{d:02}"),
+        format!("{:02}:{:02}", secs / 3_600, secs % 3_600 / 60),
+    )
+}
+
+fn bucket_label(t: u64, bucket: Bucket) -> String {
+    let (date, time) = utc(t);
+    match bucket {
+        Bucket::Hour => format!("{date} {time}"),
+        Bucket::Day => date,
+        Bucket::Week => format!("week of {date}"),
+    }
+}
+
+fn short(addr: &str) -> String {
+    if addr.len() > 14 {
+        format!("{}…{}", &addr[..8], &addr[addr.len() - 4..])
+    } else {
+        addr.to_owned()
+    }
+}
+
+/// A bar chart over time: one `<rect>` per bucket, its value on it.
+fn time_chart(
+    out: &mut String,
+    metric: &str,
+    title: &str,
+    bucket: Bucket,
+    points: &[(u64, String)],
+) {
+    let max = points
+        .iter()
+        .map(|(_, v)| v.parse::<u128>().unwrap_or(0))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let n = points.len().max(1);
+    // Bars only in the SVG (stretched to the box); labels are HTML, so text keeps its size on a
+    // phone and on a wide screen alike.
+    let (w, h) = (1000.0_f64, 200.0_f64);
+    let slot = w / n as f64;
+    let bar = (slot * 0.8).max(0.5);
+    let _ = write!(
+        out,
+        r#"<div class="tick">max {}</div><svg class="chart" viewBox="0 0 {w} {h}" preserveAspectRatio="none" role="img" aria-label="{}"><line x1="0" y1="{h}" x2="{w}" y2="{h}" class="axis"/>"#,
+        units(&max.to_string()),
+        esc(title)
+    );
+    for (i, (t, v)) in points.iter().enumerate() {
+        let value = v.parse::<u128>().unwrap_or(0);
+        let bh = h * (value as f64 / max as f64);
+        let x = i as f64 * slot + (slot - bar) / 2.0;
+        let _ = write!(
+            out,
+            r#"<rect data-metric="{metric}" data-key="{t}" data-value="{value}" x="{x:.2}" y="{:.2}" width="{bar:.2}" height="{bh:.2}"><title>{}: {}</title></rect>"#,
+            h - bh,
+            esc(&bucket_label(*t, bucket)),
+            units(v),
+        );
+    }
+    out.push_str("</svg>");
+    if let (Some((first, _)), Some((last, _))) = (points.first(), points.last()) {
+        let _ = write!(
+            out,
+            r#"<div class="ticks"><span>{}</span><span>{}</span></div>"#,
+            esc(&bucket_label(*first, bucket)),
+            esc(&bucket_label(*last, bucket)),
+        );
+    }
+}
+
+/// A ranked list drawn as horizontal bars: one `<rect>` per entry, its gross on it.
+fn ranked_chart(out: &mut String, metric: &str, entries: &[(String, String, &VolumeView)]) {
+    if entries.is_empty() {
+        out.push_str(r#"<p class="empty">Nothing settled in this range.</p>"#);
+        return;
+    }
+    let max = entries
+        .iter()
+        .map(|(_, _, v)| v.gross.parse::<u128>().unwrap_or(0))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    out.push_str(r#"<ul class="ranked">"#);
+    for (key, label, v) in entries {
+        let gross = v.gross.parse::<u128>().unwrap_or(0);
+        let pct = 100.0 * gross as f64 / max as f64;
+        let _ = write!(
+            out,
+            r#"<li><div class="label" title="{key}"><span>{label}</span><span class="num">{} · {} paid</span></div><svg viewBox="0 0 100 6" preserveAspectRatio="none" class="bar" aria-hidden="true"><rect data-metric="{metric}" data-key="{key}" data-value="{gross}" x="0" y="0" width="{pct:.2}" height="6"/></svg></li>"#,
+            units(&v.gross),
+            v.payments,
+            key = esc(key),
+            label = esc(label),
+        );
+    }
+    out.push_str("</ul>");
+}
+
+fn card(out: &mut String, metric: &str, label: &str, value: &str, shown: &str) {
+    let _ = write!(
+        out,
+        r#"<div class="card"><div class="k">{}</div><div class="v" data-metric="{metric}" data-value="{}">{}</div></div>"#,
+        esc(label),
+        esc(value),
+        esc(shown)
+    );
+}
+
+/// The page for `report`, with range links carrying `params`.
+pub fn render(report: &Report, params: &ReportParams) -> String {
+    let mut o = String::with_capacity(32 * 1024);
+    let provider = report.provider.to_checksum(None);
+    let (from_d, from_t) = utc(report.from);
+    let (to_d, to_t) = utc(report.to);
+    let _ = write!(
+        o,
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,"><title>Tollgate dashboard</title><style>{STYLE}</style></head><body><header><div><h1>Tollgate</h1><p class="sub">Provider <code title="{provider}">{}</code> · {from_d} {from_t} → {to_d} {to_t} UTC · by {}</p></div><nav>"#,
+        short(&provider),
+        report.bucket.name(),
+    );
+    for range in ["24h", "7d", "30d", "90d"] {
+        let current = params.range.as_deref().unwrap_or("30d") == range && params.from.is_none();
+        let _ = write!(
+            o,
+            r#"<a href="/dashboard?range={range}"{}>{range}</a>"#,
+            if current {
+                r#" aria-current="page""#
+            } else {
+                ""
+            }
+        );
+    }
+    o.push_str(r#"<form method="post" action="/dashboard/logout"><button type="submit">Log out</button></form></nav></header><main>"#);
+
+    // Headline figures.
+    let v = &report.volume;
+    let s = &report.subscriptions;
+    let m = &report.metered;
+    o.push_str(r#"<section class="cards">"#);
+    card(
+        &mut o,
+        "total.gross",
+        "Gross volume",
+        &v.total.gross,
+        &units(&v.total.gross),
+    );
+    card(
+        &mut o,
+        "total.net",
+        "Net to you",
+        &v.total.net,
+        &units(&v.total.net),
+    );
+    card(
+        &mut o,
+        "total.fees",
+        "Fees",
+        &v.total.fees,
+        &units(&v.total.fees),
+    );
+    let payments = v.total.payments.to_string();
+    card(&mut o, "total.payments", "Payments", &payments, &payments);
+    let failed = v.failed.to_string();
+    card(&mut o, "total.failed", "Failed", &failed, &failed);
+    card(
+        &mut o,
+        "subscriptions.recurringRevenue",
+        "Recurring revenue / 30 d",
+        &s.recurring_revenue,
+        &units(&s.recurring_revenue),
+    );
+    card(
+        &mut o,
+        "metered.total",
+        "Metered usage",
+        &m.used,
+        &units(&m.used),
+    );
+    o.push_str("</section>");
+
+    // Volume over time.
+    o.push_str(r#"<section class="panel wide"><h2>Volume over time</h2>"#);
+    let points: Vec<(u64, String)> = v
+        .series
+        .iter()
+        .map(|p| (p.start, p.volume.gross.clone()))
+        .collect();
+    time_chart(
+        &mut o,
+        "volume.gross",
+        "Gross volume per bucket",
+        report.bucket,
+        &points,
+    );
+    o.push_str("</section>");
+
+    // Top resources and payers.
+    o.push_str(r#"<section class="panel"><h2>Top resources</h2>"#);
+    let resources: Vec<(String, String, &VolumeView)> = v
+        .by_resource
+        .iter()
+        .map(|r| {
+            let label = if r.key.is_empty() {
+                "(not reported)".to_owned()
+            } else {
+                r.key.clone()
+            };
+            (r.key.clone(), label, &r.volume)
+        })
+        .collect();
+    ranked_chart(&mut o, "resource.gross", &resources);
+    o.push_str(r#"</section><section class="panel"><h2>Top payers</h2>"#);
+    let payers: Vec<(String, String, &VolumeView)> = v
+        .by_payer
+        .iter()
+        .map(|r| (r.key.clone(), short(&r.key), &r.volume))
+        .collect();
+    ranked_chart(&mut o, "payer.gross", &payers);
+    o.push_str("</section>");
+
+    // Subscriptions by state.
+    o.push_str(r#"<section class="panel"><h2>Subscriptions</h2>"#);
+    let states = [
+        ("active", s.active),
+        ("paused", s.paused),
+        ("cancelled", s.cancelled),
+    ];
+    let max = states.iter().map(|(_, n)| *n).max().unwrap_or(0).max(1);
+    o.push_str(r#"<svg class="chart short" viewBox="0 0 300 110" role="img" aria-label="Subscriptions by state">"#);
+    for (i, (state, n)) in states.iter().enumerate() {
+        let w = 200.0 * *n as f64 / max as f64;
+        let y = 8 + i * 34;
+        let _ = write!(
+            o,
+            r#"<text x="0" y="{}" class="tick">{state}</text><rect class="{state}" data-metric="subscriptions.{state}" data-value="{n}" x="70" y="{y}" width="{w:.2}" height="22"/><text x="{:.2}" y="{}" class="tick">{n}</text>"#,
+            y + 16,
+            76.0 + w,
+            y + 16,
+        );
+    }
+    o.push_str("</svg>");
+    let _ = write!(
+        o,
+        r#"<p class="sub">In range: {} new, {} renewed, {} paused, {} resumed, {} cancelled, {} renewals failed.</p>"#,
+        s.new,
+        s.renewed,
+        s.paused_in_range,
+        s.resumed_in_range,
+        s.cancelled_in_range,
+        s.renewal_failed
+    );
+    if !s.by_plan.is_empty() {
+        o.push_str(r#"<div class="scroll"><table><thead><tr><th>Plan</th><th>Price</th><th>Active</th><th>Paused</th><th>Cancelled</th><th>Per 30 d</th></tr></thead><tbody>"#);
+        for p in &s.by_plan {
+            let price = match (&p.amount, p.interval_secs) {
+                (Some(a), Some(i)) => format!("{} / {} d", units(a), i as f64 / 86_400.0),
+                _ => "—".to_owned(),
+            };
+            let _ = write!(
+                o,
+                r#"<tr><td><code title="{plan}">{}</code></td><td>{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td><td class="num">{}</td></tr>"#,
+                short(&p.plan_id.to_string()),
+                esc(&price),
+                p.active,
+                p.paused,
+                p.cancelled,
+                units(&p.recurring_revenue),
+                plan = p.plan_id,
+            );
+        }
+        o.push_str("</tbody></table></div>");
+    }
+    o.push_str("</section>");
+
+    // Metered usage.
+    o.push_str(r#"<section class="panel"><h2>Metered usage</h2>"#);
+    let points: Vec<(u64, String)> = m.series.iter().map(|p| (p.start, p.used.clone())).collect();
+    time_chart(
+        &mut o,
+        "metered.used",
+        "Metered usage per bucket",
+        report.bucket,
+        &points,
+    );
+    let _ = write!(
+        o,
+        r#"<p class="sub">{} deductions · {} charged on-chain · {} unpaid · {} refused at the cap · {} raises.</p></section>"#,
+        m.deductions,
+        units(&m.charged),
+        units(&m.unpaid),
+        m.exhausted,
+        m.raised
+    );
+
+    // Recent payments.
+    o.push_str(r#"<section class="panel wide"><h2>Recent payments</h2>"#);
+    if report.recent_payments.is_empty() {
+        o.push_str(r#"<p class="empty">No payments yet.</p>"#);
+    } else {
+        o.push_str(r#"<div class="scroll"><table><thead><tr><th>When (UTC)</th><th>Payer</th><th>Resource</th><th>Amount</th><th>Status</th><th>Transaction</th></tr></thead><tbody>"#);
+        for p in &report.recent_payments {
+            let (d, t) = utc(p.at);
+            let payer = p.payer.to_checksum(None);
+            let tx = p
+                .tx_hash
+                .map(|h| format!(r#"<code title="{h}">{}</code>"#, short(&h.to_string())))
+                .unwrap_or_else(|| "—".to_owned());
+            let _ = write!(
+                o,
+                r#"<tr><td>{d} {t}</td><td><code title="{payer}">{}</code></td><td class="res">{}</td><td class="num" data-metric="payment.amount" data-key="{key}" data-value="{amount}">{}</td><td><span class="st {status}">{status}</span></td><td>{tx}</td></tr>"#,
+                short(&payer),
+                esc(p.resource.as_deref().unwrap_or("—")),
+                units(&p.amount),
+                key = p.key,
+                amount = esc(&p.amount),
+                status = esc(&p.status),
+            );
+        }
+        o.push_str("</tbody></table></div>");
+    }
+    o.push_str("</section>");
+
+    // Webhook delivery health.
+    o.push_str(r#"<section class="panel wide"><h2>Webhook delivery</h2>"#);
+    if report.webhooks.is_empty() {
+        o.push_str(r#"<p class="empty">No endpoints. Add one with <code>tollgate webhooks create</code>.</p>"#);
+    } else {
+        o.push_str(r#"<div class="scroll"><table><thead><tr><th>Endpoint</th><th>State</th><th>Delivered</th><th>Pending</th><th>Retrying</th><th>Dead</th></tr></thead><tbody>"#);
+        for e in &report.webhooks {
+            let state = if e.enabled {
+                "enabled".to_owned()
+            } else {
+                format!(
+                    "disabled{}",
+                    e.disabled_reason
+                        .as_deref()
+                        .map(|r| format!(": {r}"))
+                        .unwrap_or_default()
+                )
+            };
+            let _ = write!(
+                o,
+                r#"<tr><td class="res">{}</td><td>{}</td><td class="num" data-metric="webhook.delivered" data-key="{id}" data-value="{d}">{d}</td><td class="num" data-metric="webhook.pending" data-key="{id}" data-value="{p}">{p}</td><td class="num">{r}</td><td class="num" data-metric="webhook.dead" data-key="{id}" data-value="{x}">{x}</td></tr>"#,
+                esc(&e.url),
+                esc(&state),
+                id = esc(&e.id),
+                d = e.delivered,
+                p = e.pending,
+                r = e.retrying,
+                x = e.dead,
+            );
+        }
+        o.push_str("</tbody></table></div>");
+    }
+    o.push_str(r#"</section></main><footer>The same figures as JSON: <code>GET /analytics</code> with your API key.</footer></body></html>"#);
+    o
+}
+
+fn login_page(error: Option<&str>, next: &str) -> String {
+    let error = error
+        .map(|e| format!(r#"<p class="error" role="alert">{}</p>"#, esc(e)))
+        .unwrap_or_default();
+    let next = esc(next);
+    format!(
+        r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,"><title>Tollgate dashboard: log in</title><style>{STYLE}</style></head><body><main class="login"><h1>Tollgate</h1><p class="sub">Log in with your provider API key (<code>tg_…</code>, from <code>tollgate provider register</code>).</p>{error}<form method="post" action="/dashboard/login"><input type="hidden" name="next" value="{next}"><label for="apiKey">API key</label><input id="apiKey" name="apiKey" type="password" autocomplete="current-password" required><button type="submit">Log in</button></form></main></body></html>"#
+    )
+}
+
+const STYLE: &str = "\
+:root{color-scheme:light dark;--fg:#1b1f24;--mut:#5b6470;--bg:#f6f7f9;--panel:#fff;--line:#dde1e6;--acc:#2f6feb;--ok:#1f883d;--warn:#bf8700;--bad:#cf222e}\
+@media (prefers-color-scheme:dark){:root{--fg:#e6edf3;--mut:#9aa4ae;--bg:#0d1117;--panel:#161b22;--line:#30363d;--acc:#4c8dff}}\
+*{box-sizing:border-box}body{margin:0;font:15px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;color:var(--fg);background:var(--bg)}\
+header{display:flex;flex-wrap:wrap;gap:.75rem;justify-content:space-between;align-items:center;padding:1rem 1.25rem;border-bottom:1px solid var(--line);background:var(--panel)}\
+h1{font-size:1.25rem;margin:0}h2{font-size:1rem;margin:0 0 .75rem}.sub{color:var(--mut);margin:.25rem 0 0;font-size:.875rem}\
+nav{display:flex;flex-wrap:wrap;gap:.25rem;align-items:center}nav a{padding:.3rem .6rem;border:1px solid var(--line);border-radius:6px;color:var(--fg);text-decoration:none}\
+nav a[aria-current]{background:var(--acc);border-color:var(--acc);color:#fff}nav form{margin:0 0 0 .5rem}\
+button{font:inherit;padding:.35rem .8rem;border-radius:6px;border:1px solid var(--line);background:var(--panel);color:var(--fg);cursor:pointer}\
+main{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,26rem),1fr));gap:1rem;padding:1rem 1.25rem;max-width:1400px;margin:0 auto}\
+.cards{grid-column:1/-1;display:grid;grid-template-columns:repeat(auto-fit,minmax(9.5rem,1fr));gap:.75rem}\
+.card,.panel{background:var(--panel);border:1px solid var(--line);border-radius:10px;padding:.9rem 1rem;min-width:0}\
+.card .k{color:var(--mut);font-size:.8rem}.card .v{font-size:1.35rem;font-weight:600;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}\
+.wide{grid-column:1/-1}.chart{width:100%;height:180px;display:block}.chart.short{height:auto}.ticks{display:flex;justify-content:space-between;gap:1rem}.ticks,.tick{color:var(--mut);font-size:.75rem}\
+.chart rect{fill:var(--acc)}.chart rect.paused{fill:var(--warn)}.chart rect.cancelled{fill:var(--bad)}.chart rect.active{fill:var(--ok)}\
+.axis{stroke:var(--line);stroke-width:2;vector-effect:non-scaling-stroke}svg .tick{fill:var(--mut);font-size:14px}\
+.ranked{list-style:none;margin:0;padding:0;display:grid;gap:.55rem}.ranked .label{display:flex;justify-content:space-between;gap:.5rem;font-size:.85rem}\
+.ranked .label span:first-child{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;min-width:0}.bar{width:100%;height:8px;display:block;background:var(--bg);border-radius:4px}.bar rect{fill:var(--acc)}\
+.num{font-variant-numeric:tabular-nums;text-align:right;white-space:nowrap}.scroll{overflow-x:auto}\
+table{border-collapse:collapse;width:100%;font-size:.85rem}th,td{padding:.4rem .5rem;border-bottom:1px solid var(--line);text-align:left;vertical-align:top}th{color:var(--mut);font-weight:500}\
+td.res{min-width:9rem;max-width:18rem;overflow-wrap:anywhere}code{font-size:.85em}.empty{color:var(--mut)}\
+.st{padding:.05rem .4rem;border-radius:4px;font-size:.8rem;border:1px solid var(--line)}.st.confirmed{color:var(--ok)}.st.failed{color:var(--bad)}\
+footer{color:var(--mut);font-size:.8rem;text-align:center;padding:1rem}\
+.login{display:block;max-width:24rem;margin:10vh auto;background:var(--panel);border:1px solid var(--line);border-radius:10px;padding:1.5rem}\
+.login form{display:grid;gap:.5rem;margin-top:1rem}.login input{font:inherit;padding:.5rem;border:1px solid var(--line);border-radius:6px;background:var(--bg);color:var(--fg)}\
+.error{color:var(--bad)}";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn amounts_show_as_token_units() {
+        assert_eq!(units("0"), "0.00");
+        assert_eq!(units("1234500"), "1.2345");
+        assert_eq!(units("1000000000123"), "1,000,000.000123");
+        assert_eq!(units("100000"), "0.10");
+    }
+
+    #[test]
+    fn dates_are_utc_civil() {
+        assert_eq!(utc(0), ("1970-01-01".into(), "00:00".into()));
+        assert_eq!(
+            utc(1_795_392_000 + 3_660),
+            ("2026-11-23".into(), "01:01".into())
+        );
+        assert_eq!(utc(951_782_400), ("2000-02-29".into(), "00:00".into()));
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        assert_eq!(
+            esc(r#"<a href="x">'&'</a>"#),
+            "&lt;a href=&quot;x&quot;&gt;&#39;&amp;&#39;&lt;/a&gt;"
+        );
+    }
+
+    #[test]
+    fn login_returns_only_to_the_dashboard() {
+        assert_eq!(safe_next("/dashboard?range=7d"), "/dashboard?range=7d");
+        for evil in [
+            "https://evil.example/",
+            "//evil.example",
+            "/dashboardx",
+            "/dashboard?a=\r\n",
+            "",
+        ] {
+            assert_eq!(safe_next(evil), "/dashboard", "{evil}");
+        }
+    }
+
+    #[test]
+    fn the_session_cookie_is_found_among_others() {
+        let mut h = HeaderMap::new();
+        let token = "ab".repeat(32);
+        h.append(
+            header::COOKIE,
+            format!("a=1; {SESSION_COOKIE}={token}; b=2")
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(session_token(&h), Some(token));
+        let mut bad = HeaderMap::new();
+        bad.append(
+            header::COOKIE,
+            format!("{SESSION_COOKIE}=<script>").parse().unwrap(),
+        );
+        assert_eq!(session_token(&bad), None);
+    }
+}

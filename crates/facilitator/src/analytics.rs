@@ -13,8 +13,9 @@
 //! | `recent` | latest payments listed (0–100) | 20 |
 //!
 //! Volume is settled volume (confirmed settlements) on the payee's side, from rollups kept per
-//! hour (so `from` counts from the start of its hour) and, for payers, per UTC day (the payer
-//! ranking covers the whole days the range touches). Amounts are decimal strings in the token's
+//! hour, so it covers the whole hours the range touches (`from` counts from the start of its
+//! hour, `to` to the end of its hour) and, for payers, per UTC day (the payer ranking covers the
+//! whole days the range touches). Event counts, metered usage and deliveries use the exact range. Amounts are decimal strings in the token's
 //! smallest unit. Recurring revenue is the active subscriptions' plan amounts per 30 days.
 
 use std::collections::BTreeMap;
@@ -96,7 +97,8 @@ fn number(name: &str, v: Option<&str>) -> Result<Option<u64>, ApiError> {
 impl ReportParams {
     /// The store query these parameters ask for, for `provider`, at `now`.
     pub fn query(&self, provider: Address, now: u64) -> Result<(AnalyticsQuery, Bucket), ApiError> {
-        let to = number("to", self.to.as_deref())?.unwrap_or(now);
+        // `to` is exclusive: by default the current second is in.
+        let to = number("to", self.to.as_deref())?.unwrap_or(now.saturating_add(1));
         let span = match self.range.as_deref().filter(|s| !s.is_empty()) {
             None | Some("30d") => 30 * DAY,
             Some("24h") => DAY,
@@ -387,8 +389,8 @@ pub struct RecentPayment {
     pub path: &'static str,
     /// Network name.
     pub network: String,
-    /// Payer.
-    pub payer: Address,
+    /// Payer, checksummed.
+    pub payer: String,
     /// Gross amount.
     pub amount: String,
     /// Fee.
@@ -409,8 +411,8 @@ pub struct RecentPayment {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
-    /// The provider (payee) reported on.
-    pub provider: Address,
+    /// The provider (payee) reported on, checksummed.
+    pub provider: String,
     /// Range start.
     pub from: u64,
     /// Range end (exclusive).
@@ -504,8 +506,21 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
         .filter_map(|d| serde_json::from_str(d).ok())
         .collect();
     let (mut active, mut paused, mut cancelled, mut mrr) = (0, 0, 0, 0u128);
-    let by_plan = data
-        .plans
+    // Every plan with subscriptions, then the published ones nobody subscribed to yet.
+    let mut plans = data.plans.clone();
+    for t in &terms {
+        if !plans
+            .iter()
+            .any(|p| p.network == t.network && p.plan_id == t.plan_id)
+        {
+            plans.push(crate::store::PlanStates {
+                network: t.network.clone(),
+                plan_id: t.plan_id,
+                ..Default::default()
+            });
+        }
+    }
+    let by_plan = plans
         .iter()
         .map(|p| {
             let t = terms
@@ -556,7 +571,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
         .collect();
 
     Report {
-        provider: q.provider,
+        provider: q.provider.to_checksum(None),
         from: q.from,
         to: q.to,
         bucket,
@@ -619,7 +634,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
                 key: s.new.key,
                 path: s.new.kind.as_str(),
                 network: s.new.network.clone(),
-                payer: s.new.payer,
+                payer: s.new.payer.to_checksum(None),
                 amount: s.new.amount.to_string(),
                 fee: s.new.fee.to_string(),
                 status: s.status.as_str().to_owned(),
@@ -690,7 +705,7 @@ mod tests {
         let (q, b) = ReportParams::default().query(Address::ZERO, now).unwrap();
         assert_eq!(
             (q.from, q.to, b, q.top, q.recent),
-            (now - 30 * DAY, now, Bucket::Day, 10, 20)
+            (now + 1 - 30 * DAY, now + 1, Bucket::Day, 10, 20)
         );
         let (_, b) = params(&[("range", "24h")])
             .query(Address::ZERO, now)

@@ -353,13 +353,13 @@ fn card(out: &mut String, metric: &str, label: &str, value: &str, shown: &str) {
 /// The page for `report`, with range links carrying `params`.
 pub fn render(report: &Report, params: &ReportParams) -> String {
     let mut o = String::with_capacity(32 * 1024);
-    let provider = report.provider.to_checksum(None);
+    let provider = &report.provider;
     let (from_d, from_t) = utc(report.from);
     let (to_d, to_t) = utc(report.to);
     let _ = write!(
         o,
         r#"<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,"><title>Tollgate dashboard</title><style>{STYLE}</style></head><body><header><div><h1>Tollgate</h1><p class="sub">Provider <code title="{provider}">{}</code> · {from_d} {from_t} → {to_d} {to_t} UTC · by {}</p></div><nav>"#,
-        short(&provider),
+        short(provider),
         report.bucket.name(),
     );
     for range in ["24h", "7d", "30d", "90d"] {
@@ -544,7 +544,7 @@ pub fn render(report: &Report, params: &ReportParams) -> String {
         o.push_str(r#"<div class="scroll"><table><thead><tr><th>When (UTC)</th><th>Payer</th><th>Resource</th><th>Amount</th><th>Status</th><th>Transaction</th></tr></thead><tbody>"#);
         for p in &report.recent_payments {
             let (d, t) = utc(p.at);
-            let payer = p.payer.to_checksum(None);
+            let payer = &p.payer;
             let tx = p
                 .tx_hash
                 .map(|h| format!(r#"<code title="{h}">{}</code>"#, short(&h.to_string())))
@@ -552,7 +552,7 @@ pub fn render(report: &Report, params: &ReportParams) -> String {
             let _ = write!(
                 o,
                 r#"<tr><td>{d} {t}</td><td><code title="{payer}">{}</code></td><td class="res">{}</td><td class="num" data-metric="payment.amount" data-key="{key}" data-value="{amount}">{}</td><td><span class="st {status}">{status}</span></td><td>{tx}</td></tr>"#,
-                short(&payer),
+                short(payer),
                 esc(p.resource.as_deref().unwrap_or("—")),
                 units(&p.amount),
                 key = p.key,

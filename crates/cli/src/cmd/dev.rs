@@ -20,7 +20,8 @@ use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 #[command(after_help = "\
 Starts, on 127.0.0.1:
   - the embedded devnet (JSON-RPC), contracts deployed, dev accounts funded;
-  - a facilitator (POST /authorize, the x402 V1 API, /.well-known/tollgate);
+  - a facilitator (POST /authorize, the x402 V1 API, /.well-known/tollgate) with the analytics
+    dashboard at /dashboard (log in with the provider's apiKey from dev.json) and GET /analytics;
   - the renewal keeper (renewals and metered usage charged on-chain automatically) and the
     webhook delivery worker (endpoints on this machine are allowed in dev mode);
   - a demo plan of the provider: 5.00 per 30-day cycle (its id is planId in dev.json);
@@ -285,6 +286,7 @@ fn print_guide(info: &DevInfo, path: &Path) {
          \n  demo API         {}   (/v1/quote 0.50, /v1/report 1.00 or plan, /v1/process 0.10 metered; /healthz free)\
          \n  token            {}   router {}   subscriptions {}\
          \n  demo plan        {}   (5.00 per 30 days)\
+         \n  dashboard        {fac}/dashboard   (log in with the provider's apiKey: {api_key})\
          \n  summary          {}\
          \n\nTry this:\
          \n  curl -i {api}/v1/quote                       # 402 with the payment terms\
@@ -304,6 +306,7 @@ fn print_guide(info: &DevInfo, path: &Path) {
         path.display(),
         api = info.api_url,
         fac = info.facilitator_url,
+        api_key = info.api_key,
         plan = info.plan_id,
         key = payer.private_key,
         dir = path

@@ -211,10 +211,30 @@ macro_rules! saturating_add {
     };
 }
 
-/// `(start, payments, gross, fees)` of a rollup grouped by bucket.
+/// The sum of an integer column as two texts, of its high and low 32 bits: SQLite's `SUM`
+/// fails on an `i64` overflow, and rows of up to 2^63 each can overflow it; the halves cannot
+/// (for fewer than 2^31 rows), and [`split_sum`] adds them up exactly.
+macro_rules! split_sum {
+    ($col:literal) => {
+        concat!(
+            "CAST(SUM(",
+            $col,
+            " / 4294967296) AS TEXT), CAST(SUM(",
+            $col,
+            " % 4294967296) AS TEXT)"
+        )
+    };
+}
+
+/// `payments, gross (hi, lo), fees (hi, lo)` of a rollup group.
 macro_rules! volume_sums {
     () => {
-        "CAST(SUM(payments) AS BIGINT), CAST(SUM(gross) AS TEXT), CAST(SUM(fees) AS TEXT)"
+        concat!(
+            "CAST(SUM(payments) AS BIGINT), ",
+            split_sum!("gross"),
+            ", ",
+            split_sum!("fees")
+        )
     };
 }
 
@@ -251,23 +271,25 @@ pub(super) const POSTGRES: Sql<&str> = Sql {
         " FROM volume_rollups WHERE pay_to = $1 AND hour >= $2 AND hour < $3 \
          GROUP BY t ORDER BY t"
     ),
+    // Ranked by the sum as a float (`* 1.0`): exact enough to order by, and unlike an integer
+    // `SUM` it cannot overflow on SQLite.
     by_resource: concat!(
         "SELECT resource, ",
         volume_sums!(),
         " FROM volume_rollups WHERE pay_to = $1 AND hour >= $2 AND hour < $3 \
-         GROUP BY resource ORDER BY SUM(gross) DESC, resource LIMIT $4"
+         GROUP BY resource ORDER BY SUM(gross * 1.0) DESC, resource LIMIT $4"
     ),
     by_network: concat!(
         "SELECT network, ",
         volume_sums!(),
         " FROM volume_rollups WHERE pay_to = $1 AND hour >= $2 AND hour < $3 \
-         GROUP BY network ORDER BY SUM(gross) DESC, network LIMIT $4"
+         GROUP BY network ORDER BY SUM(gross * 1.0) DESC, network LIMIT $4"
     ),
     by_payer: concat!(
         "SELECT payer, ",
         volume_sums!(),
         " FROM payer_rollups WHERE pay_to = $1 AND day >= $2 AND day < $3 \
-         GROUP BY payer ORDER BY SUM(gross) DESC, payer LIMIT $4"
+         GROUP BY payer ORDER BY SUM(gross * 1.0) DESC, payer LIMIT $4"
     ),
     plan_states: "SELECT s.network, s.plan_id, s.state, COUNT(*) FROM subscriptions_index s \
          JOIN plans p ON p.network = s.network AND p.plan_id = s.plan_id \
@@ -281,13 +303,16 @@ pub(super) const POSTGRES: Sql<&str> = Sql {
          'allowance.raised', 'allowance.charged') \
          AND created_at >= $2 AND created_at < $3 GROUP BY t, type ORDER BY t, type",
     metered: concat!(
-        "SELECT ((u.created_at - $4) / $5) * $5 + $4 AS t, COUNT(*), \
-         CAST(SUM(u.amount) AS TEXT) FROM usage_records u",
+        "SELECT ((u.created_at - $4) / $5) * $5 + $4 AS t, COUNT(*), ",
+        split_sum!("u.amount"),
+        " FROM usage_records u",
         owned_subscription!(),
         " AND u.created_at >= $2 AND u.created_at < $3 GROUP BY t ORDER BY t"
     ),
     charges: concat!(
-        "SELECT u.state, CAST(SUM(u.amount) AS TEXT) FROM overage_charges u",
+        "SELECT u.state, ",
+        split_sum!("u.amount"),
+        " FROM overage_charges u",
         owned_subscription!(),
         " AND u.state <> 'pending' AND u.updated_at >= $2 AND u.updated_at < $3 \
          GROUP BY u.state"
@@ -417,35 +442,39 @@ macro_rules! read_analytics {
         let bucket = int("bucket", q.bucket_secs.max(1))?;
         let top = i64::from(q.top);
         let s = |x: &&'static str| -> &'static str { x };
-        let series: Vec<(i64, i64, String, String)> = sqlx::query_as(s(&sql.series))
-            .bind(&provider)
-            .bind(from_hour)
-            .bind(to)
-            .bind(offset)
-            .bind(bucket)
-            .fetch_all(pool)
-            .await?;
-        let by_resource: Vec<(String, i64, String, String)> = sqlx::query_as(s(&sql.by_resource))
-            .bind(&provider)
-            .bind(from_hour)
-            .bind(to)
-            .bind(top)
-            .fetch_all(pool)
-            .await?;
-        let by_network: Vec<(String, i64, String, String)> = sqlx::query_as(s(&sql.by_network))
-            .bind(&provider)
-            .bind(from_hour)
-            .bind(to)
-            .bind(top)
-            .fetch_all(pool)
-            .await?;
-        let by_payer: Vec<(String, i64, String, String)> = sqlx::query_as(s(&sql.by_payer))
-            .bind(&provider)
-            .bind(from_day)
-            .bind(to)
-            .bind(top)
-            .fetch_all(pool)
-            .await?;
+        let series: Vec<(i64, i64, String, String, String, String)> =
+            sqlx::query_as(s(&sql.series))
+                .bind(&provider)
+                .bind(from_hour)
+                .bind(to)
+                .bind(offset)
+                .bind(bucket)
+                .fetch_all(pool)
+                .await?;
+        let by_resource: Vec<(String, i64, String, String, String, String)> =
+            sqlx::query_as(s(&sql.by_resource))
+                .bind(&provider)
+                .bind(from_hour)
+                .bind(to)
+                .bind(top)
+                .fetch_all(pool)
+                .await?;
+        let by_network: Vec<(String, i64, String, String, String, String)> =
+            sqlx::query_as(s(&sql.by_network))
+                .bind(&provider)
+                .bind(from_hour)
+                .bind(to)
+                .bind(top)
+                .fetch_all(pool)
+                .await?;
+        let by_payer: Vec<(String, i64, String, String, String, String)> =
+            sqlx::query_as(s(&sql.by_payer))
+                .bind(&provider)
+                .bind(from_day)
+                .bind(to)
+                .bind(top)
+                .fetch_all(pool)
+                .await?;
         let plan_states: Vec<(String, String, String, i64)> = sqlx::query_as(s(&sql.plan_states))
             .bind(&provider)
             .fetch_all(pool)
@@ -462,7 +491,7 @@ macro_rules! read_analytics {
             .bind(bucket)
             .fetch_all(pool)
             .await?;
-        let metered: Vec<(i64, i64, String)> = sqlx::query_as(s(&sql.metered))
+        let metered: Vec<(i64, i64, String, String)> = sqlx::query_as(s(&sql.metered))
             .bind(&provider)
             .bind(from)
             .bind(to)
@@ -470,7 +499,7 @@ macro_rules! read_analytics {
             .bind(bucket)
             .fetch_all(pool)
             .await?;
-        let charges: Vec<(String, String)> = sqlx::query_as(s(&sql.charges))
+        let charges: Vec<(String, String, String)> = sqlx::query_as(s(&sql.charges))
             .bind(&provider)
             .bind(from)
             .bind(to)
@@ -507,15 +536,15 @@ pub(super) use read_analytics;
 
 /// A report's rows as the database returns them.
 pub(super) struct Raw {
-    pub(super) series: Vec<(i64, i64, String, String)>,
-    pub(super) by_resource: Vec<(String, i64, String, String)>,
-    pub(super) by_network: Vec<(String, i64, String, String)>,
-    pub(super) by_payer: Vec<(String, i64, String, String)>,
+    pub(super) series: Vec<(i64, i64, String, String, String, String)>,
+    pub(super) by_resource: Vec<(String, i64, String, String, String, String)>,
+    pub(super) by_network: Vec<(String, i64, String, String, String, String)>,
+    pub(super) by_payer: Vec<(String, i64, String, String, String, String)>,
     pub(super) plan_states: Vec<(String, String, String, i64)>,
     pub(super) plan_terms: Vec<(String,)>,
     pub(super) events: Vec<(i64, String, i64)>,
-    pub(super) metered: Vec<(i64, i64, String)>,
-    pub(super) charges: Vec<(String, String)>,
+    pub(super) metered: Vec<(i64, i64, String, String)>,
+    pub(super) charges: Vec<(String, String, String)>,
     #[allow(clippy::type_complexity)]
     pub(super) endpoints: Vec<(String, String, i64, Option<String>, i64, i64, i64, i64)>,
     pub(super) recent: Vec<codec::SettlementRow>,
@@ -536,19 +565,27 @@ fn sum(what: &str, v: &str) -> StoreResult<u128> {
     digits.parse().map_err(|_| corrupt(what, v))
 }
 
-fn volume(payments: i64, gross: &str, fees: &str) -> StoreResult<Volume> {
+/// A [`split_sum!`]: `hi × 2^32 + lo`.
+fn split_sum(what: &str, hi: &str, lo: &str) -> StoreResult<u128> {
+    Ok(sum(what, hi)?
+        .saturating_mul(1 << 32)
+        .saturating_add(sum(what, lo)?))
+}
+
+fn volume(payments: i64, sums: [&str; 4]) -> StoreResult<Volume> {
     Ok(Volume {
         payments: count("payments", payments)?,
-        gross: sum("gross", gross)?,
-        fees: sum("fees", fees)?,
+        gross: split_sum("gross", sums[0], sums[1])?,
+        fees: split_sum("fees", sums[2], sums[3])?,
     })
 }
 
 /// Decodes a report's rows; anything the writers would not produce is `Corrupt`.
 pub(super) fn assemble(raw: Raw) -> StoreResult<AnalyticsData> {
-    let keyed = |rows: Vec<(String, i64, String, String)>| -> StoreResult<Vec<(String, Volume)>> {
+    type Row = (String, i64, String, String, String, String);
+    let keyed = |rows: Vec<Row>| -> StoreResult<Vec<(String, Volume)>> {
         rows.into_iter()
-            .map(|(k, n, g, f)| Ok((k, volume(n, &g, &f)?)))
+            .map(|(k, n, gh, gl, fh, fl)| Ok((k, volume(n, [&gh, &gl, &fh, &fl])?)))
             .collect()
     };
     let mut plans: Vec<PlanStates> = Vec::new();
@@ -577,10 +614,10 @@ pub(super) fn assemble(raw: Raw) -> StoreResult<AnalyticsData> {
         }
     }
     let (mut charged, mut unpaid) = (0u128, 0u128);
-    for (state, amount) in raw.charges {
+    for (state, hi, lo) in raw.charges {
         match state.as_str() {
-            "confirmed" => charged = sum("charged", &amount)?,
-            "failed" => unpaid = sum("unpaid", &amount)?,
+            "confirmed" => charged = split_sum("charged", &hi, &lo)?,
+            "failed" => unpaid = split_sum("unpaid", &hi, &lo)?,
             other => return Err(corrupt("charge state", other)),
         }
     }
@@ -588,7 +625,9 @@ pub(super) fn assemble(raw: Raw) -> StoreResult<AnalyticsData> {
         series: raw
             .series
             .into_iter()
-            .map(|(t, n, g, f)| Ok((count("bucket", t)?, volume(n, &g, &f)?)))
+            .map(|(t, n, gh, gl, fh, fl)| {
+                Ok((count("bucket", t)?, volume(n, [&gh, &gl, &fh, &fl])?))
+            })
             .collect::<StoreResult<_>>()?,
         by_resource: keyed(raw.by_resource)?,
         by_network: keyed(raw.by_network)?,
@@ -606,11 +645,11 @@ pub(super) fn assemble(raw: Raw) -> StoreResult<AnalyticsData> {
         metered: raw
             .metered
             .into_iter()
-            .map(|(t, n, a)| {
+            .map(|(t, n, hi, lo)| {
                 Ok((
                     count("bucket", t)?,
                     count("deductions", n)?,
-                    sum("used", &a)?,
+                    split_sum("used", &hi, &lo)?,
                 ))
             })
             .collect::<StoreResult<_>>()?,
@@ -669,6 +708,16 @@ mod tests {
         assert_eq!(q.bucket_of(monday), monday);
         assert_eq!(q.bucket_of(monday + 6 * 86_400 + 3), monday);
         assert_eq!(q.bucket_of(monday - 1), monday - 604_800);
+    }
+
+    #[test]
+    fn split_sums_add_up_past_i64() {
+        let max = i64::MAX as u128;
+        let (hi, lo) = ((max >> 32) * 3, (max & 0xffff_ffff) * 3);
+        assert_eq!(
+            split_sum("x", &hi.to_string(), &lo.to_string()).unwrap(),
+            3 * max
+        );
     }
 
     #[test]

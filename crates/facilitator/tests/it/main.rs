@@ -1,6 +1,7 @@
 //! The facilitator over real HTTP, against the devnet and against anvil.
 #![allow(unreachable_pub, clippy::print_stderr)]
 
+mod analytics;
 mod authorize;
 mod config;
 mod keeper;

@@ -95,6 +95,9 @@ pub struct Config {
     pub settlement: Settlement,
     /// `[limits]`: request limits.
     pub limits: Limits,
+    /// `[server]`: slow-client timeouts, header size, connection cap and the per-client rate
+    /// limit of the HTTP server (see [`tollgate_server::ServerConfig`]).
+    pub server: tollgate_server::Limits,
     /// `[subscriptions]`: the renewal keeper and the on-chain batching of metered usage.
     pub subscriptions: SubscriptionsSection,
     /// `[webhooks]`: delivery of events to providers' endpoints.
@@ -873,6 +876,8 @@ struct RawConfig {
     #[serde(default)]
     limits: Limits,
     #[serde(default)]
+    server: tollgate_server::ServerConfig,
+    #[serde(default)]
     subscriptions: SubscriptionsSection,
     #[serde(default)]
     webhooks: WebhooksSection,
@@ -1000,6 +1005,19 @@ impl RawConfig {
                 reason: "must be positive",
             });
         }
+        let server = self
+            .server
+            .limits()
+            .map_err(|e| ConfigError::InvalidValue {
+                key: format!("server.{}", e.field),
+                reason: e.reason,
+            })?;
+        if server.request_timeout <= self.settlement.confirmation_timeout() {
+            return Err(ConfigError::InvalidValue {
+                key: "server.request_timeout_secs".into(),
+                reason: "must exceed settlement.confirmation_timeout_ms (else /authorize answers 408 before 202)",
+            });
+        }
 
         if self.networks.is_empty() {
             return Err(ConfigError::Missing {
@@ -1028,6 +1046,7 @@ impl RawConfig {
             fees: self.fees,
             settlement: self.settlement,
             limits: self.limits,
+            server,
             subscriptions: self.subscriptions,
             webhooks: self.webhooks,
             networks,

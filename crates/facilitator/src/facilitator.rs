@@ -58,6 +58,9 @@ pub struct Settings {
     pub log_lookback_blocks: u64,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// The HTTP server's limits ([`crate::serve`]): header and request timeouts, header size,
+    /// connections, the per-client rate limit.
+    pub server: tollgate_server::Limits,
     /// Fault injection for crash tests: abort the process right after a settlement is broadcast.
     pub crash_after_broadcast: bool,
     /// How often the renewal keeper runs ([`Facilitator::spawn_keeper`]); zero disables it.
@@ -89,6 +92,7 @@ impl Default for Settings {
             proof_ttl_secs: 600,
             log_lookback_blocks: 10_000,
             max_body_bytes: crate::http::DEFAULT_MAX_BODY,
+            server: tollgate_server::Limits::default(),
             crash_after_broadcast: false,
             keeper_interval: crate::keeper::DEFAULT_INTERVAL,
             overage_batch_interval: crate::metering::DEFAULT_BATCH_INTERVAL,

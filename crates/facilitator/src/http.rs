@@ -28,7 +28,7 @@ pub const DEFAULT_MAX_BODY: usize = 64 * 1024;
 
 /// The facilitator's router.
 pub fn router(f: Facilitator) -> Router {
-    Router::new()
+    let app = Router::new()
         .route("/authorize", post(authorize))
         .route("/settlements/{key}", get(settlement_status))
         .route("/subscriptions", post(crate::subscriptions::create))
@@ -87,14 +87,18 @@ pub fn router(f: Facilitator) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
-        .fallback(|| async { ApiError::not_found("no such endpoint; see /openapi.json") })
+        .fallback(|| async { ApiError::not_found("no such endpoint; see /openapi.json") });
+    // Inside the metrics layer, so that rate-limited and timed-out requests are counted too.
+    f.settings()
+        .server
+        .layer(app)
         .layer(middleware::from_fn_with_state(f.clone(), observe))
         .layer(DefaultBodyLimit::max(f.settings().max_body_bytes))
         .with_state(f)
 }
 
-/// Serves `f` on `listener` until `shutdown` resolves; in-flight requests (settlements included)
-/// finish first.
+/// Serves `f` on `listener` under its [`Settings::server`](crate::Settings::server) limits until
+/// `shutdown` resolves; in-flight requests (settlements included) finish first.
 pub async fn serve(
     f: Facilitator,
     listener: tokio::net::TcpListener,
@@ -112,10 +116,8 @@ pub async fn serve(
         }
     });
     let _stop_sweeper = AbortOnDrop(sweeper);
-    let app = router(f);
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    let limits = f.settings().server.clone();
+    tollgate_server::serve_prepared(listener, router(f), &limits, shutdown).await
 }
 
 /// How often unfinished settlements are driven forward in the background.

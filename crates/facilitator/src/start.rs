@@ -47,6 +47,7 @@ pub fn settings(config: &Config) -> Settings {
         max_validity_secs: config.settlement.max_validity_secs,
         proof_ttl_secs: config.settlement.proof_ttl_secs,
         max_body_bytes: config.limits.max_body_bytes,
+        server: config.server.clone(),
         keeper_interval: std::time::Duration::from_secs(config.subscriptions.keeper_interval_secs),
         overage_batch_interval: std::time::Duration::from_secs(
             config.subscriptions.overage_batch_secs,

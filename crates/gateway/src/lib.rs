@@ -1,6 +1,9 @@
 //! `tollgate gateway`: a reverse proxy that puts any upstream HTTP API behind a Tollgate payment
 //! gate by route prefix and price, with no code from the provider. Request and response bodies
-//! stream both ways; headers pass through except hop-by-hop ones.
+//! stream both ways; headers pass through except hop-by-hop ones. Paths with dot segments or
+//! encoded separators (`/free/../paid`, `/free/%2e%2e/paid`, `/free%2f..%2fpaid`) are refused
+//! with 400 before routing: the upstream would resolve them to another route than the one that
+//! priced them.
 //!
 //! ```toml
 //! listen = "127.0.0.1:8090"
@@ -32,6 +35,7 @@ use axum::{
     body::Body,
     extract::{Request, State},
     http::{HeaderMap, HeaderName, StatusCode, header},
+    middleware::{self, Next},
     response::{IntoResponse, Response},
     routing::any,
 };
@@ -58,6 +62,11 @@ pub struct Config {
     /// Paths under no route: refused with 404 (default) or proxied without payment.
     #[serde(default)]
     pub pass_unmatched: bool,
+    /// `[server]`: slow-client timeouts, header size, connection cap and the per-client rate
+    /// limit (see [`tollgate_server::ServerConfig`]; behind a reverse proxy set
+    /// `client_address = "x-forwarded-for"`).
+    #[serde(default)]
+    pub server: tollgate_server::ServerConfig,
     /// The payment terms.
     pub gate: GateConfig,
     /// Route prefixes and their prices.
@@ -170,6 +179,7 @@ impl Config {
                 config.upstream
             )));
         }
+        config.limits()?;
         if config.routes.is_empty() {
             return Err(Error::Invalid(
                 "routes: at least one [[routes]] entry is required".into(),
@@ -197,6 +207,19 @@ impl Config {
             }
         }
         Ok(config)
+    }
+
+    /// The HTTP server's limits from `[server]`, with the request timeout raised to at least
+    /// `upstream_timeout_secs` + 5 s, so that a slow upstream is answered 504, not 408.
+    pub fn limits(&self) -> Result<tollgate_server::Limits, Error> {
+        let mut limits = self
+            .server
+            .limits()
+            .map_err(|e| Error::Invalid(format!("server.{e}")))?;
+        limits.request_timeout = limits.request_timeout.max(Duration::from_secs(
+            self.upstream_timeout_secs.saturating_add(5),
+        ));
+        Ok(limits)
     }
 
     /// Reads and parses a config file.
@@ -257,22 +280,68 @@ pub async fn router(config: &Config, memo_secret: Option<[u8; 32]>) -> Result<Ro
         }
         app = app.merge(route.with_state(upstream.clone()));
     }
-    Ok(if config.pass_unmatched {
+    let app = if config.pass_unmatched {
         app.fallback_service(Router::new().fallback(proxy).with_state(upstream))
     } else {
         app.fallback(|| async { (StatusCode::NOT_FOUND, "no such route on this gateway\n") })
+    };
+    Ok(app.layer(middleware::from_fn(canonical_paths_only)))
+}
+
+/// Refuses a request whose path the upstream could resolve to another route than the one that
+/// matched (and priced) it here.
+async fn canonical_paths_only(req: Request, next: Next) -> Response {
+    if is_canonical(req.uri().path()) {
+        next.run(req).await
+    } else {
+        tracing::debug!(path = %req.uri().path(), "refused a non-canonical path");
+        (
+            StatusCode::BAD_REQUEST,
+            "the path has a dot segment or an encoded separator\n",
+        )
+            .into_response()
+    }
+}
+
+/// Whether `path` names the same resource here and upstream: no segment is `.` or `..` (also
+/// percent-encoded, also before a `;` parameter as some servers read `..;`), and no segment hides
+/// a `/` or `\` behind percent-encoding or carries a raw `\`. Routes match the raw path,
+/// while the URL parser that builds the upstream request and the upstream server normalize it.
+fn is_canonical(path: &str) -> bool {
+    path.split('/').all(|segment| {
+        let decoded = percent_decode(segment.as_bytes());
+        let name = decoded.split(|&b| b == b';').next().unwrap_or_default();
+        name != b"." && name != b".." && !decoded.iter().any(|&b| b == b'/' || b == b'\\')
     })
 }
 
-/// Serves the gateway on `listener` until `shutdown`.
+/// `%XX` sequences decoded (one pass); malformed ones kept as they are.
+fn percent_decode(bytes: &[u8]) -> Vec<u8> {
+    let hex = |b: u8| (b as char).to_digit(16);
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if let (b'%', Some(&h), Some(&l)) = (bytes[i], bytes.get(i + 1), bytes.get(i + 2))
+            && let (Some(h), Some(l)) = (hex(h), hex(l))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    out
+}
+
+/// Serves the gateway on `listener` under `limits` ([`Config::limits`]) until `shutdown`.
 pub async fn serve(
     app: Router,
     listener: tokio::net::TcpListener,
+    limits: &tollgate_server::Limits,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    tollgate_server::serve(listener, app, limits, shutdown).await
 }
 
 /// Headers that belong to one hop (RFC 9110 §7.6.1) and never pass through a proxy.
@@ -367,6 +436,41 @@ free = true
         ] {
             let err = Config::from_toml_str(&bad).unwrap_err().to_string();
             assert!(err.contains(needle), "{err} should mention {needle}");
+        }
+    }
+
+    #[test]
+    fn paths_that_resolve_elsewhere_upstream_are_not_canonical() {
+        for ok in [
+            "/",
+            "/v1/quote",
+            "/v1/quote/",
+            "/v1/quote/a.b/..c/c..",
+            "/v1/%41bc",
+            "/v1/q%25",
+            "/.well-known/x",
+            "/a//b",
+            "/bad%zz",
+        ] {
+            assert!(is_canonical(ok), "{ok}");
+        }
+        for bad in [
+            "/free/../paid",
+            "/free/..",
+            "/free/./paid",
+            "/free/%2e%2e/paid",
+            "/free/%2E%2e/paid",
+            "/free/.%2E/paid",
+            "/free/%2e/paid",
+            "/free/..;/paid",
+            "/free/..;x=1/paid",
+            "/free%2f..%2fpaid",
+            "/free/..%2Fpaid",
+            "/free/..%5cpaid",
+            "/free/..\\paid",
+            "/free\\..\\paid",
+        ] {
+            assert!(!is_canonical(bad), "{bad}");
         }
     }
 

@@ -1,5 +1,6 @@
-//! Hostile servers: garbage 402s, 402s forever, servers that never answer. Every case ends in a
-//! typed error with at most the allowed payments.
+//! Hostile servers: garbage 402s, 402s forever, redirect loops, servers that take the payment and
+//! fail, servers that never answer. Every case ends in a typed error or a reported answer, with at
+//! most the allowed payments.
 
 use std::sync::{
     Arc,
@@ -15,6 +16,7 @@ use axum::{
 use serde_json::{Value, json};
 use tollgate_agent::{Amount, Error, Malformed, PayRequest};
 use tollgate_chain::{B256, U256};
+use tollgate_gate::Pricing;
 
 use crate::support::{App, FEE, Harness, NETWORK, PAYEE, PRICE, SHORT, policy};
 
@@ -234,4 +236,117 @@ async fn a_server_that_never_answers_times_out() {
         other => panic!("expected a connect error, got {other:?}"),
     }
     assert_eq!(agent.spent(), Amount::ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redirects_are_reported_not_followed_and_never_paid_twice() {
+    let h = Harness::new().await;
+    let agent = h.agent(policy(1_000_000, 10_000_000));
+    let payee0 = h.balance(h.address(PAYEE)).await;
+    let body = superset(&h, "X-PAYMENT header is required");
+    let paid = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&paid);
+    let app = Router::new()
+        // A redirect loop before any payment.
+        .route(
+            "/loop",
+            get(|| async { (StatusCode::FOUND, [("location", "/loop")]) }),
+        )
+        // A redirect to a priced resource: following it would pay a server the caller never
+        // named.
+        .route(
+            "/elsewhere",
+            get(|| async { (StatusCode::TEMPORARY_REDIRECT, [("location", "/r")]) }),
+        )
+        // Payment asked, then the paid retry redirected back to itself.
+        .route(
+            "/r",
+            get(move |headers: HeaderMap| {
+                let body = body.clone();
+                let paid = Arc::clone(&counted);
+                async move {
+                    if headers.contains_key("x-payment") {
+                        paid.fetch_add(1, Ordering::SeqCst);
+                        (StatusCode::FOUND, [("location", "/r")], String::new())
+                    } else {
+                        let mut b = body.clone();
+                        b["accepts"][0]["memo"] = json!(B256::random());
+                        (
+                            StatusCode::PAYMENT_REQUIRED,
+                            [("content-type", "application/json")],
+                            b.to_string(),
+                        )
+                    }
+                }
+            }),
+        );
+    let app = App::serve(app, paid).await;
+
+    for path in ["/loop", "/elsewhere"] {
+        let answer = agent.pay(PayRequest::get(&app.url(path)).unwrap()).await;
+        let answer = answer.unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(answer.status.is_redirection(), "{path}: {}", answer.status);
+        assert!(answer.payment.is_none(), "{path}");
+    }
+    assert_eq!(app.hits(), 0);
+    assert_eq!(agent.spent(), Amount::ZERO);
+
+    let answer = agent
+        .pay(PayRequest::get(&app.url("/r")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(answer.status, StatusCode::FOUND);
+    let payment = answer
+        .payment
+        .expect("the redirect is reported with what was paid");
+    assert!(payment.tx_hash.is_some());
+    assert_eq!(app.hits(), 1, "the redirect after payment was not followed");
+    assert_eq!(agent.spent(), Amount::from_units(PRICE));
+    assert_eq!(
+        h.balance(h.address(PAYEE)).await,
+        payee0 + U256::from(PRICE - FEE),
+        "paid exactly once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_takes_the_payment_and_fails_is_reported_with_the_receipt() {
+    // A real gate in front of a handler that fails: the gate spends the memo before the handler
+    // runs (x402 has no refunds), so the agent must hand back the 500 together with what it
+    // paid, and must not pay again on its own.
+    let h = Harness::new().await;
+    let agent = h.agent(policy(1_000_000, 10_000_000));
+    let payee0 = h.balance(h.address(PAYEE)).await;
+    let gate = h.gate().await;
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    let app = Router::new()
+        .route(
+            "/r",
+            get(move || {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async { (StatusCode::INTERNAL_SERVER_ERROR, "upstream exploded") }
+            }),
+        )
+        .route_layer(gate.payment_gate([Pricing::one_time(PRICE)]));
+    let app = App::serve(app, hits).await;
+
+    let answer = agent
+        .pay(PayRequest::get(&app.url("/r")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(&answer.body[..], b"upstream exploded");
+    let payment = answer
+        .payment
+        .expect("the failure is reported with its receipt");
+    assert_eq!(payment.kind, tollgate_agent::PaymentKind::Tollgate);
+    assert!(payment.tx_hash.is_some());
+    assert_eq!(payment.pay_to, h.address(PAYEE));
+    assert_eq!(app.hits(), 1, "one paid attempt, no automatic retry");
+    assert_eq!(agent.spent(), Amount::from_units(PRICE));
+    assert_eq!(
+        h.balance(h.address(PAYEE)).await,
+        payee0 + U256::from(PRICE - FEE)
+    );
 }

@@ -120,14 +120,7 @@ impl Harness {
     /// A gate for this chain and facilitator, paid to [`PAYEE`], serving `/v1/quote` at
     /// [`PRICE`] and an ungated `/free`.
     pub async fn gated_app(&self) -> App {
-        let gate = Gate::builder()
-            .network(NETWORK)
-            .token(self.token(), "USD Coin", "2")
-            .pay_to(self.address(PAYEE))
-            .facilitator(&self.facilitator_url)
-            .build()
-            .await
-            .expect("gate");
+        let gate = self.gate().await;
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&hits);
         let quote = Router::new()
@@ -148,6 +141,20 @@ impl Harness {
             );
         let app = quote.route("/free", get(|| async { "free" }));
         App::serve(app, hits).await
+    }
+}
+
+impl Harness {
+    /// A gate for this chain and facilitator, paid to [`PAYEE`].
+    pub async fn gate(&self) -> Gate {
+        Gate::builder()
+            .network(NETWORK)
+            .token(self.token(), "USD Coin", "2")
+            .pay_to(self.address(PAYEE))
+            .facilitator(&self.facilitator_url)
+            .build()
+            .await
+            .expect("gate")
     }
 }
 

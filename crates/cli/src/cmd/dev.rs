@@ -233,9 +233,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     let api_task = tokio::spawn(async move {
-        axum::serve(api_listener, api)
-            .with_graceful_shutdown(stop(stop_rx))
-            .await
+        let limits = tollgate_server::Limits::default();
+        tollgate_server::serve(api_listener, api, &limits, stop(stop_rx)).await
     });
     print_guide(&info, &path);
     crate::shutdown_signal().await;
@@ -272,14 +271,14 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-#[allow(clippy::print_stderr)]
+#[allow(clippy::print_stdout)]
 fn print_guide(info: &DevInfo, path: &Path) {
     let payer = info
         .accounts
         .iter()
         .find(|a| a.role == "payer")
         .expect("a payer");
-    eprintln!(
+    println!(
         "\nTollgate dev is running on {} (chain id {}).\n\
          \n  devnet JSON-RPC  {}\
          \n  facilitator      {}   (/.well-known/tollgate, /openapi.json, /metrics)\

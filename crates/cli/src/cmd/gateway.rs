@@ -42,6 +42,6 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(listen = %listener.local_addr()?, upstream = %config.upstream, routes = config.routes.len(), "gateway listening");
-    tollgate_gateway::serve(app, listener, crate::shutdown_signal()).await?;
+    tollgate_gateway::serve(app, listener, &config.limits()?, crate::shutdown_signal()).await?;
     Ok(())
 }

@@ -20,16 +20,28 @@ pub(crate) struct Dev {
 }
 
 pub(crate) async fn spawn_dev(dir: &Path, extra: &[&str]) -> Dev {
+    spawn_dev_logging(dir, extra, None).await
+}
+
+/// [`spawn_dev`] with its log (stderr) written to `log` at `TOLLGATE_LOG=trace`.
+pub(crate) async fn spawn_dev_logging(dir: &Path, extra: &[&str], log: Option<&Path>) -> Dev {
     let summary = dir.join("dev.json");
     let stamp = std::fs::metadata(&summary).and_then(|m| m.modified()).ok();
-    let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    command
         .args(["dev", "--port-base", "0", "--state-dir"])
         .arg(dir)
         .args(extra)
-        .env("NO_COLOR", "1")
+        .env("NO_COLOR", "1");
+    match log {
+        Some(log) => command
+            .env("TOLLGATE_LOG", "trace")
+            .stderr(std::fs::File::create(log).unwrap()),
+        None => command.stderr(Stdio::null()),
+    };
+    let child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
         .expect("spawn tollgate dev");
@@ -355,6 +367,19 @@ free = true
         404
     );
 
+    // Paths the upstream would resolve to the paid prefix are refused before routing, instead of
+    // being priced by the free `/healthz` prefix and served from `/v1/search`. Sent raw: HTTP
+    // clients normalize dot segments themselves.
+    for path in [
+        "/healthz/../v1/search",
+        "/healthz/%2e%2E/v1/search",
+        "/healthz/..;/v1/search",
+        "/healthz%2f..%2fv1%2fsearch",
+    ] {
+        assert_eq!(raw_get(port, path).await, 400, "{path}");
+    }
+    assert_eq!(raw_get(port, "/healthz/a.b").await, 200);
+
     let body = vec![7u8; 300_000];
     let req = PayRequest::post(&format!("{gw}/v1/search/deep?q=rust"), body.clone())
         .unwrap()
@@ -369,6 +394,26 @@ free = true
     assert_eq!(echo["bytes"], body.len());
     assert!(paid.headers.contains_key("x-payment-response"));
     assert_eq!(balance(info, provider).await, U256::from(20_000 - 1_000));
+}
+
+/// The status code of `GET {path}` sent byte for byte, without the normalization of an HTTP
+/// client.
+async fn raw_get(port: u16, path: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )
+        .await
+        .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let head = String::from_utf8_lossy(&response);
+    head.split(' ').nth(1).unwrap().parse().unwrap()
 }
 
 /// `tollgate webhooks` against `tollgate dev` (dev mode: a loopback endpoint is allowed): create

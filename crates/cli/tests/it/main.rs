@@ -6,4 +6,5 @@ mod devnet;
 mod facilitator;
 mod interop;
 mod pay;
+mod secrets;
 mod subscribe;

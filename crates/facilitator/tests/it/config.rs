@@ -181,6 +181,11 @@ fn defaults_fill_what_is_left_out() {
     );
     assert_eq!(config.webhooks.timeout_secs, 10);
     assert!(!config.webhooks.allow_private_targets);
+    assert_eq!(config.server, tollgate_server::Limits::default());
+    assert!(
+        config.server.rate_limit.is_some(),
+        "rate limited by default"
+    );
 
     let config = with(
         "[subscriptions]\noverage_batch_amount = 250000\n[webhooks]\nallow_private_targets = true",
@@ -341,6 +346,23 @@ fn top_level_validation_errors_name_the_key() {
         with("[limits]\nmax_body_bytes = 0", DEVNET),
         "limits.max_body_bytes",
     );
+    assert_invalid(
+        with("[server]\nmax_header_bytes = 1024", DEVNET),
+        "server.max_header_bytes",
+    );
+    assert_invalid(
+        with("[server]\nrequest_timeout_secs = 10", DEVNET),
+        "server.request_timeout_secs",
+    );
+    let server = with(
+        "[server]\nrate_per_second = 0\nrequest_timeout_secs = 11\nmax_connections = 10",
+        DEVNET,
+    )
+    .unwrap()
+    .server;
+    assert_eq!(server.rate_limit, None);
+    assert_eq!(server.max_connections, 10);
+    assert_eq!(server.request_timeout, std::time::Duration::from_secs(11));
     let e = assert_invalid(
         with(&format!("[fees]\nfee_recipient = \"{ZERO}\""), DEVNET),
         "fees.fee_recipient",

@@ -4,6 +4,7 @@
 mod analytics;
 mod authorize;
 mod config;
+mod edges;
 mod keeper;
 mod metering;
 mod providers;

@@ -160,6 +160,62 @@ async fn api_keys_authenticate_and_revoke() {
     assert_eq!(s, 401);
 }
 
+/// Every operation the OpenAPI document marks as needing an API key refuses a request with no
+/// key, a wrong key and a revoked key alike: 401 `Unauthorized` before anything else is looked at
+/// (the dashboard sends a browser without a key to its login form instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_provider_endpoint_refuses_missing_wrong_and_revoked_keys() {
+    let h = devnet().await;
+    let revoked = register(&h, &h.account(3).signer()).await;
+    let (s, _) = post_auth(&h, "/providers/keys/revoke", Some(&revoked), &json!({})).await;
+    assert_eq!(s, 200);
+    let wrong = format!("tg_{}", "ab".repeat(32));
+
+    let (s, doc) = h.get("/openapi.json").await;
+    assert_eq!(s, 200);
+    let mut checked = 0;
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            if op["security"].as_array().is_none_or(|s| s.is_empty()) {
+                continue;
+            }
+            let url = format!(
+                "{}{}",
+                h.url,
+                path.replace("{id}", &format!("0x{}", "11".repeat(32)))
+                    .replace("{event_id}", "evt_1")
+            );
+            let method: reqwest::Method = method.to_uppercase().parse().unwrap();
+            for (key, what) in [
+                (None, "missing"),
+                (Some(wrong.as_str()), "wrong"),
+                (Some(revoked.as_str()), "revoked"),
+            ] {
+                let mut r = h.http.request(method.clone(), &url).json(&json!({}));
+                if let Some(key) = key {
+                    r = r.bearer_auth(key);
+                }
+                let r = r.send().await.unwrap();
+                let status = r.status().as_u16();
+                if path == "/dashboard" && key.is_none() {
+                    assert_eq!(status, 303, "{method} {path}: {what}");
+                    continue;
+                }
+                assert_eq!(status, 401, "{method} {path}: {what}");
+                if path != "/dashboard" {
+                    let v: Value = r.json().await.unwrap();
+                    assert_eq!(
+                        v["error"]["code"], "Unauthorized",
+                        "{method} {path}: {what}"
+                    );
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} operations need a key?");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plans_create_show_deprecate() {
     let h = devnet().await;

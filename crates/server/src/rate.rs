@@ -1,0 +1,243 @@
+//! Per-client rate limiting: one GCRA cell per client address (an IPv6 client by its /64), so a
+//! client gets `burst` requests at once and then `per_second` on average.
+
+use std::{
+    collections::HashMap,
+    net::{IpAddr, SocketAddr},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use axum::{
+    extract::{ConnectInfo, Request},
+    http::{HeaderValue, StatusCode, header},
+    middleware::Next,
+    response::Response,
+};
+use serde::Deserialize;
+
+/// Requests allowed per client.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RateLimit {
+    /// The sustained rate, in requests per second (at least 1).
+    pub per_second: u32,
+    /// Requests allowed at once after a quiet period (at least 1).
+    pub burst: u32,
+    /// What identifies a client.
+    pub client: ClientAddress,
+    /// Whether loopback clients are limited too. Off by default: a client on the same host is
+    /// the operator (or the reverse proxy, when [`ClientAddress::Peer`] is used behind one).
+    pub limit_loopback: bool,
+}
+
+impl RateLimit {
+    /// `per_second` on average with bursts of `burst`, per peer address, loopback exempt.
+    pub fn per_second(per_second: u32, burst: u32) -> Self {
+        Self {
+            per_second: per_second.max(1),
+            burst: burst.max(1),
+            client: ClientAddress::Peer,
+            limit_loopback: false,
+        }
+    }
+
+    /// The same limit, keyed by `client`.
+    pub fn client(self, client: ClientAddress) -> Self {
+        Self { client, ..self }
+    }
+
+    /// The same limit, applied to loopback clients too.
+    pub fn limit_loopback(self, yes: bool) -> Self {
+        Self {
+            limit_loopback: yes,
+            ..self
+        }
+    }
+}
+
+impl Default for RateLimit {
+    /// 50 requests per second with bursts of 100, per peer address, loopback exempt.
+    fn default() -> Self {
+        Self::per_second(50, 100)
+    }
+}
+
+/// What identifies a client for [`RateLimit`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ClientAddress {
+    /// The TCP peer's address. Right when clients connect directly.
+    #[default]
+    Peer,
+    /// The last address in `X-Forwarded-For` (the one your reverse proxy appended), the peer's
+    /// when there is none. Use it only behind a proxy that sets the header: a direct client
+    /// could otherwise choose its own key.
+    XForwardedFor,
+}
+
+/// Entries older than their cell are dropped once the map holds this many.
+const SWEEP_AT: usize = 4096;
+
+pub(crate) struct Limiter {
+    limit: RateLimit,
+    /// Time per request.
+    interval: Duration,
+    /// How far ahead of now a client's theoretical arrival time may run.
+    tolerance: Duration,
+    cells: Mutex<HashMap<IpAddr, Instant>>,
+}
+
+impl Limiter {
+    pub(crate) fn new(limit: RateLimit) -> Self {
+        let interval = Duration::from_secs(1) / limit.per_second.max(1);
+        let tolerance = interval * (limit.burst.max(1) - 1);
+        Self {
+            limit,
+            interval,
+            tolerance,
+            cells: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(crate) async fn admit(&self, req: Request, next: Next) -> Response {
+        if let Some(client) = self.client_of(&req)
+            && let Err(wait) = self.take(client, Instant::now())
+        {
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            tracing::debug!(%client, retry_after = secs, "rate limited");
+            let mut response = crate::refusal(
+                StatusCode::TOO_MANY_REQUESTS,
+                "RateLimited",
+                &format!("too many requests from this client; retry in {secs} s"),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
+            return response;
+        }
+        next.run(req).await
+    }
+
+    /// The key of the request's client, or `None` when it is not limited.
+    fn client_of(&self, req: &Request) -> Option<IpAddr> {
+        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>()?.0.ip();
+        let ip = match self.limit.client {
+            ClientAddress::Peer => peer,
+            ClientAddress::XForwardedFor => req
+                .headers()
+                .get_all("x-forwarded-for")
+                .iter()
+                .next_back()
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.rsplit(',').next())
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(peer),
+        };
+        let ip = ip.to_canonical();
+        if ip.is_loopback() && !self.limit.limit_loopback {
+            return None;
+        }
+        Some(key(ip))
+    }
+
+    /// Takes one request from `client`'s allowance at `now`, or says how long to wait.
+    pub(crate) fn take(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
+        let mut cells = self.cells.lock().unwrap_or_else(|e| e.into_inner());
+        if cells.len() >= SWEEP_AT {
+            cells.retain(|_, tat| *tat > now);
+        }
+        let tat = cells.get(&client).copied().unwrap_or(now).max(now);
+        let ahead = tat - now;
+        if ahead > self.tolerance {
+            return Err(ahead - self.tolerance);
+        }
+        cells.insert(client, tat + self.interval);
+        Ok(())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn clients(&self) -> usize {
+        self.cells.lock().unwrap().len()
+    }
+}
+
+/// IPv6 clients by their /64: one subscriber line usually holds a whole /64.
+fn key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => {
+            let bits = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(bits.into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_burst_then_the_sustained_rate() {
+        let l = Limiter::new(RateLimit::per_second(10, 5));
+        let t0 = Instant::now();
+        for _ in 0..5 {
+            l.take(ip("192.0.2.1"), t0).unwrap();
+        }
+        let wait = l.take(ip("192.0.2.1"), t0).unwrap_err();
+        assert_eq!(wait, Duration::from_millis(100));
+        // Another client is not affected.
+        l.take(ip("192.0.2.2"), t0).unwrap();
+        // After one interval, exactly one more.
+        let t1 = t0 + Duration::from_millis(100);
+        l.take(ip("192.0.2.1"), t1).unwrap();
+        assert!(l.take(ip("192.0.2.1"), t1).is_err());
+        // A quiet second restores the whole burst, not more.
+        let t2 = t1 + Duration::from_secs(1);
+        for _ in 0..5 {
+            l.take(ip("192.0.2.1"), t2).unwrap();
+        }
+        assert!(l.take(ip("192.0.2.1"), t2).is_err());
+    }
+
+    #[test]
+    fn many_small_steps_lose_no_credit() {
+        // 1,000 calls 1 ms apart at 100/s with no burst: one every 10 ms, 100 in all.
+        let l = Limiter::new(RateLimit::per_second(100, 1));
+        let t0 = Instant::now();
+        let admitted = (0..1000u64)
+            .filter(|i| {
+                l.take(ip("192.0.2.9"), t0 + Duration::from_millis(*i))
+                    .is_ok()
+            })
+            .count();
+        assert_eq!(admitted, 100);
+    }
+
+    #[test]
+    fn ipv6_clients_share_their_64() {
+        let l = Limiter::new(RateLimit::per_second(1, 1));
+        let t0 = Instant::now();
+        l.take(key(ip("2001:db8:1:2::1")), t0).unwrap();
+        assert!(l.take(key(ip("2001:db8:1:2:ffff::9")), t0).is_err());
+        l.take(key(ip("2001:db8:1:3::1")), t0).unwrap();
+    }
+
+    #[test]
+    fn expired_cells_are_swept() {
+        let l = Limiter::new(RateLimit::per_second(1000, 1));
+        let t0 = Instant::now();
+        for i in 0..SWEEP_AT as u32 {
+            l.take(IpAddr::V4(i.into()), t0).unwrap();
+        }
+        assert_eq!(l.clients(), SWEEP_AT);
+        l.take(ip("192.0.2.1"), t0 + Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(l.clients(), 1);
+    }
+}

@@ -516,21 +516,22 @@ impl Agent {
                 signature,
             },
         };
-        let sent = self
-            .inner
-            .http
-            .post(format!("{base}/authorize"))
-            .json(&AuthorizeRequest {
+        let posted = facilitator::post_until_answered(
+            &self.inner.http,
+            &format!("{base}/authorize"),
+            &AuthorizeRequest {
                 signed_payment,
                 resource: Some(r.resource.clone()).filter(|r| !r.is_empty()),
-            })
-            .send()
-            .await;
-        match &sent {
-            Err(e) if e.is_connect() => drop(reservation),
-            _ => reservation.commit(),
+            },
+            Instant::now() + self.inner.settle_timeout,
+        )
+        .await;
+        if posted.never_sent {
+            drop(reservation);
+        } else {
+            reservation.commit();
         }
-        let confirmed = self.await_proof(sent?).await.inspect_err(|e| {
+        let confirmed = self.await_proof(posted.sent?).await.inspect_err(|e| {
             if matches!(e, Error::Facilitator { code, .. } if code == "NonceMismatch") {
                 // The fee changed: read the terms afresh next time.
                 self.cache().remove(base);

@@ -1,6 +1,9 @@
 //! The facilitator as the agent sees it: `GET /.well-known/tollgate` and `POST /authorize`.
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
 
 use alloy::primitives::Address;
 use reqwest::StatusCode;
@@ -116,4 +119,50 @@ pub(crate) fn answer(status: StatusCode, body: &[u8]) -> Result<Answer> {
 /// The next poll delay: doubling from 100 ms up to 2 s.
 pub(crate) fn backoff(previous: Duration) -> Duration {
     (previous * 2).clamp(Duration::from_millis(100), Duration::from_secs(2))
+}
+
+/// What [`post_until_answered`] got.
+pub(crate) struct Posted {
+    /// The last answer, or the last transport error.
+    pub(crate) sent: reqwest::Result<reqwest::Response>,
+    /// Whether the request certainly never reached the facilitator (the first and only attempt
+    /// could not connect): then nothing can have happened.
+    pub(crate) never_sent: bool,
+}
+
+/// POSTs `body` to `url`, sending **the same body** again while its outcome is unknown — the
+/// connection broke after the request left, a timeout, or a 502/503/504 (a facilitator
+/// restarting, or behind a proxy) — with backoff until `deadline`. Every facilitator operation
+/// the agent posts is idempotent per signed body (`/authorize` per authorization nonce,
+/// `/subscriptions` per intent nonce), so a repeat returns the first outcome and never acts
+/// twice; signing anew instead could pay twice for one request.
+pub(crate) async fn post_until_answered<T: serde::Serialize + ?Sized>(
+    http: &reqwest::Client,
+    url: &str,
+    body: &T,
+    deadline: Instant,
+) -> Posted {
+    let mut delay = Duration::ZERO;
+    let mut attempts = 0u32;
+    loop {
+        let sent = http.post(url).json(body).send().await;
+        attempts += 1;
+        let unknown = match &sent {
+            Err(e) if attempts == 1 && e.is_connect() => false,
+            Err(e) => !e.is_builder(),
+            Ok(r) => matches!(
+                r.status(),
+                StatusCode::BAD_GATEWAY
+                    | StatusCode::SERVICE_UNAVAILABLE
+                    | StatusCode::GATEWAY_TIMEOUT
+            ),
+        };
+        delay = backoff(delay);
+        if !unknown || Instant::now() + delay > deadline {
+            let never_sent = attempts == 1 && sent.as_ref().is_err_and(reqwest::Error::is_connect);
+            return Posted { sent, never_sent };
+        }
+        tracing::debug!(%url, attempts, "outcome unknown; sending the same request again");
+        tokio::time::sleep(delay).await;
+    }
 }

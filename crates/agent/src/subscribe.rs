@@ -215,16 +215,24 @@ impl Agent {
                 signature: permit_signature,
             },
         };
-        let sent = self
-            .inner
-            .http
-            .post(format!("{base}/subscriptions"))
-            .json(&body)
-            .send()
-            .await;
-        let response = match sent {
-            Err(e) if e.is_connect() => return Err(e.into()),
-            other => other?,
+        // The same signed intent until answered: the facilitator returns the subscription it
+        // created for it, so a crash or a lost answer never leads to a second one.
+        let posted = crate::facilitator::post_until_answered(
+            &self.inner.http,
+            &format!("{base}/subscriptions"),
+            &body,
+            std::time::Instant::now() + self.inner.settle_timeout,
+        )
+        .await;
+        let response = match posted.sent {
+            Ok(response) => response,
+            Err(e) => {
+                if !posted.never_sent {
+                    // Perhaps created: keep the budget reserved rather than spend it twice.
+                    reservation.commit();
+                }
+                return Err(e.into());
+            }
         };
         let status = response.status();
         let bytes = read_limited(response, MAX_ANSWER)

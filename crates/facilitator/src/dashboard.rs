@@ -15,7 +15,7 @@
 
 use std::fmt::Write as _;
 
-use alloy::primitives::{Address, B256, hex, keccak256};
+use alloy::primitives::{Address, B256, U256, hex, keccak256};
 use axum::{
     body::Bytes,
     extract::{Query, State},
@@ -208,13 +208,17 @@ fn esc(s: &str) -> String {
 }
 
 /// Smallest units (6 decimals) as a token amount: `1234500` → `1.2345`, at least 2 decimals.
+/// Exact for any `uint256` (a plan's price is one); what is not a decimal amount shows as `0.00`.
 pub fn units(v: &str) -> String {
-    let n: u128 = v.parse().unwrap_or(0);
-    let mut frac = format!("{:06}", n % 1_000_000);
+    let n = v
+        .parse::<tollgate_protocol::Amount>()
+        .map_or(U256::ZERO, tollgate_protocol::Amount::get);
+    let million = U256::from(1_000_000u64);
+    let mut frac = format!("{:06}", (n % million).to::<u64>());
     while frac.len() > 2 && frac.ends_with('0') {
         frac.pop();
     }
-    let whole = (n / 1_000_000).to_string();
+    let whole = (n / million).to_string();
     // Thousands separators.
     let mut grouped = String::new();
     for (i, c) in whole.chars().enumerate() {

@@ -61,8 +61,6 @@ pub struct Settings {
     /// The HTTP server's limits ([`crate::serve`]): header and request timeouts, header size,
     /// connections, the per-client rate limit.
     pub server: tollgate_server::Limits,
-    /// Fault injection for crash tests: abort the process right after a settlement is broadcast.
-    pub crash_after_broadcast: bool,
     /// How often the renewal keeper runs ([`Facilitator::spawn_keeper`]); zero disables it.
     pub keeper_interval: Duration,
     /// Metered usage is charged on-chain once the oldest unbilled deduction of a cycle is this
@@ -93,7 +91,6 @@ impl Default for Settings {
             log_lookback_blocks: 10_000,
             max_body_bytes: crate::http::DEFAULT_MAX_BODY,
             server: tollgate_server::Limits::default(),
-            crash_after_broadcast: false,
             keeper_interval: crate::keeper::DEFAULT_INTERVAL,
             overage_batch_interval: crate::metering::DEFAULT_BATCH_INTERVAL,
             overage_batch_amount: crate::metering::DEFAULT_BATCH_AMOUNT,

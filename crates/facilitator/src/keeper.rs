@@ -334,6 +334,7 @@ impl Facilitator {
             }
             Err(e) => return Err(e.into()),
         };
+        crate::fault::hit("renew.after-broadcast");
         let opts = WaitOptions {
             confirmations: net.spec.confirmations.max(1),
             timeout: self.inner.settings.confirmation_timeout,
@@ -358,6 +359,7 @@ impl Facilitator {
             RenewalOutcome::Renewed => (IndexedState::Active, Step::Renewed),
             RenewalOutcome::Failed => (IndexedState::Paused, Step::Failed),
         };
+        crate::fault::hit("renew.after-receipt");
         let renewal = Renewal {
             network: sub.network.clone(),
             id,

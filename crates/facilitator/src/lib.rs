@@ -12,6 +12,7 @@ pub mod config;
 pub mod dashboard;
 pub mod error;
 mod facilitator;
+pub mod fault;
 mod http;
 pub mod keeper;
 pub mod metering;

@@ -156,7 +156,13 @@ fn usage(id: B256, row: &AllowanceCycle) -> AllowanceUsage {
         used: Amount::from_units(row.used),
         remaining: Amount::from_units(row.remaining()),
         charged: Amount::from_units(row.charged),
-        unsettled: Amount::from_units(row.used - row.charged - row.unpaid),
+        // Saturating like `remaining()`: the ledger keeps charged + unpaid <= used, and a row
+        // that does not is answered, never a panic.
+        unsettled: Amount::from_units(
+            row.used
+                .saturating_sub(row.charged)
+                .saturating_sub(row.unpaid),
+        ),
         unpaid: Amount::from_units(row.unpaid),
     }
 }
@@ -286,6 +292,7 @@ impl Facilitator {
             };
             match self.store().deduct_allowance(&d).await? {
                 DeductOutcome::Applied(row) | DeductOutcome::Replayed(row) => {
+                    crate::fault::hit("deduct.after-commit");
                     return Ok(usage(id, &row));
                 }
                 DeductOutcome::KeyConflict => {
@@ -542,6 +549,7 @@ impl Facilitator {
         if !self.store().begin_charge(&charge).await? {
             return Ok(None);
         }
+        crate::fault::hit("charge.after-begin");
         let pending = OverageCharge {
             network: charge.network,
             reference,
@@ -593,9 +601,12 @@ impl Facilitator {
             timeout: self.settings().confirmation_timeout,
         };
         let outcome = match net.chain.send_and_wait(tx, opts).await {
-            Ok(Confirmation::Confirmed(r)) if r.success => ChargeOutcome::Confirmed {
-                tx_hash: Some(r.tx_hash),
-            },
+            Ok(Confirmation::Confirmed(r)) if r.success => {
+                crate::fault::hit("charge.after-receipt");
+                ChargeOutcome::Confirmed {
+                    tx_hash: Some(r.tx_hash),
+                }
+            }
             // Reverted on-chain after a clean simulation: a race; the next run decides.
             Ok(Confirmation::Confirmed(_)) | Ok(Confirmation::Pending { .. }) => {
                 return Ok(Some(Sent::Pending));
@@ -689,5 +700,48 @@ mod tests {
         assert_ne!(r, charge_reference(id, 2, 0));
         assert_ne!(r, charge_reference(B256::repeat_byte(2), 1, 0));
         assert_eq!(r, charge_reference(id, 1, 0));
+    }
+
+    proptest::proptest! {
+        /// The usage answer adds up on any consistent ledger (charged + unpaid <= billed <= used
+        /// <= cap), and never panics on any row at all.
+        #[test]
+        fn usage_adds_up(
+            cap in proptest::prelude::any::<u64>(),
+            shares in proptest::prelude::any::<[u64; 4]>(),
+            raw in proptest::prelude::any::<[u64; 5]>(),
+        ) {
+            // A consistent row: cap >= used >= billed >= charged + unpaid.
+            let upto = |x: u64, max: u64| x.checked_rem(max.wrapping_add(1)).unwrap_or(x);
+            let used = upto(shares[0], cap);
+            let billed = upto(shares[1], used);
+            let charged = upto(shares[2], billed);
+            let unpaid = upto(shares[3], billed - charged);
+            let row = |cap, used, billed, charged, unpaid| AllowanceCycle {
+                network: "base".into(),
+                id: B256::ZERO,
+                cycle: 1,
+                cap,
+                used,
+                billed,
+                charged,
+                unpaid,
+                deductions: 0,
+                charges: 0,
+                closed: false,
+                first_unbilled_at: None,
+            };
+            let u = usage(B256::ZERO, &row(cap, used, billed, charged, unpaid));
+            proptest::prop_assert_eq!(u.remaining.get() + u.used.get(), U256::from(cap));
+            proptest::prop_assert_eq!(
+                u.unsettled.get() + u.charged.get() + u.unpaid.get(),
+                U256::from(used)
+            );
+            // Any row, consistent or not.
+            let [c, us, b, ch, un] = raw;
+            let u = usage(B256::ZERO, &row(c, us, b, ch, un));
+            proptest::prop_assert!(u.unsettled.get() <= U256::from(us));
+            proptest::prop_assert!(u.remaining.get() <= U256::from(c));
+        }
     }
 }

@@ -157,6 +157,7 @@ impl Facilitator {
         }
 
         let row = self.inner.store.insert_settlement(&new).await?;
+        crate::fault::hit("authorize.after-insert");
         self.broadcast_and_wait(net, &row.new, sp).await
     }
 
@@ -323,10 +324,7 @@ impl Facilitator {
             Err(ChainError::Revert(revert)) => return self.refused(net, new, &revert).await,
             Err(e) => return Err(chain_error(&e)),
         };
-        if self.inner.settings.crash_after_broadcast {
-            tracing::error!(%tx_hash, "fault injection: aborting right after broadcast");
-            std::process::abort();
-        }
+        crate::fault::hit("authorize.after-broadcast");
         self.wait_and_confirm(net, new, tx_hash).await
     }
 
@@ -577,6 +575,7 @@ impl Facilitator {
                 receipt.tx_hash
             )));
         }
+        crate::fault::hit("authorize.after-receipt");
         let issued_at = unix_now().max(receipt.block_timestamp);
         let mut proof = PaymentProof {
             version: 1,
@@ -609,6 +608,7 @@ impl Facilitator {
                 unix_now(),
             )
             .await?;
+        crate::fault::hit("authorize.after-confirm");
         // First proof wins: a concurrent replica may have confirmed it already.
         stored_proof(&stored)
     }

@@ -344,6 +344,7 @@ impl Facilitator {
         let tx = TxRequest::call(self.relayer(), subs, call.abi_encode());
         // A call that would revert is refused here, before broadcast (the simulation).
         let tx_hash = net.chain.send(tx).await.map_err(|e| chain_error(&e))?;
+        crate::fault::hit("subscribe.after-broadcast");
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
             timeout: self.inner.settings.confirmation_timeout,
@@ -376,6 +377,7 @@ impl Facilitator {
                 ));
             }
         }
+        crate::fault::hit("subscribe.after-receipt");
         let mut view = self
             .subscription_view(net, subs, id)
             .await?

@@ -434,6 +434,9 @@ impl Facilitator {
                 break;
             }
         }
+        if report.delivered > 0 {
+            crate::fault::hit("webhook.after-send");
+        }
         if let Err(e) = store
             .finish_deliveries(&endpoint.id, &outcomes, unix_now())
             .await

@@ -240,6 +240,7 @@ impl Facilitator {
             tracing::error!(error = %e, "store unavailable during /settle");
             return fail(ErrorReason::UnexpectedSettleError, None);
         }
+        crate::fault::hit("settle.after-insert");
         let call = Token::transferWithAuthorization_0Call {
             from: auth.from,
             to: auth.to,
@@ -263,10 +264,7 @@ impl Facilitator {
             }
             Err(e) => return fail(verify_chain_error(&e), None),
         };
-        if self.inner.settings.crash_after_broadcast {
-            tracing::error!(%tx_hash, "fault injection: aborting right after broadcast");
-            std::process::abort();
-        }
+        crate::fault::hit("settle.after-broadcast");
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
             timeout: self.inner.settings.confirmation_timeout,
@@ -342,6 +340,7 @@ impl Facilitator {
             .await
         {
             Ok(row) => {
+                crate::fault::hit("settle.after-confirm");
                 SettleResponse::success(row.tx_hash.unwrap_or(receipt.tx_hash), network, new.payer)
             }
             Err(e) => {

@@ -117,6 +117,9 @@ pub(crate) fn expiry_of(memo: &B256) -> u64 {
 }
 
 #[cfg(test)]
+mod properties;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

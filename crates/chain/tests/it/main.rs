@@ -2,5 +2,6 @@
 
 mod contracts;
 mod devnet;
+mod properties;
 mod rpc;
 mod subscriptions;

@@ -30,8 +30,9 @@ pub(crate) struct Args {
     config: PathBuf,
 }
 
-/// Test-only fault injection, read from the environment by the binary (never by the library).
-const FAULT_ENV: &str = "TOLLGATE_FAULT";
+/// Test-only: the failpoint to arm (`tollgate_facilitator::fault`), read from the environment
+/// by the binary (never by the library). Builds without failpoints refuse to start with it set.
+const FAILPOINT_ENV: &str = "TOLLGATE_FAILPOINT";
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let config =
@@ -43,11 +44,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         tracing::warn!("{w}");
     }
     let mut settings = start::settings(&config);
-    if std::env::var(FAULT_ENV).as_deref() == Ok("crash-after-broadcast") {
-        tracing::warn!(
-            "{FAULT_ENV}=crash-after-broadcast: the process aborts after its first broadcast"
-        );
-        settings.crash_after_broadcast = true;
+    if let Ok(name) = std::env::var(FAILPOINT_ENV) {
+        tollgate_facilitator::fault::arm(&name).context(FAILPOINT_ENV)?;
+        tracing::warn!("{FAILPOINT_ENV}={name}: the process aborts when it reaches that step");
     }
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

@@ -1,5 +1,5 @@
-//! `tollgate facilitator` as a process: killed between broadcast and reply, restarted on the same
-//! store, it answers the same request with a proof, and exactly one transfer exists.
+//! `tollgate facilitator` as a process: the helpers the process tests share, and a facilitator
+//! killed mid-delivery of webhooks (the crash tests at every failpoint are in `crash.rs`).
 
 use std::{
     path::Path,
@@ -15,9 +15,8 @@ use tokio::{
 use tollgate_chain::{
     accounts::dev_accounts,
     authorization::{ReceiveWithAuthorization, router_nonce, sign, token_domain},
-    contracts::{self, Token},
 };
-use tollgate_protocol::{Amount, Eip3009Authorization, PaymentProof, SignedPayment};
+use tollgate_protocol::{Amount, Eip3009Authorization, SignedPayment};
 
 use crate::devnet::spawn_devnet;
 
@@ -26,7 +25,8 @@ pub(crate) struct Facilitator {
     pub(crate) url: String,
 }
 
-pub(crate) async fn spawn_facilitator(config: &Path, fault: bool) -> Facilitator {
+/// `tollgate facilitator --config config`, with `failpoint` armed (the process aborts there).
+pub(crate) async fn spawn_facilitator(config: &Path, failpoint: Option<&str>) -> Facilitator {
     let accounts = dev_accounts(10);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
     cmd.args(["facilitator", "--config"])
@@ -39,8 +39,8 @@ pub(crate) async fn spawn_facilitator(config: &Path, fault: bool) -> Facilitator
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    if fault {
-        cmd.env("TOLLGATE_FAULT", "crash-after-broadcast");
+    if let Some(name) = failpoint {
+        cmd.env("TOLLGATE_FAILPOINT", name);
     }
     let mut child = cmd.spawn().expect("spawn tollgate facilitator");
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
@@ -60,24 +60,7 @@ pub(crate) async fn spawn_facilitator(config: &Path, fault: bool) -> Facilitator
     }
 }
 
-fn payment(
-    chain_id: u64,
-    token: Address,
-    router: Address,
-    pay_to: Address,
-    now: u64,
-) -> SignedPayment {
-    payment_with_memo(
-        chain_id,
-        token,
-        router,
-        pay_to,
-        now,
-        B256::repeat_byte(0x5a),
-    )
-}
-
-fn payment_with_memo(
+pub(crate) fn payment_with_memo(
     chain_id: u64,
     token: Address,
     router: Address,
@@ -119,7 +102,7 @@ fn payment_with_memo(
 }
 
 /// A facilitator config for the devnet at `rpc_url`, its store in `dir`, plus `extra` TOML.
-fn write_config(
+pub(crate) fn write_config(
     dir: &Path,
     rpc_url: &str,
     c: &tollgate_chain::Deployment,
@@ -129,8 +112,7 @@ fn write_config(
     std::fs::write(
         &config,
         format!(
-            r#"listen = "127.0.0.1:0"
-store = "sqlite://{store}"
+            r#"{listen}store = "sqlite://{store}"
 {extra}
 [keys]
 relayers = ["env:TOLLGATE_RELAYER_KEY"]
@@ -143,6 +125,11 @@ token = "{token}"
 router = "{router}"
 subscriptions = "{subs}"
 "#,
+            listen = if extra.contains("listen =") {
+                ""
+            } else {
+                "listen = \"127.0.0.1:0\"\n"
+            },
             store = dir.join("facilitator.db").display(),
             token = c.token,
             router = c.router,
@@ -151,94 +138,6 @@ subscriptions = "{subs}"
     )
     .unwrap();
     config
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn crash_between_broadcast_and_reply_settles_once() {
-    tollgate_chain::install_crypto_provider();
-    let dir = tempfile::tempdir().unwrap();
-    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
-    let rpc_url = devnet.info.rpc_url.clone().unwrap();
-    let c = devnet.info.contracts;
-    let config = write_config(dir.path(), &rpc_url, &c, "");
-
-    let accounts = dev_accounts(10);
-    let chain = tollgate_testkit::connect(&rpc_url, 31337, &accounts)
-        .await
-        .unwrap();
-    let pay_to = Address::repeat_byte(0x99);
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
-    let body =
-        serde_json::json!({ "signedPayment": payment(31337, c.token, c.router, pay_to, now) });
-    let http = reqwest::Client::new();
-
-    // 1. The facilitator broadcasts, then dies before it can answer.
-    let mut crashing = spawn_facilitator(&config, true).await;
-    let reply = http
-        .post(format!("{}/authorize", crashing.url))
-        .json(&body)
-        .send()
-        .await;
-    assert!(
-        reply.is_err() || !reply.unwrap().status().is_success(),
-        "the crashing facilitator must not answer"
-    );
-    let status = tokio::time::timeout(Duration::from_secs(10), crashing.child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(!status.success(), "aborted");
-    let balance = || async {
-        contracts::read(&chain, c.token, &Token::balanceOfCall { account: pay_to })
-            .await
-            .unwrap()
-    };
-    assert_eq!(
-        balance().await,
-        U256::from(499_000),
-        "the broadcast settled on-chain"
-    );
-
-    // 2. Restarted on the same store, the same request gets the proof of that settlement.
-    let fresh = spawn_facilitator(&config, false).await;
-    let reply = http
-        .post(format!("{}/authorize", fresh.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reply.status(), 200);
-    let reply: serde_json::Value = reply.json().await.unwrap();
-    let proof = PaymentProof::decode(reply["proof"].as_str().unwrap()).unwrap();
-    assert_eq!(proof.pay_to, pay_to);
-    assert_eq!(
-        tollgate_chain::proof::recover(&proof).unwrap(),
-        accounts[9].address
-    );
-    // 3. Again: the same proof, and still exactly one transfer.
-    let again: serde_json::Value = http
-        .post(format!("{}/authorize", fresh.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(again["proof"], reply["proof"]);
-    assert_eq!(balance().await, U256::from(499_000));
-    let (ok, _) = (
-        http.get(format!("{}/readyz", fresh.url))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        (),
-    );
-    assert_eq!(ok, 200);
 }
 
 /// Killed (SIGKILL) in the middle of delivering webhooks and restarted on the same store, the
@@ -261,7 +160,7 @@ async fn killed_mid_delivery_delivers_every_event_after_restart() {
         "[webhooks]\nallow_private_targets = true\n",
     );
     let http = reqwest::Client::new();
-    let mut first = spawn_facilitator(&config, false).await;
+    let mut first = spawn_facilitator(&config, None).await;
 
     // The provider registers (dev account 5) and adds an endpoint: a slow receiver.
     let provider = &dev_accounts(10)[5];
@@ -357,7 +256,7 @@ async fn killed_mid_delivery_delivers_every_event_after_restart() {
         "killed mid-delivery ({before_restart} arrived)"
     );
 
-    let second = spawn_facilitator(&config, false).await;
+    let second = spawn_facilitator(&config, None).await;
     let events: serde_json::Value = http
         .get(format!("{}/events", second.url))
         .bearer_auth(&key)

@@ -223,7 +223,7 @@ async fn start_stack() -> Stack {
     .await;
     assert_eq!(devnet.info.chain_id, CHAIN_ID);
     let config = write_facilitator_config(dir.path(), &devnet.info);
-    let facilitator = spawn_facilitator(&config, false).await;
+    let facilitator = spawn_facilitator(&config, None).await;
     let chain = tollgate_testkit::connect(
         devnet.info.rpc_url.as_deref().unwrap(),
         CHAIN_ID,

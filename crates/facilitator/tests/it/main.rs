@@ -7,6 +7,7 @@ mod config;
 mod edges;
 mod keeper;
 mod metering;
+mod properties;
 mod providers;
 mod store;
 mod subscriptions;

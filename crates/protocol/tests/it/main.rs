@@ -1,3 +1,5 @@
 //! Integration tests of `tollgate-protocol`.
 
+mod money_floats;
+mod properties;
 mod vectors;

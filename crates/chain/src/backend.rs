@@ -179,6 +179,10 @@ pub trait Chain: Send + Sync + fmt::Debug + 'static {
     /// The receipt of a mined transaction, if any (regardless of depth).
     async fn receipt(&self, tx_hash: B256) -> Result<Option<Receipt>>;
 
+    /// Whether the node knows the transaction, mined (at any depth) or waiting to be. One it
+    /// does not know was dropped (or reorged out and not queued again) and may be sent again.
+    async fn knows_transaction(&self, tx_hash: B256) -> Result<bool>;
+
     /// Logs matching a filter.
     async fn logs(&self, filter: &LogFilter) -> Result<Vec<ChainLog>>;
 

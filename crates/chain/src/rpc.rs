@@ -6,7 +6,8 @@
 //! - Relayer nonces: a per-sender async lock guards a cached next nonce (read once from the
 //!   pending transaction count) across signing and broadcast, so concurrent sends from one key
 //!   never collide. A failed broadcast drops the cache; "nonce too low" re-reads it and retries
-//!   once.
+//!   once; a wait that times out drops every cache (the node may have dropped the transaction,
+//!   and a cached nonce past it would stall the sender behind the gap).
 //! - Fees: EIP-1559, `2 × latest base fee + eth_maxPriorityFeePerGas`, cached for a second.
 //! - Gas: estimated with a margin, which also simulates the call: a transaction that would revert
 //!   is refused with [`Error::Revert`] before broadcast.
@@ -216,6 +217,15 @@ impl RpcChain {
 
     fn nonce_slot(&self, from: Address) -> NonceSlot {
         lock(&self.nonces).entry(from).or_default().clone()
+    }
+
+    /// Drops every cached next nonce not in use by a send right now.
+    fn forget_nonces(&self) {
+        for slot in lock(&self.nonces).values() {
+            if let Ok(mut next) = slot.try_lock() {
+                *next = None;
+            }
+        }
     }
 
     async fn pending_count(&self, account: Address) -> Result<u64> {
@@ -446,6 +456,16 @@ impl Chain for RpcChain {
         }
     }
 
+    async fn knows_transaction(&self, tx_hash: B256) -> Result<bool> {
+        let tx = self
+            .request(
+                "eth_getTransactionByHash",
+                self.provider.get_transaction_by_hash(tx_hash),
+            )
+            .await?;
+        Ok(tx.is_some())
+    }
+
     async fn logs(&self, filter: &LogFilter) -> Result<Vec<ChainLog>> {
         let mut query = Filter::new().from_block(filter.from_block).to_block(
             filter
@@ -499,7 +519,13 @@ impl Chain for RpcChain {
         match tokio::time::timeout(opts.timeout, poll).await {
             Ok(Ok(receipt)) => Ok(Confirmation::Confirmed(receipt)),
             Ok(Err(e)) => Err(e),
-            Err(_) => Ok(Confirmation::Pending { tx_hash }),
+            Err(_) => {
+                // Perhaps the node dropped it: then the cached next nonce would leave a gap that
+                // stalls every later transaction of the sender. Read nonces afresh (the node's
+                // pending count, which includes what it still holds) for the next sends.
+                self.forget_nonces();
+                Ok(Confirmation::Pending { tx_hash })
+            }
         }
     }
 

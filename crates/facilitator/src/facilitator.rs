@@ -151,6 +151,25 @@ impl Network {
         lookback: u64,
         accept: impl Fn(&tollgate_chain::ChainLog) -> bool,
     ) -> tollgate_chain::Result<Option<tollgate_chain::Receipt>> {
+        self.find_at_depth(
+            address,
+            topics,
+            lookback,
+            self.spec.confirmations.max(1),
+            accept,
+        )
+        .await
+    }
+
+    /// [`find_confirmed`](Self::find_confirmed) at a depth of `depth` blocks (1: included).
+    pub(crate) async fn find_at_depth(
+        &self,
+        address: alloy::primitives::Address,
+        topics: [Option<Vec<B256>>; 4],
+        lookback: u64,
+        depth: u64,
+        accept: impl Fn(&tollgate_chain::ChainLog) -> bool,
+    ) -> tollgate_chain::Result<Option<tollgate_chain::Receipt>> {
         let latest = self.chain.block_number().await?;
         let filter = tollgate_chain::LogFilter {
             from_block: latest.saturating_sub(lookback),
@@ -161,7 +180,7 @@ impl Network {
         for l in self.chain.logs(&filter).await?.iter().filter(|l| accept(l)) {
             if let Some(r) = self.chain.receipt(l.tx_hash).await?
                 && r.success
-                && latest + 1 >= r.block_number + self.spec.confirmations.max(1)
+                && latest + 1 >= r.block_number + depth.max(1)
             {
                 return Ok(Some(r));
             }

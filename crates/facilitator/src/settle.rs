@@ -336,10 +336,25 @@ impl Facilitator {
         new: &NewSettlement,
         revert: &Revert,
     ) -> Result<Outcome, ApiError> {
-        if matches!(revert, Revert::AuthorizationAlreadyUsed { .. })
-            && let Some(receipt) = self.find_settlement_event(net, new).await?
-        {
-            return self.confirm(net, new, &receipt).await;
+        if matches!(revert, Revert::AuthorizationAlreadyUsed { .. }) {
+            if let Some(receipt) = self.find_settlement_event(net, new).await? {
+                return self.confirm(net, new, &receipt).await;
+            }
+            // Used by a settlement not yet deep enough (another transaction carrying the same
+            // authorization, e.g. one this facilitator sent before it was reorged out): pending,
+            // not failed.
+            if let Some(shallow) = self.settlement_event_at(net, new, 1).await? {
+                let at = unix_now();
+                self.inner
+                    .store
+                    .mark_submitted(new.key, shallow.tx_hash, at)
+                    .await?;
+                self.inner.store.mark_pending(new.key, at).await?;
+                return Ok(Outcome::Pending {
+                    key: new.key,
+                    tx_hash: Some(shallow.tx_hash),
+                });
+            }
         }
         let error = revert_error(revert);
         self.inner
@@ -426,6 +441,10 @@ impl Facilitator {
                     return self.confirm(net, &row.new, &receipt).await;
                 }
                 match row.tx_hash {
+                    // The node no longer knows the transaction and no settlement event exists:
+                    // the authorization is unused, so it is sent again while it is valid. The
+                    // token takes each authorization once, so this can never settle twice.
+                    Some(h) if self.dropped(net, h).await? => self.send_again(net, &row).await,
                     Some(h) => self.wait_and_confirm(net, &row.new, h).await,
                     None => Ok(Outcome::Pending {
                         key: row.new.key,
@@ -438,25 +457,30 @@ impl Facilitator {
                 if let Some(receipt) = self.find_settlement_event(net, &row.new).await? {
                     return self.confirm(net, &row.new, &receipt).await;
                 }
-                let sp: SignedPayment =
-                    serde_json::from_str(&row.new.request).map_err(|e| ApiError::internal(&e))?;
-                if net.now().await >= row.new.valid_before {
-                    self.inner
-                        .store
-                        .mark_failed(
-                            row.new.key,
-                            "AuthorizationExpired: expired before it was settled",
-                            unix_now(),
-                        )
-                        .await?;
-                    return Err(ApiError::invalid(
-                        "AuthorizationExpired",
-                        "the authorization expired before it was settled",
-                    ));
-                }
-                self.broadcast_and_wait(net, &row.new, &sp).await
+                self.send_again(net, &row).await
             }
         }
+    }
+
+    /// Broadcasts a stored settlement whose authorization is unused on chain, unless it expired.
+    async fn send_again(&self, net: &Network, row: &Settlement) -> Result<Outcome, ApiError> {
+        let sp: SignedPayment =
+            serde_json::from_str(&row.new.request).map_err(|e| ApiError::internal(&e))?;
+        if net.now().await >= row.new.valid_before {
+            self.inner
+                .store
+                .mark_failed(
+                    row.new.key,
+                    "AuthorizationExpired: expired before it was settled",
+                    unix_now(),
+                )
+                .await?;
+            return Err(ApiError::invalid(
+                "AuthorizationExpired",
+                "the authorization expired before it was settled",
+            ));
+        }
+        self.broadcast_and_wait(net, &row.new, &sp).await
     }
 
     /// The status URL: the proof once confirmed, pending otherwise (driving it forward).
@@ -479,10 +503,10 @@ impl Facilitator {
                 if let Some(receipt) = self.find_settlement_event(net, &row.new).await? {
                     return self.confirm(net, &row.new, &receipt).await;
                 }
-                Ok(Outcome::Pending {
-                    key,
-                    tx_hash: row.tx_hash,
-                })
+                match row.tx_hash {
+                    Some(h) if self.dropped(net, h).await? => self.send_again(net, &row).await,
+                    tx_hash => Ok(Outcome::Pending { key, tx_hash }),
+                }
             }
             _ => self.resume(net, row).await,
         }
@@ -529,6 +553,17 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
     ) -> Result<Option<Receipt>, ApiError> {
+        self.settlement_event_at(net, new, net.spec.confirmations)
+            .await
+    }
+
+    /// This payment's `PaymentSettled` at least `depth` blocks deep, within the lookback.
+    async fn settlement_event_at(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        depth: u64,
+    ) -> Result<Option<Receipt>, ApiError> {
         let topics = [
             Some(vec![PaymentRouter::PaymentSettled::SIGNATURE_HASH]),
             Some(vec![new.memo]),
@@ -539,14 +574,29 @@ impl Facilitator {
             PaymentRouter::PaymentSettled::decode_log(&l.log)
                 .is_ok_and(|ev| ev.amount == new.amount.get() && ev.fee == new.fee.get())
         };
-        net.find_confirmed(
+        net.find_at_depth(
             net.spec.router,
             topics,
             self.inner.settings.log_lookback_blocks,
+            depth,
             same_terms,
         )
         .await
         .map_err(|e| chain_error(&e))
+    }
+
+    /// Whether the node still has `tx_hash` (mined or waiting); one it does not know was
+    /// dropped, or reorged out and not queued again.
+    async fn dropped(&self, net: &Network, tx_hash: B256) -> Result<bool, ApiError> {
+        let known = net
+            .chain
+            .knows_transaction(tx_hash)
+            .await
+            .map_err(|e| chain_error(&e))?;
+        if !known {
+            tracing::warn!(%tx_hash, "settlement transaction unknown to the node");
+        }
+        Ok(!known)
     }
 
     /// Checks the receipt carries this payment's `PaymentSettled`, issues and stores the proof.

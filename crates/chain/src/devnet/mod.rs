@@ -1131,6 +1131,15 @@ impl Chain for Devnet {
             .and_then(|_| core.receipt(&tx_hash)))
     }
 
+    async fn knows_transaction(&self, tx_hash: B256) -> Result<bool> {
+        let core = lock(&self.core);
+        Ok(core.txs.contains_key(&tx_hash)
+            || core
+                .queued
+                .values()
+                .any(|q| q.values().any(|(_, h)| *h == tx_hash)))
+    }
+
     async fn logs(&self, filter: &LogFilter) -> Result<Vec<ChainLog>> {
         Ok(self.with_core(|v| v.logs(filter)))
     }

@@ -3,6 +3,7 @@
 
 mod analytics;
 mod authorize;
+mod chain_faults;
 mod config;
 mod edges;
 mod keeper;

@@ -81,6 +81,19 @@ impl Harness {
     ) -> Self {
         tollgate_chain::install_crypto_provider();
         let fixture = Fixture::new(backend).await.expect("chain fixture");
+        let chain = Arc::clone(&fixture.chain);
+        Self::assemble(fixture, chain, confirmations, store, tweak).await
+    }
+
+    /// A facilitator on `fixture`'s contracts that reaches the chain through `chain` (e.g. a
+    /// fault-injecting proxy in front of the fixture's node).
+    pub async fn assemble(
+        fixture: Fixture,
+        chain: Arc<dyn tollgate_chain::Chain>,
+        confirmations: u64,
+        store: Option<Arc<dyn store::Store>>,
+        tweak: impl FnOnce(&mut Settings),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = match store {
             Some(s) => s,
@@ -109,7 +122,7 @@ impl Harness {
         };
         let facilitator = Facilitator::new(
             settings,
-            vec![(spec, Arc::clone(&fixture.chain))],
+            vec![(spec, chain)],
             vec![fixture.accounts[RELAYER].address],
             fixture.accounts[PROOF_KEY].private_key,
             store,

@@ -73,6 +73,9 @@ impl Chain for Counting {
     async fn receipt(&self, tx_hash: B256) -> tollgate_chain::Result<Option<Receipt>> {
         self.inner.receipt(tx_hash).await
     }
+    async fn knows_transaction(&self, tx_hash: B256) -> tollgate_chain::Result<bool> {
+        self.inner.knows_transaction(tx_hash).await
+    }
     async fn logs(&self, filter: &LogFilter) -> tollgate_chain::Result<Vec<ChainLog>> {
         self.inner.logs(filter).await
     }

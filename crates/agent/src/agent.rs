@@ -522,6 +522,9 @@ impl Agent {
             &AuthorizeRequest {
                 signed_payment,
                 resource: Some(r.resource.clone()).filter(|r| !r.is_empty()),
+                // Only this agent can collect the proof, even from someone who copies the
+                // authorization off the chain; kept across the resends of this one request.
+                claim: Some(B256::random()),
             },
             Instant::now() + self.inner.settle_timeout,
         )

@@ -118,6 +118,7 @@ async fn fill(store: &Arc<dyn Store>, provider: Address, n: u64, now: u64) {
                     valid_before: at + 3_600,
                     request: "{}".into(),
                     resource: Some(format!("https://api.example/v1/resource-{}", i % RESOURCES)),
+                    claim_hash: None,
                     created_at: at,
                 };
                 store.insert_settlement(&new).await.unwrap();

@@ -6,7 +6,7 @@
 //! | 400 | malformed JSON, a missing or mistyped field (the message names it) |
 //! | 401 | `Unauthorized`: a provider endpoint without a valid API key |
 //! | 402 | `InsufficientFunds`: the payer's token balance is below the amount; `AllowanceExhausted`: a deduction would cross the overage cap |
-//! | 403 | `Forbidden`: the API key's provider does not own the plan |
+//! | 403 | `Forbidden`: the API key's provider does not own the plan; `ClaimMismatch`: a repeat of `/authorize` or a status URL without the settlement's claim |
 //! | 404 | unknown settlement or resource |
 //! | 409 | `AuthorizationUsed` / `IdempotencyConflict`: the nonce (or idempotency key) was used otherwise; `SubscriptionNotActive`: a deduction for a paused, cancelled, overdue or ending subscription |
 //! | 413 | body too large |

@@ -2,10 +2,12 @@
 
 use std::{future::Future, time::Instant};
 
-use alloy::primitives::B256;
+use alloy::primitives::{B256, keccak256};
 use axum::{
     Json, Router,
-    extract::{DefaultBodyLimit, MatchedPath, Path, Request, State},
+    extract::{
+        DefaultBodyLimit, MatchedPath, Path, Query, Request, State, rejection::QueryRejection,
+    },
     http::{StatusCode, header},
     middleware::{self, Next},
     response::{IntoResponse, Response},
@@ -144,7 +146,9 @@ async fn observe(State(f): State<Facilitator>, req: Request, next: Next) -> Resp
     response
 }
 
-fn outcome_response(f: &Facilitator, outcome: Outcome) -> Response {
+/// The answer to `/authorize` or the status URL; a pending one names the status URL, with the
+/// claim's `token` when there is one.
+fn outcome_response(f: &Facilitator, outcome: Outcome, token: Option<B256>) -> Response {
     match outcome {
         Outcome::Confirmed { proof, payment } => (
             StatusCode::OK,
@@ -157,8 +161,9 @@ fn outcome_response(f: &Facilitator, outcome: Outcome) -> Response {
             .into_response(),
         Outcome::Pending { key, tx_hash } => {
             let status_url = format!(
-                "{}/settlements/{key}",
-                f.settings().public_url.trim_end_matches('/')
+                "{}/settlements/{key}{}",
+                f.settings().public_url.trim_end_matches('/'),
+                token.map(|t| format!("?token={t}")).unwrap_or_default()
             );
             (
                 StatusCode::ACCEPTED,
@@ -178,15 +183,20 @@ async fn authorize(
     State(f): State<Facilitator>,
     ApiJson(req): ApiJson<AuthorizeRequest>,
 ) -> Result<Response, ApiError> {
-    let outcome = f
-        .authorize(&req.signed_payment, req.resource.as_deref())
-        .await?;
-    Ok(outcome_response(&f, outcome))
+    let outcome = f.authorize(&req).await?;
+    Ok(outcome_response(&f, outcome, req.claim.map(keccak256)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StatusQuery {
+    token: Option<B256>,
 }
 
 async fn settlement_status(
     State(f): State<Facilitator>,
     Path(key): Path<String>,
+    query: Result<Query<StatusQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let key: B256 = key.parse().map_err(|_| {
         ApiError::bad_request(
@@ -194,8 +204,14 @@ async fn settlement_status(
             "key: expected a 0x-prefixed 32-byte hex value",
         )
     })?;
-    let outcome = f.settlement_status(key).await?;
-    Ok(outcome_response(&f, outcome))
+    let Query(query) = query.map_err(|_| {
+        ApiError::bad_request(
+            "InvalidField",
+            "token: expected a 0x-prefixed 32-byte hex value",
+        )
+    })?;
+    let outcome = f.settlement_status(key, query.token).await?;
+    Ok(outcome_response(&f, outcome, query.token))
 }
 
 #[derive(Debug, Deserialize)]

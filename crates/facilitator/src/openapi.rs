@@ -202,6 +202,7 @@ fn authorize() -> Value {
             },
             "400": response("BadRequest"),
             "402": response("InsufficientFunds"),
+            "403": response("Forbidden"),
             "409": response("AuthorizationUsed"),
             "413": response("PayloadTooLarge"),
             "415": response("UnsupportedMediaType"),
@@ -223,11 +224,18 @@ fn settlement_status() -> Value {
             "required": true,
             "description": "The settlement key from `statusUrl`.",
             "schema": schema("Hash32")
+        }, {
+            "name": "token",
+            "in": "query",
+            "required": false,
+            "description": "`keccak256(claim)`, as `statusUrl` carries it: required for a settlement made with a claim.",
+            "schema": schema("Hash32")
         }],
         "responses": {
             "200": json_content("AuthorizeResponse", "Confirmed: the proof."),
             "202": json_content("PendingResponse", "Still pending."),
             "400": response("BadRequest"),
+            "403": response("Forbidden"),
             "404": response("NotFound"),
             "422": response("Unprocessable"),
             "503": response("Unavailable")
@@ -796,7 +804,8 @@ fn tollgate_schemas() -> Value {
             "additionalProperties": false,
             "properties": {
                 "signedPayment": schema("SignedPayment"),
-                "resource": { "type": "string", "maxLength": 4096, "description": "The URL of the resource paid for, as offered in the 402 (x402 `resource`). Optional and unsigned: it labels the settlement in the provider's analytics (query and fragment dropped) and is not part of the idempotency check." }
+                "resource": { "type": "string", "maxLength": 4096, "description": "The URL of the resource paid for, as offered in the 402 (x402 `resource`). Optional and unsigned: it labels the settlement in the provider's analytics (query and fragment dropped) and is not part of the idempotency check." },
+                "claim": { "$ref": "#/components/schemas/Hash32", "description": "A random 32-byte secret of the client's. The first request binds the settlement to it: a repeat gets the proof only with the same claim (403 `ClaimMismatch` otherwise), and the status URL carries `?token=keccak256(claim)`, so no one who copies the authorization from the chain can collect the proof. Optional, unsigned." }
             }
         },
         "SignedPayment": {

@@ -18,7 +18,7 @@ use tollgate_chain::{
     authorization::{ReceiveWithAuthorization, recover, router_nonce},
     contracts::{self, PaymentRouter, Token},
 };
-use tollgate_protocol::{Amount, PaymentProof, SettlementStatus, SignedPayment};
+use tollgate_protocol::{Amount, AuthorizeRequest, PaymentProof, SettlementStatus, SignedPayment};
 
 use crate::{
     error::ApiError,
@@ -66,16 +66,13 @@ fn u64_of(a: Amount) -> u64 {
 
 impl Facilitator {
     /// Settles a signed payment (the spec's `/authorize`). Idempotent: the same payment again,
-    /// also concurrently, yields the same proof and one transfer. `resource` (the URL paid for,
-    /// as the client reports it) labels the settlement in analytics; the first one recorded
-    /// stays.
-    pub async fn authorize(
-        &self,
-        sp: &SignedPayment,
-        resource: Option<&str>,
-    ) -> Result<Outcome, ApiError> {
+    /// also concurrently, yields the same proof and one transfer. `req.resource` (the URL paid
+    /// for, as the client reports it) labels the settlement in analytics; the first one recorded
+    /// stays. With `req.claim`, the first request binds the settlement to it: a repeat with
+    /// another claim (or none) is refused with 403 `ClaimMismatch`.
+    pub async fn authorize(&self, req: &AuthorizeRequest) -> Result<Outcome, ApiError> {
         let started = std::time::Instant::now();
-        let result = self.authorize_inner(sp, resource).await;
+        let result = self.authorize_inner(req).await;
         let outcome = match &result {
             Ok(Outcome::Confirmed { .. }) => SettlementOutcome::Confirmed,
             Ok(Outcome::Pending { .. }) => SettlementOutcome::Pending,
@@ -88,11 +85,8 @@ impl Facilitator {
         result
     }
 
-    async fn authorize_inner(
-        &self,
-        sp: &SignedPayment,
-        resource: Option<&str>,
-    ) -> Result<Outcome, ApiError> {
+    async fn authorize_inner(&self, req: &AuthorizeRequest) -> Result<Outcome, ApiError> {
+        let sp = &req.signed_payment;
         let net = self.network(&sp.network).ok_or_else(|| {
             ApiError::invalid(
                 "UnknownNetwork",
@@ -103,7 +97,11 @@ impl Facilitator {
             )
         })?;
         let mut new = self.validate(net, sp).await?;
-        new.resource = resource.and_then(crate::analytics::resource_label);
+        new.resource = req
+            .resource
+            .as_deref()
+            .and_then(crate::analytics::resource_label);
+        new.claim_hash = req.claim.map(keccak256);
         let _guard = self.inner.locks.lock(new.key).await;
 
         if let Some(row) = self.inner.store.settlement(new.key).await? {
@@ -113,6 +111,7 @@ impl Facilitator {
                     "this authorization (payer and nonce) was already submitted with different terms",
                 ));
             }
+            check_claim(&row, new.claim_hash)?;
             return self.resume(net, row).await;
         }
 
@@ -134,6 +133,7 @@ impl Facilitator {
             return match self.find_settlement_event(net, &new).await? {
                 Some(receipt) => {
                     let row = self.inner.store.insert_settlement(&new).await?;
+                    check_claim(&row, new.claim_hash)?;
                     self.confirm(net, &row.new, &receipt).await
                 }
                 None => Err(ApiError::conflict(
@@ -296,6 +296,7 @@ impl Facilitator {
             valid_before,
             request,
             resource: None,
+            claim_hash: None,
             created_at: unix_now(),
         })
     }
@@ -483,8 +484,21 @@ impl Facilitator {
         self.broadcast_and_wait(net, &row.new, &sp).await
     }
 
-    /// The status URL: the proof once confirmed, pending otherwise (driving it forward).
-    pub async fn settlement_status(&self, key: B256) -> Result<Outcome, ApiError> {
+    /// The status URL: the proof once confirmed, pending otherwise (driving it forward). A
+    /// settlement bound to a claim answers only with its `token` (`keccak256(claim)`).
+    pub async fn settlement_status(
+        &self,
+        key: B256,
+        token: Option<B256>,
+    ) -> Result<Outcome, ApiError> {
+        if let Some(row) = self.inner.store.settlement(key).await? {
+            check_claim(&row, token)?;
+        }
+        self.drive_settlement(key).await
+    }
+
+    /// Drives a stored settlement forward: the proof once confirmed, pending otherwise.
+    async fn drive_settlement(&self, key: B256) -> Result<Outcome, ApiError> {
         let row = self
             .inner
             .store
@@ -531,7 +545,7 @@ impl Facilitator {
             {
                 continue;
             }
-            match self.settlement_status(row.new.key).await {
+            match self.drive_settlement(row.new.key).await {
                 Ok(Outcome::Confirmed { .. }) => finished += 1,
                 Ok(Outcome::Pending { .. }) => {}
                 Err(e) if e.status.is_client_error() => finished += 1,
@@ -661,6 +675,21 @@ impl Facilitator {
         crate::fault::hit("authorize.after-confirm");
         // First proof wins: a concurrent replica may have confirmed it already.
         stored_proof(&stored)
+    }
+}
+
+/// A settlement bound to a claim is answered only to the holder of that claim (`presented` is
+/// `keccak256(claim)`): whoever copies the signed authorization from the chain cannot collect
+/// its proof.
+fn check_claim(row: &Settlement, presented: Option<B256>) -> Result<(), ApiError> {
+    match row.new.claim_hash {
+        Some(bound) if presented != Some(bound) => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "ClaimMismatch",
+            "this settlement belongs to the client that submitted it: send its claim (or the \
+             status URL's token)",
+        )),
+        _ => Ok(()),
     }
 }
 

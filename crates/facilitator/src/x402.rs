@@ -212,6 +212,7 @@ impl Facilitator {
             valid_before: auth.valid_before.get().try_into().unwrap_or(u64::MAX),
             request,
             resource: crate::analytics::resource_label(&req.payment_requirements.resource),
+            claim_hash: None,
             created_at: unix_now(),
         };
 

@@ -18,6 +18,13 @@ pub struct AuthorizeRequest {
     /// provider's analytics and is not part of the payment or of its idempotency check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+    /// A random 32-byte secret of the client's. The first request binds the settlement to it:
+    /// a repeat of the request gets the proof only with the same `claim`, and the status URL
+    /// carries `keccak256(claim)`, so someone who copies the signed authorization from the chain
+    /// cannot collect the proof and spend it first. Optional (without it, whoever presents the
+    /// signed payment gets the proof); not signed, not part of the idempotency check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<B256>,
 }
 
 /// A client-signed transfer: the terms it pays and the EIP-3009 authorization that pays them.

@@ -15,7 +15,7 @@ macro_rules! settlement_columns {
     () => {
         "key, kind, request_hash, network, chain_id, token, payer, pay_to, amount, fee, memo, \
          nonce, valid_before, request, status, tx_hash, block, proof, error, created_at, updated_at, \
-         resource"
+         resource, claim_hash"
     };
 }
 pub(super) use settlement_columns;
@@ -125,6 +125,7 @@ pub(super) struct NewRow {
     pub(super) nonce: String,
     pub(super) valid_before: i64,
     pub(super) resource: Option<String>,
+    pub(super) claim_hash: Option<String>,
     pub(super) created_at: i64,
 }
 
@@ -144,6 +145,7 @@ impl NewRow {
             nonce: b256(&new.nonce),
             valid_before: valid_before(new.valid_before),
             resource: new.resource.clone(),
+            claim_hash: new.claim_hash.as_ref().map(b256),
             created_at: int("created_at", new.created_at)?,
         })
     }
@@ -174,6 +176,7 @@ pub(super) struct SettlementRow {
     created_at: i64,
     updated_at: i64,
     resource: Option<String>,
+    claim_hash: Option<String>,
 }
 
 impl SettlementRow {
@@ -200,6 +203,11 @@ impl SettlementRow {
             valid_before,
             request: self.request,
             resource: self.resource,
+            claim_hash: self
+                .claim_hash
+                .as_deref()
+                .map(|s| parse_b256("claim_hash", s))
+                .transpose()?,
             created_at: parse_u64("created_at", self.created_at)?,
         };
         Ok(Settlement {

@@ -108,6 +108,9 @@ pub struct NewSettlement {
     /// The URL of the resource paid for, for analytics ([`crate::analytics::resource_label`]):
     /// reported by the client on `/authorize`, the x402 requirements' `resource` on `/settle`.
     pub resource: Option<String>,
+    /// `keccak256` of the client's claim secret ([`tollgate_protocol::AuthorizeRequest::claim`]):
+    /// only its holder gets the proof from a repeat or the status URL. `None` without a claim.
+    pub claim_hash: Option<B256>,
     /// Unix seconds.
     pub created_at: u64,
 }

@@ -93,8 +93,10 @@ fn is_plain_identifier(s: &str) -> bool {
 
 const INSERT: &str = concat!(
     "INSERT INTO settlements (key, kind, request_hash, network, chain_id, token, payer, pay_to, \
-     amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at, resource) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'received', $15, $15, $16) \
+     amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at, resource, \
+     claim_hash) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'received', $15, $15, $16, \
+     $17) \
      ON CONFLICT (key) DO NOTHING RETURNING ",
     settlement_columns!()
 );
@@ -223,6 +225,7 @@ impl Store for PostgresStore {
             .bind(&new.request)
             .bind(row.created_at)
             .bind(&row.resource)
+            .bind(&row.claim_hash)
             .fetch_optional(&mut *conn)
             .await?;
         let stored = match inserted {

@@ -599,6 +599,7 @@ async fn confirm(s: &dyn Store, n: u8, amount: U256, resource: &str, at: u64) {
         valid_before: at + 600,
         request: "{}".into(),
         resource: Some(resource.into()),
+        claim_hash: None,
         created_at: at,
     };
     s.insert_settlement(&new).await.unwrap();

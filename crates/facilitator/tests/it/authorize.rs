@@ -447,3 +447,61 @@ async fn pending_then_confirmed_via_status_url() {
         .await;
     assert_eq!(s, 404);
 }
+
+/// A claimed settlement's proof goes only to the claim's holder: a repeat of the request
+/// without the claim (what someone who copied the authorization from the chain can send) or
+/// with another one is refused, and so is the status URL without its token; the pending answer's
+/// status URL carries the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_proof_goes_only_to_its_claimant() {
+    let h = Harness::with_confirmations(Backend::Anvil, 2, |s| {
+        s.confirmation_timeout = std::time::Duration::from_millis(300)
+    })
+    .await;
+    let sp = h
+        .signed_payment(1, h.account(7).address, PRICE, memo(21))
+        .await;
+    let claim = B256::repeat_byte(0xc1);
+    let claimed = |claim: Option<B256>| {
+        let mut b = body(&sp);
+        if let Some(c) = claim {
+            b["claim"] = json!(c);
+        }
+        b
+    };
+    let (s, pending) = h.post("/authorize", &claimed(Some(claim))).await;
+    assert_eq!(s, 202, "{pending}");
+    let token = alloy::primitives::keccak256(claim);
+    let status_url = pending["statusUrl"].as_str().unwrap().to_owned();
+    assert!(
+        status_url.ends_with(&format!("?token={token}")),
+        "{status_url}"
+    );
+    let path = status_url.trim_start_matches(&h.url).to_owned();
+    let bare = path.split('?').next().unwrap().to_owned();
+    h.fixture.chain.advance_time(1).await.unwrap(); // depth 2
+
+    for (what, request) in [
+        ("no claim", claimed(None)),
+        ("another claim", claimed(Some(B256::repeat_byte(0xc2)))),
+    ] {
+        let (s, v) = h.post("/authorize", &request).await;
+        assert_eq!(s, 403, "{what}: {v}");
+        assert_eq!(v["error"]["code"], "ClaimMismatch");
+        assert!(v.get("proof").is_none());
+    }
+    for url in [
+        bare.clone(),
+        format!("{bare}?token={}", B256::repeat_byte(9)),
+    ] {
+        let (s, v) = h.get(&url).await;
+        assert_eq!(s, 403, "{url}: {v}");
+    }
+    let (s, bad) = h.get(&format!("{bare}?token=nope")).await;
+    assert_eq!(s, 400, "{bad}");
+
+    let (s, done) = h.get(&path).await;
+    assert_eq!(s, 200, "{done}");
+    let (s, again) = h.post("/authorize", &claimed(Some(claim))).await;
+    assert_eq!((s, &again["proof"]), (200, &done["proof"]));
+}

@@ -216,6 +216,7 @@ fn new_settlement(n: u64) -> NewSettlement {
         valid_before: T0 + 3_600,
         request: format!(r#"{{"n":{n},"payload":{{"signature":"0xab"}}}}"#),
         resource: None,
+        claim_hash: None,
         created_at: T0 + n,
     }
 }

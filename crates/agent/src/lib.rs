@@ -25,3 +25,16 @@ pub use alloy::primitives::{Address, B256};
 pub use alloy::signers::local::Secp256k1Signer;
 pub use reqwest::{Method, StatusCode, Url, header};
 pub use tollgate_protocol::{Amount, SubscriptionStatus};
+
+/// Hooks for the fuzz targets in `fuzz/`. Not a stable API: hidden from the docs, and it may
+/// change or go away in any release.
+#[doc(hidden)]
+pub mod __fuzz {
+    /// Parses a 402 body as [`crate::Agent`] does. Returns how many `accepts` entries the body
+    /// lists and how many of them the agent can read, or `None` when the body is refused.
+    pub fn parse_402(body: &[u8]) -> Option<(usize, usize)> {
+        crate::terms::parse(body)
+            .ok()
+            .map(|terms| (terms.offered, terms.offers.len()))
+    }
+}

@@ -59,8 +59,8 @@ pub struct Limits {
     /// The whole request header must arrive within this time after the connection opens or the
     /// previous response was sent; otherwise the connection is closed. Default 10 s.
     pub header_read_timeout: Duration,
-    /// Largest request header section, in bytes (at least 8,192: hyper's minimum). A larger one
-    /// is answered 431. Default 16 KiB.
+    /// Largest request header section (start line included), in bytes, at least 8,192. A larger
+    /// one is answered 431. Default 16 KiB.
     pub max_header_bytes: usize,
     /// Most header fields in a request; more are answered 431. Default 64.
     pub max_headers: usize,
@@ -78,7 +78,7 @@ pub struct Limits {
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default [`Limits::max_header_bytes`].
 pub const DEFAULT_MAX_HEADER_BYTES: usize = 16 * 1024;
-/// Smallest [`Limits::max_header_bytes`] hyper accepts.
+/// Smallest [`Limits::max_header_bytes`].
 pub const MIN_HEADER_BYTES: usize = 8 * 1024;
 /// Default [`Limits::max_headers`].
 pub const DEFAULT_MAX_HEADERS: usize = 64;
@@ -208,7 +208,7 @@ pub async fn serve_prepared(
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
-            .max_buf_size(limits.max_header_bytes.max(MIN_HEADER_BYTES))
+            .max_header_size(limits.max_header_bytes.max(MIN_HEADER_BYTES))
             .max_headers(limits.max_headers);
         let mut stop = stop_rx.clone();
         let done = done_rx.clone();

@@ -141,6 +141,12 @@ async fn oversized_headers_are_refused() {
     assert_eq!(status(&request(&server, &get_with("")).await), 200);
     let big = format!("X-Big: {}\r\n", "a".repeat(10_000));
     assert_eq!(status(&request(&server, &get_with(&big)).await), 431);
+    // The cap is exact: a header section a few bytes over it is refused, one under it is not.
+    let base = get_with("").len() + "X-Big: \r\n".len();
+    let over = format!("X-Big: {}\r\n", "a".repeat(8192 - base + 8));
+    assert_eq!(status(&request(&server, &get_with(&over)).await), 431);
+    let under = format!("X-Big: {}\r\n", "a".repeat(8192 - base - 8));
+    assert_eq!(status(&request(&server, &get_with(&under)).await), 200);
     let many: String = (0..20).map(|i| format!("X-H{i}: v\r\n")).collect();
     assert_eq!(status(&request(&server, &get_with(&many)).await), 431);
     let some: String = (0..10).map(|i| format!("X-H{i}: v\r\n")).collect();

@@ -319,6 +319,8 @@ token = "{token}"
 pay_to = "{provider}"
 facilitator = "{facilitator}"
 memo_store = "sqlite://{memos}"
+[server]
+header_read_timeout_secs = 1
 [[routes]]
 prefix = "/v1/search"
 price = "20000"
@@ -379,6 +381,29 @@ free = true
         assert_eq!(raw_get(port, path).await, 400, "{path}");
     }
     assert_eq!(raw_get(port, "/healthz/a.b").await, 200);
+
+    // The gateway's server limits ([server]): a slow client is cut off, oversized headers 431.
+    {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut slow = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .unwrap();
+        slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: g\r\n")
+            .await
+            .unwrap();
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut rest))
+            .await
+            .expect("the gateway closes a connection whose header never ends")
+            .unwrap();
+        let big = reqwest::Client::new()
+            .get(format!("{gw}/healthz"))
+            .header("x-big", "a".repeat(20_000))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(big.status(), 431);
+    }
 
     let body = vec![7u8; 300_000];
     let req = PayRequest::post(&format!("{gw}/v1/search/deep?q=rust"), body.clone())

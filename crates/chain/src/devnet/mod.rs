@@ -62,6 +62,9 @@ pub const DEV_ETH: U256 = U256::from_limbs([0x19e0_c9ba_b240_0000, 0x21e, 0, 0])
 pub const DEV_TOKENS: U256 = U256::from_limbs([1_000_000_000_000, 0, 0, 0]);
 /// Most transactions one sender may have waiting for a nonce gap to fill.
 const MAX_QUEUED_PER_SENDER: usize = 1024;
+/// Future-nonce transactions held for all senders together: a garbled signature recovers to a
+/// random sender, so without it a client could grow the pool without bound.
+const MAX_QUEUED_SENDERS: usize = 4096;
 /// Largest raw transaction accepted (128 KiB, as geth).
 const MAX_TX_BYTES: usize = 128 * 1024;
 
@@ -419,6 +422,11 @@ impl Devnet {
             )));
         }
         if nonce > expected {
+            if !core.queued.contains_key(&sender) && core.queued.len() >= MAX_QUEUED_SENDERS {
+                return Err(Error::Rejected(
+                    "too many senders with queued transactions".into(),
+                ));
+            }
             let queue = core.queued.entry(sender).or_default();
             if queue.len() >= MAX_QUEUED_PER_SENDER {
                 return Err(Error::Rejected(format!(
@@ -762,7 +770,8 @@ impl Core {
 
     fn next_timestamp(&self) -> u64 {
         let last = self.blocks.last().expect("genesis").header.timestamp;
-        last.max(now_secs() + self.time_offset)
+        // Saturating: `evm_increaseTime` may have set the offset to anything up to `u64::MAX`.
+        last.max(now_secs().saturating_add(self.time_offset))
     }
 
     /// Builds an EVM over the state for the current block and runs `env`; `commit` keeps the
@@ -1169,5 +1178,59 @@ impl Chain for Devnet {
 
     async fn advance_time(&self, seconds: u64) -> Result<()> {
         Devnet::advance_time(self, seconds).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by the `devnet_jsonrpc` fuzz target: after `evm_increaseTime` by `u64::MAX`, the next
+    /// block's timestamp overflowed (a panic under overflow checks, which left every later block,
+    /// send and call panicking too; without them, a clock wrapped into the past).
+    #[test]
+    fn time_travel_to_the_end_of_time_saturates() {
+        let devnet = Devnet::start(DevnetConfig::default()).unwrap();
+        assert_eq!(devnet.increase_time(u64::MAX), u64::MAX);
+        let n = devnet.mine();
+        let timestamp = devnet.with_core(|v| v.block(n).unwrap().header.timestamp);
+        assert_eq!(timestamp, u64::MAX);
+        // The chain still works at the end of time.
+        assert_eq!(devnet.mine(), n + 1);
+    }
+
+    /// Future-nonce transactions from ever new senders (what garbled signatures recover to) are
+    /// refused once the pool holds `MAX_QUEUED_SENDERS` senders.
+    #[test]
+    fn the_pool_of_future_transactions_is_bounded_across_senders() {
+        let devnet = Devnet::start(DevnetConfig::default()).unwrap();
+        let keys: Vec<B256> = (1..=MAX_QUEUED_SENDERS as u64 + 1)
+            .map(|i| B256::from(U256::from(i) + U256::from(1u64 << 40)))
+            .collect();
+        let wallet = Wallet::from_keys(keys).unwrap();
+        let queued = |from: Address| {
+            let tx = TxEip1559 {
+                chain_id: devnet.config.chain_id,
+                nonce: 5,
+                gas_limit: 21_000,
+                max_fee_per_gas: u128::from(BASE_FEE) * 2,
+                max_priority_fee_per_gas: 0,
+                to: TxKind::Call(Address::ZERO),
+                value: U256::ZERO,
+                input: Bytes::new(),
+                access_list: Default::default(),
+            };
+            devnet.submit(wallet.sign(from, tx).unwrap(), from)
+        };
+        let senders = wallet.addresses();
+        for from in &senders[..MAX_QUEUED_SENDERS] {
+            queued(*from).unwrap();
+        }
+        assert!(matches!(
+            queued(senders[MAX_QUEUED_SENDERS]),
+            Err(Error::Rejected(_))
+        ));
+        // A sender already waiting may still queue more.
+        assert!(queued(senders[0]).is_ok());
     }
 }

@@ -524,7 +524,25 @@ fn decode_indexed(network: &str, l: &tollgate_chain::ChainLog) -> Vec<Subscripti
     } else {
         None
     };
-    one.into_iter().collect()
+    let renewal = |cycle: u32, id: B256, outcome: RenewalOutcome| {
+        SubscriptionEvent::Renewed(Renewal {
+            network: network.to_owned(),
+            id,
+            cycle,
+            outcome,
+            tx_hash: l.tx_hash,
+            block: l.block_number,
+            at: unix_now(),
+        })
+    };
+    let recorded = if let Ok(ev) = S::SubscriptionRenewed::decode_log(log) {
+        (ev.cycle > 1).then(|| renewal(ev.cycle, ev.id, RenewalOutcome::Renewed))
+    } else if let Ok(ev) = S::RenewalFailed::decode_log(log) {
+        Some(renewal(ev.cycle, ev.id, RenewalOutcome::Failed))
+    } else {
+        None
+    };
+    recorded.into_iter().chain(one).collect()
 }
 
 /// The outcome event of `collect(id, cycle)` in its receipt, with the new `paidThrough` when

@@ -563,6 +563,26 @@ async fn subscriptions_metering_renewals_and_webhooks_survive_a_crash_at_every_s
         );
     }
 
+    // The store's renewal log agrees with the chain, also for the cycle whose record the crash
+    // cut off (the keeper records renewals from the chain's logs too).
+    let store = tollgate_facilitator::store::open(&format!(
+        "sqlite://{}",
+        dir.path().join("facilitator.db").display()
+    ))
+    .await
+    .unwrap();
+    eventually("the renewals recorded", || async {
+        store
+            .renewals("tollgate-devnet", sub_id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.cycle)
+            .collect::<Vec<_>>()
+            == [2, 3]
+    })
+    .await;
+
     // 5. Webhooks: the receiver gets events, the facilitator dies before recording that;
     //    after the restart every event arrives (again), always under its own webhook-id. A new
     //    plan makes sure there is an event to deliver.

@@ -482,6 +482,18 @@ impl Store for PostgresStore {
                         .execute(&mut *tx)
                         .await?;
                 }
+                SubscriptionEvent::Renewed(r) => {
+                    sqlx::query(RSQL.insert_renewal)
+                        .bind(network)
+                        .bind(codec::b256(&r.id))
+                        .bind(i64::from(r.cycle))
+                        .bind(r.outcome.as_str())
+                        .bind(codec::b256(&r.tx_hash))
+                        .bind(codec::int("block", r.block)?)
+                        .bind(at)
+                        .execute(&mut *tx)
+                        .await?;
+                }
                 SubscriptionEvent::Notify {
                     id,
                     subject,

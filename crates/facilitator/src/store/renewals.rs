@@ -89,6 +89,10 @@ pub enum SubscriptionEvent {
         /// The end of its paid period after resuming.
         paid_through: u64,
     },
+    /// `SubscriptionRenewed` (after the first cycle) or `RenewalFailed`: the renewal is recorded
+    /// from the chain (first writer wins), whoever collected it — this keeper, also when it died
+    /// before recording its own collect, another replica, or anyone calling `collect`.
+    Renewed(Renewal),
     /// A chain event to record for the provider it concerns (`subscription.*`, `allowance.*`,
     /// `plan.*`), if the plan was published through this facilitator.
     Notify {

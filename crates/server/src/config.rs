@@ -18,7 +18,7 @@ use crate::{ClientAddress, Limits, MIN_HEADER_BYTES, RateLimit};
 /// rate_per_second = 50        # per client; 0 turns rate limiting off
 /// rate_burst = 100
 /// client_address = "peer"     # or "x-forwarded-for" behind a reverse proxy that sets it
-/// rate_limit_loopback = false
+/// rate_limit_private = false  # also limit loopback and private-network clients
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -40,8 +40,8 @@ pub struct ServerConfig {
     pub rate_burst: u32,
     /// `client_address`: `"peer"` or `"x-forwarded-for"`, see [`ClientAddress`]. Default peer.
     pub client_address: ClientAddress,
-    /// `rate_limit_loopback`: limit loopback clients too. Default false.
-    pub rate_limit_loopback: bool,
+    /// `rate_limit_private`: limit loopback and private-network clients too. Default false.
+    pub rate_limit_private: bool,
 }
 
 impl Default for ServerConfig {
@@ -57,7 +57,7 @@ impl Default for ServerConfig {
             rate_per_second: rate.per_second,
             rate_burst: rate.burst,
             client_address: rate.client,
-            rate_limit_loopback: rate.limit_loopback,
+            rate_limit_private: rate.limit_private,
         }
     }
 }
@@ -84,7 +84,7 @@ impl ServerConfig {
         let rate_limit = (self.rate_per_second > 0).then(|| {
             RateLimit::per_second(self.rate_per_second, self.rate_burst)
                 .client(self.client_address)
-                .limit_loopback(self.rate_limit_loopback)
+                .limit_private(self.rate_limit_private)
         });
         Ok(Limits {
             header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),

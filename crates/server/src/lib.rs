@@ -70,7 +70,7 @@ pub struct Limits {
     /// Most connections served at once; further ones wait in the listen backlog. Default 4,096.
     pub max_connections: usize,
     /// Requests allowed per client; `None` for no limit. Default 50/s with bursts of 100, per
-    /// peer address, loopback exempt.
+    /// peer address, loopback and private-network clients exempt.
     pub rate_limit: Option<RateLimit>,
 }
 

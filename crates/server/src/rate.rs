@@ -26,19 +26,21 @@ pub struct RateLimit {
     pub burst: u32,
     /// What identifies a client.
     pub client: ClientAddress,
-    /// Whether loopback clients are limited too. Off by default: a client on the same host is
-    /// the operator (or the reverse proxy, when [`ClientAddress::Peer`] is used behind one).
-    pub limit_loopback: bool,
+    /// Whether loopback and private-network clients (RFC 1918, CGNAT, link-local, IPv6 unique
+    /// local) are limited too. Off by default: such a client is the operator's own, or a reverse
+    /// proxy or ingress speaking for many clients (set [`ClientAddress::XForwardedFor`] behind
+    /// one, so that they are told apart and limited).
+    pub limit_private: bool,
 }
 
 impl RateLimit {
-    /// `per_second` on average with bursts of `burst`, per peer address, loopback exempt.
+    /// `per_second` on average with bursts of `burst`, per peer address, private addresses exempt.
     pub fn per_second(per_second: u32, burst: u32) -> Self {
         Self {
             per_second: per_second.max(1),
             burst: burst.max(1),
             client: ClientAddress::Peer,
-            limit_loopback: false,
+            limit_private: false,
         }
     }
 
@@ -47,17 +49,17 @@ impl RateLimit {
         Self { client, ..self }
     }
 
-    /// The same limit, applied to loopback clients too.
-    pub fn limit_loopback(self, yes: bool) -> Self {
+    /// The same limit, applied to loopback and private-network clients too.
+    pub fn limit_private(self, yes: bool) -> Self {
         Self {
-            limit_loopback: yes,
+            limit_private: yes,
             ..self
         }
     }
 }
 
 impl Default for RateLimit {
-    /// 50 requests per second with bursts of 100, per peer address, loopback exempt.
+    /// 50 requests per second with bursts of 100, per peer address, private addresses exempt.
     fn default() -> Self {
         Self::per_second(50, 100)
     }
@@ -136,7 +138,7 @@ impl Limiter {
                 .unwrap_or(peer),
         };
         let ip = ip.to_canonical();
-        if ip.is_loopback() && !self.limit.limit_loopback {
+        if is_private(ip) && !self.limit.limit_private {
             return None;
         }
         Some(key(ip))
@@ -160,6 +162,24 @@ impl Limiter {
     #[cfg(test)]
     pub(crate) fn clients(&self) -> usize {
         self.cells.lock().unwrap().len()
+    }
+}
+
+/// Loopback, private (10/8, 172.16/12, 192.168/16), CGNAT (100.64/10), link-local, or IPv6
+/// unique-local (fc00::/7) and link-local (fe80::/10).
+fn is_private(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            v6.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
+        }
     }
 }
 
@@ -217,6 +237,34 @@ mod tests {
             })
             .count();
         assert_eq!(admitted, 100);
+    }
+
+    #[test]
+    fn private_addresses_are_told_apart() {
+        for private in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "172.31.255.255",
+            "192.168.1.1",
+            "100.64.0.1",
+            "169.254.1.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+        ] {
+            assert!(is_private(ip(private)), "{private}");
+        }
+        for public in [
+            "8.8.8.8",
+            "172.32.0.1",
+            "100.128.0.1",
+            "192.0.2.1",
+            "2001:db8::1",
+            "::ffff:8.8.8.8",
+        ] {
+            assert!(!is_private(ip(public)), "{public}");
+        }
     }
 
     #[test]

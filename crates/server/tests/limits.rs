@@ -179,7 +179,7 @@ async fn a_body_that_never_finishes_gets_408() {
 
 #[tokio::test]
 async fn clients_are_rate_limited_one_by_one() {
-    let limit = RateLimit::per_second(1, 3).limit_loopback(true);
+    let limit = RateLimit::per_second(1, 3).limit_private(true);
     let server = Server::start(Limits {
         rate_limit: Some(limit.clone()),
         ..Limits::default()
@@ -209,7 +209,7 @@ async fn clients_are_rate_limited_one_by_one() {
     assert_eq!(status(&request(&proxied, &from("192.0.2.1")).await), 429);
     assert_eq!(status(&request(&proxied, &from("192.0.2.2")).await), 200);
 
-    // Loopback is exempt unless asked otherwise.
+    // Loopback (a private address) is exempt unless asked otherwise.
     let exempt = Server::start(Limits {
         rate_limit: Some(RateLimit::per_second(1, 1)),
         ..Limits::default()

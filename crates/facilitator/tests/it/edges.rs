@@ -17,7 +17,7 @@ async fn a_client_over_its_rate_gets_429_and_others_do_not_notice() {
             rate_limit: Some(
                 RateLimit::per_second(1, 3)
                     .client(tollgate_server::ClientAddress::XForwardedFor)
-                    .limit_loopback(true),
+                    .limit_private(true),
             ),
             ..Limits::default()
         };

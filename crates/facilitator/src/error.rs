@@ -9,9 +9,12 @@
 //! | 403 | `Forbidden`: the API key's provider does not own the plan; `ClaimMismatch`: a repeat of `/authorize` or a status URL without the settlement's claim |
 //! | 404 | unknown settlement or resource |
 //! | 409 | `AuthorizationUsed` / `IdempotencyConflict`: the nonce (or idempotency key) was used otherwise; `SubscriptionNotActive`: a deduction for a paused, cancelled, overdue or ending subscription |
+//! | 408 | `RequestTimeout`: the request (body included) took longer than `[server] request_timeout_secs` |
 //! | 413 | body too large |
 //! | 415 | not `application/json` |
 //! | 422 | well-formed but invalid: unknown network or token, bad signature, nonce not committing to payTo/memo/fee, validity window, a revert |
+//! | 429 | `RateLimited`: the client is over `[server]`'s per-client rate (`Retry-After` says when to come back) |
+//! | 431 | request headers over `[server] max_header_bytes` or `max_headers` (no body; the connection closes) |
 //! | 503 | the chain or the store is unavailable |
 //! | 500 | a bug; the cause is logged, never sent |
 

@@ -491,27 +491,29 @@ impl Facilitator {
         key: B256,
         token: Option<B256>,
     ) -> Result<Outcome, ApiError> {
-        if let Some(row) = self.inner.store.settlement(key).await? {
-            check_claim(&row, token)?;
-        }
-        self.drive_settlement(key).await
-    }
-
-    /// Drives a stored settlement forward: the proof once confirmed, pending otherwise.
-    async fn drive_settlement(&self, key: B256) -> Result<Outcome, ApiError> {
         let row = self
             .inner
             .store
             .settlement(key)
             .await?
             .ok_or_else(|| ApiError::not_found("no settlement with this key"))?;
+        check_claim(&row, token)?;
+        self.drive_settlement(row).await
+    }
+
+    /// Drives a stored settlement forward: the proof once confirmed, pending otherwise.
+    async fn drive_settlement(&self, row: Settlement) -> Result<Outcome, ApiError> {
         if row.status == SettlementStatus::Confirmed {
             return stored_proof(&row);
         }
         let net = self.network(&row.new.network).ok_or_else(|| {
             ApiError::internal(&"stored settlement names an unconfigured network")
         })?;
+        let key = row.new.key;
         let _guard = self.inner.locks.lock(key).await;
+        // Another request (or the reconciler) may have moved it on while this one waited: a
+        // dropped transaction is sent again once, not once per waiter.
+        let row = self.inner.store.settlement(key).await?.unwrap_or(row);
         match row.status {
             SettlementStatus::Submitted | SettlementStatus::Pending => {
                 if let Some(receipt) = self.find_settlement_event(net, &row.new).await? {
@@ -545,12 +547,13 @@ impl Facilitator {
             {
                 continue;
             }
-            match self.drive_settlement(row.new.key).await {
+            let key = row.new.key;
+            match self.drive_settlement(row).await {
                 Ok(Outcome::Confirmed { .. }) => finished += 1,
                 Ok(Outcome::Pending { .. }) => {}
                 Err(e) if e.status.is_client_error() => finished += 1,
                 Err(e) => {
-                    tracing::warn!(key = %row.new.key, error = %e, "reconcile: settlement still unresolved")
+                    tracing::warn!(%key, error = %e, "reconcile: settlement still unresolved")
                 }
             }
         }

@@ -79,7 +79,7 @@ pub enum ClientAddress {
     XForwardedFor,
 }
 
-/// Entries older than their cell are dropped once the map holds this many.
+/// Expired cells are first swept once the map holds this many.
 const SWEEP_AT: usize = 4096;
 
 pub(crate) struct Limiter {
@@ -88,7 +88,14 @@ pub(crate) struct Limiter {
     interval: Duration,
     /// How far ahead of now a client's theoretical arrival time may run.
     tolerance: Duration,
-    cells: Mutex<HashMap<IpAddr, Instant>>,
+    cells: Mutex<Cells>,
+}
+
+/// Each client's theoretical arrival time, and the size at which expired ones are swept next
+/// (doubling while most are live, so a flood of clients costs amortized O(1) per request).
+struct Cells {
+    tat: HashMap<IpAddr, Instant>,
+    sweep_at: usize,
 }
 
 impl Limiter {
@@ -99,7 +106,10 @@ impl Limiter {
             limit,
             interval,
             tolerance,
-            cells: Mutex::new(HashMap::new()),
+            cells: Mutex::new(Cells {
+                tat: HashMap::new(),
+                sweep_at: SWEEP_AT,
+            }),
         }
     }
 
@@ -147,21 +157,22 @@ impl Limiter {
     /// Takes one request from `client`'s allowance at `now`, or says how long to wait.
     pub(crate) fn take(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
         let mut cells = self.cells.lock().unwrap_or_else(|e| e.into_inner());
-        if cells.len() >= SWEEP_AT {
-            cells.retain(|_, tat| *tat > now);
+        if cells.tat.len() >= cells.sweep_at {
+            cells.tat.retain(|_, tat| *tat > now);
+            cells.sweep_at = (cells.tat.len() * 2).max(SWEEP_AT);
         }
-        let tat = cells.get(&client).copied().unwrap_or(now).max(now);
+        let tat = cells.tat.get(&client).copied().unwrap_or(now).max(now);
         let ahead = tat - now;
         if ahead > self.tolerance {
             return Err(ahead - self.tolerance);
         }
-        cells.insert(client, tat + self.interval);
+        cells.tat.insert(client, tat + self.interval);
         Ok(())
     }
 
     #[cfg(test)]
     pub(crate) fn clients(&self) -> usize {
-        self.cells.lock().unwrap().len()
+        self.cells.lock().unwrap().tat.len()
     }
 }
 

@@ -25,8 +25,10 @@ use tollgate_facilitator::fault::FAILPOINTS;
 use tollgate_protocol::PaymentProof;
 
 use crate::{
-    devnet::spawn_devnet,
-    facilitator::{Facilitator, payment_with_memo, spawn_facilitator, write_config},
+    devnet::{Running, spawn_devnet},
+    facilitator::{
+        Facilitator, payment_with_memo, register_provider, spawn_facilitator, write_config,
+    },
 };
 
 fn now() -> u64 {
@@ -45,24 +47,68 @@ async fn aborted(f: &mut Facilitator, step: &str) {
     assert!(!status.success(), "{step}: exited cleanly ({status})");
 }
 
+/// A `tollgate devnet` process, and the config of a facilitator on it with its store beside it.
+struct Scene {
+    _devnet: Running,
+    dir: tempfile::TempDir,
+    rpc_url: String,
+    c: tollgate_chain::Deployment,
+    config: std::path::PathBuf,
+    chain: tollgate_chain::rpc::RpcChain,
+    accounts: Vec<tollgate_chain::accounts::DevAccount>,
+}
+
+impl Scene {
+    /// `extra` TOML goes into the facilitator's config.
+    async fn start(extra: &str) -> Self {
+        tollgate_chain::install_crypto_provider();
+        let dir = tempfile::tempdir().unwrap();
+        let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
+        let rpc_url = devnet.info.rpc_url.clone().unwrap();
+        let c = devnet.info.contracts;
+        let config = write_config(dir.path(), &rpc_url, &c, extra);
+        let accounts = dev_accounts(10);
+        let chain = tollgate_testkit::connect(&rpc_url, 31337, &accounts)
+            .await
+            .unwrap();
+        Self {
+            _devnet: devnet,
+            dir,
+            rpc_url,
+            c,
+            config,
+            chain,
+            accounts,
+        }
+    }
+
+    async fn balance(&self, who: Address) -> U256 {
+        contracts::read(
+            &self.chain,
+            self.c.token,
+            &Token::balanceOfCall { account: who },
+        )
+        .await
+        .unwrap()
+    }
+}
+
+/// A free loopback port, for a facilitator that must come back at the same address after a
+/// restart, as behind a stable hostname.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authorize_settles_exactly_once_whatever_step_it_dies_at() {
-    tollgate_chain::install_crypto_provider();
-    let dir = tempfile::tempdir().unwrap();
-    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
-    let rpc_url = devnet.info.rpc_url.clone().unwrap();
-    let c = devnet.info.contracts;
-    let config = write_config(dir.path(), &rpc_url, &c, "");
-    let accounts = dev_accounts(10);
-    let chain = tollgate_testkit::connect(&rpc_url, 31337, &accounts)
-        .await
-        .unwrap();
+    let s = Scene::start("").await;
+    let (c, config, accounts, chain) = (s.c, s.config.clone(), &s.accounts, &s.chain);
     let pay_to = Address::repeat_byte(0x99);
-    let balance = || async {
-        contracts::read(&chain, c.token, &Token::balanceOfCall { account: pay_to })
-            .await
-            .unwrap()
-    };
+    let balance = || s.balance(pay_to);
     let http = reqwest::Client::new();
     let steps: Vec<&str> = FAILPOINTS
         .iter()
@@ -159,27 +205,8 @@ async fn authorize_settles_exactly_once_whatever_step_it_dies_at() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_pays_once_through_a_facilitator_that_dies_mid_payment() {
-    tollgate_chain::install_crypto_provider();
-    let dir = tempfile::tempdir().unwrap();
-    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
-    let rpc_url = devnet.info.rpc_url.clone().unwrap();
-    let c = devnet.info.contracts;
-    // The facilitator comes back at the same address, as behind a stable hostname.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let config = write_config(
-        dir.path(),
-        &rpc_url,
-        &c,
-        &format!("listen = \"127.0.0.1:{port}\""),
-    );
-    let accounts = dev_accounts(10);
-    let chain = tollgate_testkit::connect(&rpc_url, 31337, &accounts)
-        .await
-        .unwrap();
+    let s = Scene::start(&format!("listen = \"127.0.0.1:{}\"", free_port())).await;
+    let (c, config, accounts) = (s.c, s.config.clone(), &s.accounts);
     let pay_to = Address::repeat_byte(0x77);
     let mut crashing = spawn_facilitator(&config, Some("authorize.after-receipt")).await;
 
@@ -232,10 +259,7 @@ async fn an_agent_pays_once_through_a_facilitator_that_dies_mid_payment() {
     assert_eq!(&paid.body[..], b"paid content");
     assert_eq!(served.load(Ordering::SeqCst), 1);
     assert_eq!(agent.spent(), Amount::from_units(500_000), "paid once");
-    let balance = contracts::read(&chain, c.token, &Token::balanceOfCall { account: pay_to })
-        .await
-        .unwrap();
-    assert_eq!(balance, U256::from(499_000), "settled once");
+    assert_eq!(s.balance(pay_to).await, U256::from(499_000), "settled once");
 }
 
 /// JSON-RPC on the devnet process (time travel).
@@ -272,31 +296,18 @@ where
 /// every event delivered at least once under one `webhook-id`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn subscriptions_metering_renewals_and_webhooks_survive_a_crash_at_every_step() {
-    use alloy::signers::SignerSync as _;
     use std::{collections::HashMap, sync::Mutex};
     use tollgate_agent::Subscribe;
     use tollgate_chain::contracts::Subscriptions;
 
-    tollgate_chain::install_crypto_provider();
-    let dir = tempfile::tempdir().unwrap();
-    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
-    let rpc_url = devnet.info.rpc_url.clone().unwrap();
-    let c = devnet.info.contracts;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let config = write_config(
-        dir.path(),
-        &rpc_url,
-        &c,
-        &format!(
-            "listen = \"127.0.0.1:{port}\"\n\
-             [subscriptions]\nkeeper_interval_secs = 1\noverage_batch_amount = 1\noverage_batch_secs = 1\n\
-             [webhooks]\nallow_private_targets = true\n"
-        ),
-    );
+    let port = free_port();
+    let s = Scene::start(&format!(
+        "listen = \"127.0.0.1:{port}\"\n\
+         [subscriptions]\nkeeper_interval_secs = 1\noverage_batch_amount = 1\noverage_batch_secs = 1\n\
+         [webhooks]\nallow_private_targets = true\n"
+    ))
+    .await;
+    let (c, config, accounts, chain, dir) = (s.c, s.config.clone(), &s.accounts, &s.chain, &s.dir);
     // The same facilitator without its keeper, for the steps that must not race it.
     let quiet = dir.path().join("facilitator-no-keeper.toml");
     std::fs::write(
@@ -306,20 +317,9 @@ async fn subscriptions_metering_renewals_and_webhooks_survive_a_crash_at_every_s
             .replace("keeper_interval_secs = 1", "keeper_interval_secs = 0"),
     )
     .unwrap();
-    let accounts = dev_accounts(10);
-    let chain = tollgate_testkit::connect(&rpc_url, 31337, &accounts)
-        .await
-        .unwrap();
     let http = reqwest::Client::new();
     let fac = format!("http://127.0.0.1:{port}");
-    let balance = |who: Address| {
-        let chain = &chain;
-        async move {
-            contracts::read(chain, c.token, &Token::balanceOfCall { account: who })
-                .await
-                .unwrap()
-        }
-    };
+    let balance = |who: Address| s.balance(who);
     let post = |path: String, body: Value, key: Option<String>| {
         let (http, fac) = (http.clone(), fac.clone());
         async move {
@@ -340,31 +340,7 @@ async fn subscriptions_metering_renewals_and_webhooks_survive_a_crash_at_every_s
     // receiver that logs every delivery's webhook-id.
     let mut running = spawn_facilitator(&config, None).await;
     let provider = &accounts[5];
-    let challenge = json_of(
-        post(
-            "/providers/challenge".into(),
-            json!({ "address": provider.address }),
-            None,
-        )
-        .await,
-    )
-    .await;
-    let text = challenge["challenge"].as_str().unwrap();
-    let signature = provider
-        .signer()
-        .sign_message_sync(text.as_bytes())
-        .unwrap();
-    let registered = json_of(
-        post(
-            "/providers/register".into(),
-            json!({ "address": provider.address, "challenge": text,
-                    "signature": alloy::primitives::hex::encode_prefixed(signature.as_bytes()) }),
-            None,
-        )
-        .await,
-    )
-    .await;
-    let key = registered["apiKey"].as_str().unwrap().to_owned();
+    let key = register_provider(&http, &fac, &provider.signer()).await;
     let deliveries: Arc<Mutex<Vec<String>>> = Arc::default();
     let log = Arc::clone(&deliveries);
     let receiver = axum::Router::new().route(
@@ -440,7 +416,7 @@ async fn subscriptions_metering_renewals_and_webhooks_survive_a_crash_at_every_s
             .unwrap()
             .unwrap_or_else(|e| panic!("{step}: {e}"));
         let nonce: U256 = contracts::read(
-            &chain,
+            chain,
             c.subscriptions,
             &Subscriptions::noncesCall {
                 subscriber: accounts[who].address,
@@ -536,14 +512,14 @@ async fn subscriptions_metering_renewals_and_webhooks_survive_a_crash_at_every_s
     {
         drop(running);
         let before = balance(subscriber).await;
-        rpc(&http, &rpc_url, "evm_increaseTime", json!([3_601])).await;
-        rpc(&http, &rpc_url, "evm_mine", json!([])).await;
+        rpc(&http, &s.rpc_url, "evm_increaseTime", json!([3_601])).await;
+        rpc(&http, &s.rpc_url, "evm_mine", json!([])).await;
         let mut crashing = spawn_facilitator(&config, Some(step)).await;
         aborted(&mut crashing, step).await;
         running = spawn_facilitator(&config, None).await;
         let cycle = || async {
             contracts::read(
-                &chain,
+                chain,
                 c.subscriptions,
                 &Subscriptions::subscriptionsCall { id: sub_id },
             )
@@ -645,16 +621,8 @@ async fn subscriptions_metering_renewals_and_webhooks_survive_a_crash_at_every_s
 async fn x402_settle_transfers_exactly_once_whatever_step_it_dies_at() {
     use tollgate_chain::authorization::{TransferWithAuthorization, sign, token_domain};
 
-    tollgate_chain::install_crypto_provider();
-    let dir = tempfile::tempdir().unwrap();
-    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
-    let rpc_url = devnet.info.rpc_url.clone().unwrap();
-    let c = devnet.info.contracts;
-    let config = write_config(dir.path(), &rpc_url, &c, "");
-    let accounts = dev_accounts(10);
-    let chain = tollgate_testkit::connect(&rpc_url, 31337, &accounts)
-        .await
-        .unwrap();
+    let s = Scene::start("").await;
+    let (c, config, accounts, chain) = (s.c, s.config.clone(), &s.accounts, &s.chain);
     let pay_to = Address::repeat_byte(0x55);
     let payer = &accounts[2];
     let http = reqwest::Client::new();
@@ -727,11 +695,8 @@ async fn x402_settle_transfers_exactly_once_whatever_step_it_dies_at() {
             let tx: B256 = reply["transaction"].as_str().unwrap().parse().unwrap();
             assert!(chain.receipt(tx).await.unwrap().expect("mined").success);
         }
-        let balance = contracts::read(&chain, c.token, &Token::balanceOfCall { account: pay_to })
-            .await
-            .unwrap();
         assert_eq!(
-            balance,
+            s.balance(pay_to).await,
             U256::from(10_000 * (i as u64 + 1)),
             "{step}: exactly once"
         );

@@ -68,7 +68,8 @@ pub(crate) async fn spawn_dev_logging(dir: &Path, extra: &[&str], log: Option<&P
     }
 }
 
-fn agent(info: &serde_json::Value, payer: usize) -> Agent {
+/// An agent paying with the `payer`-th payer account of a `tollgate dev` summary.
+pub(crate) fn agent(info: &serde_json::Value, payer: usize) -> Agent {
     let key = info["accounts"]
         .as_array()
         .unwrap()

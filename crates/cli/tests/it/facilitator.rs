@@ -60,6 +60,39 @@ pub(crate) async fn spawn_facilitator(config: &Path, failpoint: Option<&str>) ->
     }
 }
 
+/// Registers `signer` as a provider at the facilitator `base` (challenge, signature, register):
+/// its API key.
+pub(crate) async fn register_provider(
+    http: &reqwest::Client,
+    base: &str,
+    signer: &(impl alloy::signers::SignerSync + alloy::signers::Signer),
+) -> String {
+    let post = |path: &str, body: serde_json::Value| {
+        let request = http.post(format!("{base}{path}")).json(&body);
+        async move {
+            let r = request.send().await.unwrap();
+            assert!(r.status().is_success(), "{}", r.status());
+            r.json::<serde_json::Value>().await.unwrap()
+        }
+    };
+    let challenge = post(
+        "/providers/challenge",
+        serde_json::json!({ "address": signer.address() }),
+    )
+    .await;
+    let text = challenge["challenge"].as_str().unwrap();
+    let signature = signer.sign_message_sync(text.as_bytes()).unwrap();
+    let registered = post(
+        "/providers/register",
+        serde_json::json!({
+            "address": signer.address(), "challenge": text,
+            "signature": alloy::primitives::hex::encode_prefixed(signature.as_bytes())
+        }),
+    )
+    .await;
+    registered["apiKey"].as_str().unwrap().to_owned()
+}
+
 pub(crate) fn payment_with_memo(
     chain_id: u64,
     token: Address,
@@ -145,7 +178,6 @@ subscriptions = "{subs}"
 /// `webhook-id`, and nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_delivery_delivers_every_event_after_restart() {
-    use alloy::signers::SignerSync as _;
     use std::sync::{Arc, Mutex};
 
     tollgate_chain::install_crypto_provider();
@@ -176,27 +208,7 @@ async fn killed_mid_delivery_delivers_every_event_after_restart() {
             r.json::<serde_json::Value>().await.unwrap()
         }
     };
-    let challenge = post(
-        format!("{}/providers/challenge", first.url),
-        serde_json::json!({ "address": provider.address }),
-        None,
-    )
-    .await;
-    let text = challenge["challenge"].as_str().unwrap();
-    let signature = provider
-        .signer()
-        .sign_message_sync(text.as_bytes())
-        .unwrap();
-    let registered = post(
-        format!("{}/providers/register", first.url),
-        serde_json::json!({
-            "address": provider.address, "challenge": text,
-            "signature": alloy::primitives::hex::encode_prefixed(signature.as_bytes())
-        }),
-        None,
-    )
-    .await;
-    let key = registered["apiKey"].as_str().unwrap().to_owned();
+    let key = register_provider(&http, &first.url, &provider.signer()).await;
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let log = Arc::clone(&seen);
     let app = axum::Router::new().route(

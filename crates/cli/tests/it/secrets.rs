@@ -10,9 +10,9 @@
 
 use std::time::{Duration, Instant};
 
-use alloy::signers::{SignerSync, local::PrivateKeySigner};
+use alloy::signers::local::PrivateKeySigner;
 use serde_json::{Value, json};
-use tollgate_agent::{Agent, Amount, PayRequest, SpendPolicy};
+use tollgate_agent::PayRequest;
 
 use crate::dev::spawn_dev_logging;
 
@@ -59,23 +59,7 @@ async fn no_secret_appears_in_logs_or_error_bodies() {
     let mut bodies: Vec<(String, String)> = Vec::new();
 
     // A one-time payment (the payer signs; the relayer settles; the proof key signs).
-    let payer = info["accounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "payer")
-        .unwrap()["privateKey"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let agent = Agent::from_hex_key(
-        &payer,
-        SpendPolicy::new(
-            Amount::from_units(1_000_000),
-            Amount::from_units(10_000_000),
-        ),
-    )
-    .unwrap();
+    let agent = crate::dev::agent(&info, 0);
     let paid = agent
         .pay(PayRequest::get(&format!("{api}/v1/quote")).unwrap())
         .await
@@ -88,27 +72,7 @@ async fn no_secret_appears_in_logs_or_error_bodies() {
         "registered provider's private key".into(),
         provider.to_bytes().to_string(),
     ));
-    let r: Value = http
-        .post(format!("{fac}/providers/challenge"))
-        .json(&json!({ "address": provider.address() }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let challenge = r["challenge"].as_str().unwrap();
-    let signature = provider.sign_message_sync(challenge.as_bytes()).unwrap();
-    let r: Value = http
-        .post(format!("{fac}/providers/register"))
-        .json(&json!({ "address": provider.address(), "challenge": challenge, "signature": signature.to_string() }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let second_key = r["apiKey"].as_str().expect("registered").to_owned();
+    let second_key = crate::facilitator::register_provider(&http, &fac, &provider).await;
     secrets.push(("registered API key".into(), second_key.clone()));
 
     // Webhook secrets: created, then rotated.

@@ -2,9 +2,11 @@
 // through the facilitator it is given (e.g. a Tollgate facilitator).
 //
 // usage: node x402-express-server.mjs --port P --facilitator URL --pay-to 0x.. --network NAME
-//          --asset 0x.. --token-name NAME --token-version V --price UNITS
+//          --asset 0x.. --token-name NAME --token-version V --price UNITS [--delay-ms MS]
 // Each flag may instead come from the environment: PORT, FACILITATOR_URL, PAY_TO, NETWORK,
-// ASSET, TOKEN_NAME, TOKEN_VERSION, PRICE_UNITS. Port 0 picks a free port.
+// ASSET, TOKEN_NAME, TOKEN_VERSION, PRICE_UNITS, DELAY_MS. Port 0 picks a free port. With
+// --delay-ms the paid handler takes that long (x402-express verifies, runs the handler, then
+// settles, so concurrent replays of one payment all reach /settle).
 //
 // Prints `LISTENING <port>` on stdout once it accepts connections. GET /stats (not gated) reports
 // how many times the paid handler ran.
@@ -21,6 +23,7 @@ const { values } = parseArgs({
     "token-name": { type: "string" },
     "token-version": { type: "string" },
     price: { type: "string" },
+    "delay-ms": { type: "string" },
   },
 });
 const env = process.env;
@@ -38,6 +41,7 @@ const tokenName = opt("token-name", "TOKEN_NAME", "USD Coin");
 const tokenVersion = opt("token-version", "TOKEN_VERSION", "2");
 const price = opt("price", "PRICE_UNITS");
 if (!/^\d+$/.test(price)) die(`--price must be an integer number of units, got ${price}`);
+const delayMs = Number(opt("delay-ms", "DELAY_MS", "0"));
 
 const express = requireTool("express");
 const { paymentMiddleware } = requireTool("x402-express");
@@ -67,8 +71,9 @@ app.use(
   ),
 );
 
-app.get("/weather", (_req, res) => {
+app.get("/weather", async (_req, res) => {
   served += 1;
+  if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
   res.json({ report: { weather: "sunny", temperature: 70 } });
 });
 

@@ -143,25 +143,7 @@ impl Network {
 impl Network {
     /// Searches the last `lookback` blocks for logs of `address` matching `topics` that pass
     /// `accept`, and returns the receipt of the first such transaction that succeeded and is at
-    /// the configured confirmation depth (recovery after a crash or a front-run).
-    pub(crate) async fn find_confirmed(
-        &self,
-        address: alloy::primitives::Address,
-        topics: [Option<Vec<B256>>; 4],
-        lookback: u64,
-        accept: impl Fn(&tollgate_chain::ChainLog) -> bool,
-    ) -> tollgate_chain::Result<Option<tollgate_chain::Receipt>> {
-        self.find_at_depth(
-            address,
-            topics,
-            lookback,
-            self.spec.confirmations.max(1),
-            accept,
-        )
-        .await
-    }
-
-    /// [`find_confirmed`](Self::find_confirmed) at a depth of `depth` blocks (1: included).
+    /// least `depth` blocks deep (1: included) — recovery after a crash or a front-run.
     pub(crate) async fn find_at_depth(
         &self,
         address: alloy::primitives::Address,

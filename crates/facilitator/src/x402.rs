@@ -4,17 +4,25 @@
 //!
 //! Settlement here is a direct EIP-3009 `transferWithAuthorization` to `payTo`, submitted by a
 //! relayer: the payer signed the transfer to the payee, so no fee can be taken on this path (the
-//! relayer pays the gas). `/settle` is idempotent per (chain, token, payer, nonce) and checks the
-//! receipt's `Transfer` log, not just the call's success.
+//! relayer pays the gas).
+//!
+//! The money rules of `/settle` ([`Facilitator::x402_settle`]): one authorization (chain, token,
+//! payer, nonce) moves money once and is answered `success` once; a repeat is
+//! `duplicate_settlement` naming the original transaction (unless it comes from the first
+//! settler, named by its `Idempotency-Key`); a payload differing from the settled one in any
+//! signed field or requirement is never answered with it; the signature is checked under the
+//! token's configured EIP-712 domain; and a success is answered only after the receipt shows
+//! this authorization used and its `Transfer` of exactly this value from this payer to this
+//! payee.
 
 use alloy::{
-    primitives::B256,
+    primitives::{B256, U256},
     sol_types::{SolCall, SolEvent},
 };
-use axum::{Json, extract::State};
+use axum::{Json, extract::State, http::HeaderMap};
 use tollgate_chain::{
     Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
-    authorization::{TransferWithAuthorization, recover, token_domain},
+    authorization::{TransferWithAuthorization, recover},
     contracts::{self, Token},
 };
 use tollgate_protocol::{
@@ -30,7 +38,7 @@ use crate::{
     facilitator::{Facilitator, Network, unix_now},
     metrics::{SettlementOutcome, SettlementPath},
     settle::settlement_key,
-    store::{NewSettlement, SettlementKind},
+    store::{NewSettlement, Settlement, SettlementKind},
 };
 
 /// `POST /verify`.
@@ -41,13 +49,21 @@ pub(crate) async fn verify(
     Json(f.x402_verify(&req).await)
 }
 
-/// `POST /settle`.
+/// `POST /settle`. An optional `Idempotency-Key` header names the settler: its own retries of
+/// the same payload get the first outcome again ([`Facilitator::x402_settle`]).
 pub(crate) async fn settle(
     State(f): State<Facilitator>,
+    headers: HeaderMap,
     ApiJson(req): ApiJson<SettleRequest>,
 ) -> Json<SettleResponse> {
-    Json(f.x402_settle(&req).await)
+    let settler = headers
+        .get(IDEMPOTENCY_KEY)
+        .map(|v| alloy::primitives::keccak256(v.as_bytes()));
+    Json(f.x402_settle(&req, settler).await)
 }
+
+/// The header a settler names itself by on `POST /settle`.
+pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
 
 /// `GET /supported`: one `exact` kind per configured network.
 pub(crate) async fn supported(State(f): State<Facilitator>) -> Json<SupportedResponse> {
@@ -96,11 +112,21 @@ impl Facilitator {
         let now = net.now().await;
         check_exact_evm(payload, req, now)?;
         let auth = &payload.payload.authorization;
-        let (name, version) = match req.eip712_extra() {
-            Some(extra) => (extra.name, extra.version),
-            None => (net.spec.token_name.clone(), net.spec.token_version.clone()),
-        };
-        let domain = token_domain(name, version, net.spec.chain_id, net.spec.token);
+        // As `/authorize` does: an authorization valid for longer than the configured bound is
+        // refused (x402 clients sign `maxTimeoutSeconds` ahead).
+        let max = self.inner.settings.max_validity_secs;
+        if auth.valid_before.get() > U256::from(now.saturating_add(max)) {
+            return Err(ErrorReason::InvalidExactEvmPayloadAuthorizationValidBefore);
+        }
+        // The signature is checked under the token's real EIP-712 domain (configured per
+        // network), never one the client or server supplies: requirements naming another domain
+        // describe a payment the token would refuse.
+        if let Some(extra) = req.eip712_extra()
+            && (extra.name != net.spec.token_name || extra.version != net.spec.token_version)
+        {
+            return Err(ErrorReason::InvalidPaymentRequirements);
+        }
+        let domain = &net.domain;
         let typed = TransferWithAuthorization {
             from: auth.from,
             to: auth.to,
@@ -109,7 +135,7 @@ impl Facilitator {
             validBefore: auth.valid_before.get(),
             nonce: auth.nonce,
         };
-        match recover(&typed, &domain, &payload.payload.signature) {
+        match recover(&typed, domain, &payload.payload.signature) {
             Ok(signer) if signer == auth.from => {}
             _ => return Err(ErrorReason::InvalidExactEvmPayloadSignature),
         }
@@ -146,10 +172,21 @@ impl Facilitator {
     }
 
     /// Settles an x402 V1 `exact` payment: a direct `transferWithAuthorization` to `payTo`.
-    /// Idempotent per (chain, token, payer, nonce).
-    pub async fn x402_settle(&self, req: &SettleRequest) -> SettleResponse {
+    ///
+    /// One authorization (chain, token, payer, nonce) is settled once and answered `success`
+    /// once: the first `/settle` that carries the payment to confirmation gets it, and every
+    /// other one (a concurrent or later repeat of the same payload, as a replaying client makes
+    /// an x402 resource server send) gets `duplicate_settlement` naming the original transaction,
+    /// so a server that settles after verifying serves each payment once, as with x402's
+    /// reference facilitator. A payload that differs from the settled one in any signed field or
+    /// in its requirements is never answered with that settlement (`invalid_transaction_state`).
+    ///
+    /// `settler` (the hash of the caller's `Idempotency-Key`) makes retries of the first settler
+    /// safe: a repeat with the same payload and the same key gets the first outcome again (the
+    /// Tollgate gate sends one derived from its secret, so a lost answer costs nothing).
+    pub async fn x402_settle(&self, req: &SettleRequest, settler: Option<B256>) -> SettleResponse {
         let started = std::time::Instant::now();
-        let response = self.x402_settle_inner(req).await;
+        let response = self.x402_settle_inner(req, settler).await;
         let outcome = if response.success {
             SettlementOutcome::Confirmed
         } else if response.transaction.is_empty() {
@@ -163,7 +200,7 @@ impl Facilitator {
         response
     }
 
-    async fn x402_settle_inner(&self, req: &SettleRequest) -> SettleResponse {
+    async fn x402_settle_inner(&self, req: &SettleRequest, settler: Option<B256>) -> SettleResponse {
         let payload = &req.payment_payload;
         let auth = &payload.payload.authorization;
         let network = payload.network.clone();
@@ -171,7 +208,7 @@ impl Facilitator {
             SettleResponse::failure(reason, network.clone(), Some(auth.from), tx)
         };
 
-        // Checks that do not depend on the nonce's state first, so a replay of a settled
+        // Checks that do not depend on the nonce's state first, so a repeat of a settled
         // payment is answered from the store.
         let verified = match self
             .x402_check(payload, &req.payment_requirements, false)
@@ -181,23 +218,9 @@ impl Facilitator {
             Err(reason) => return fail(reason, None),
         };
         let net = verified.net;
-        let key = verified.key;
-        let _guard = self.inner.locks.lock(key).await;
-        match self.inner.store.settlement(key).await {
-            Ok(Some(row)) if row.status == SettlementStatus::Confirmed => {
-                if let Some(tx) = row.tx_hash {
-                    return SettleResponse::success(tx, network, auth.from);
-                }
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "store unavailable during /settle");
-                return fail(ErrorReason::UnexpectedSettleError, None);
-            }
-        }
         let request = serde_json::to_string(req).unwrap_or_default();
         let new = NewSettlement {
-            key,
+            key: verified.key,
             kind: SettlementKind::X402,
             request_hash: alloy::primitives::keccak256(request.as_bytes()),
             network: net.spec.name.clone(),
@@ -212,12 +235,36 @@ impl Facilitator {
             valid_before: auth.valid_before.get().try_into().unwrap_or(u64::MAX),
             request,
             resource: crate::analytics::resource_label(&req.payment_requirements.resource),
-            claim_hash: None,
+            claim_hash: settler,
             created_at: unix_now(),
         };
+        let _guard = self.inner.locks.lock(new.key).await;
+        let row = match self.inner.store.settlement(new.key).await {
+            Ok(row) => row,
+            Err(e) => {
+                tracing::error!(error = %e, "store unavailable during /settle");
+                return fail(ErrorReason::UnexpectedSettleError, None);
+            }
+        };
+        let result = match row {
+            Some(row) => self.x402_resume(net, &new, row).await,
+            None => self.x402_first(net, &new, payload).await,
+        };
+        match result {
+            Ok(tx) => SettleResponse::success(tx, network, auth.from),
+            Err((reason, tx)) => fail(reason, tx),
+        }
+    }
 
-        // The nonce used already: settled by us earlier (crash) or by someone else.
-        let used = match contracts::read(
+    /// A settlement this store has not seen: checks the nonce, records, broadcasts, waits.
+    async fn x402_first(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        payload: &PaymentPayload,
+    ) -> Result<B256, (ErrorReason, Option<B256>)> {
+        let auth = &payload.payload.authorization;
+        let used = contracts::read(
             &*net.chain,
             net.spec.token,
             &Token::authorizationStateCall {
@@ -226,22 +273,32 @@ impl Facilitator {
             },
         )
         .await
-        {
-            Ok(u) => u,
-            Err(e) => return fail(verify_chain_error(&e), None),
-        };
+        .map_err(|e| (verify_chain_error(&e), None))?;
         if used {
-            return match self.find_transfer(net, &new).await {
-                Ok(Some(receipt)) => self.x402_confirmed(&new, &receipt, network).await,
-                Ok(None) => fail(ErrorReason::InvalidTransactionState, None),
-                Err(reason) => fail(reason, None),
-            };
+            // Settled (or cancelled) outside this facilitator: never ours to answer as a
+            // success. Naming the transaction helps an honest retrier; it is named only when
+            // its transfer is exactly this payment.
+            return Err(match self.find_transfer(net, new, net.spec.confirmations).await {
+                Ok(Some(receipt)) => (ErrorReason::DuplicateSettlement, Some(receipt.tx_hash)),
+                Ok(None) | Err(_) => (ErrorReason::InvalidTransactionState, None),
+            });
         }
-        if let Err(e) = self.inner.store.insert_settlement(&new).await {
+        if let Err(e) = self.inner.store.insert_settlement(new).await {
             tracing::error!(error = %e, "store unavailable during /settle");
-            return fail(ErrorReason::UnexpectedSettleError, None);
+            return Err((ErrorReason::UnexpectedSettleError, None));
         }
         crate::fault::hit("settle.after-insert");
+        self.x402_send(net, new, payload).await
+    }
+
+    /// Broadcasts the `transferWithAuthorization` of a recorded settlement and waits for it.
+    async fn x402_send(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        payload: &PaymentPayload,
+    ) -> Result<B256, (ErrorReason, Option<B256>)> {
+        let auth = &payload.payload.authorization;
         let call = Token::transferWithAuthorization_0Call {
             from: auth.from,
             to: auth.to,
@@ -255,78 +312,197 @@ impl Facilitator {
         let tx_hash = match net.chain.send(tx).await {
             Ok(h) => h,
             Err(ChainError::Revert(r)) => {
+                if matches!(r, Revert::AuthorizationAlreadyUsed { .. }) {
+                    // Used meanwhile: by this payment (a transaction sent before a crash or
+                    // reorg) or by another payload with the same nonce.
+                    return self.x402_used(net, new).await;
+                }
                 let reason = revert_reason(&r);
-                let _ = self
-                    .inner
-                    .store
-                    .mark_failed(key, &format!("{reason}: {r}"), unix_now())
-                    .await;
-                return fail(reason, None);
+                self.x402_failed(new.key, &format!("{reason}: {r}")).await;
+                return Err((reason, None));
             }
-            Err(e) => return fail(verify_chain_error(&e), None),
+            Err(e) => return Err((verify_chain_error(&e), None)),
         };
         crate::fault::hit("settle.after-broadcast");
+        self.x402_wait(net, new, tx_hash).await
+    }
+
+    /// Waits for a settlement transaction: confirmed and checked, or still pending.
+    async fn x402_wait(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        tx_hash: B256,
+    ) -> Result<B256, (ErrorReason, Option<B256>)> {
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
             timeout: self.inner.settings.confirmation_timeout,
         };
         match net.chain.wait(tx_hash, opts).await {
             Ok(Confirmation::Confirmed(receipt)) if receipt.success => {
-                self.x402_confirmed(&new, &receipt, network).await
+                self.x402_confirmed(new, &receipt).await
             }
             Ok(Confirmation::Confirmed(receipt)) => {
-                if let Ok(Some(r)) = self.find_transfer(net, &new).await {
-                    return self.x402_confirmed(&new, &r, network).await;
+                // Reverted: perhaps another transaction carrying this payment came first.
+                if let Ok(Some(r)) = self.find_transfer(net, new, net.spec.confirmations).await {
+                    return self.x402_confirmed(new, &r).await;
                 }
-                let _ = self
-                    .inner
-                    .store
-                    .mark_failed(
-                        key,
-                        "unexpected_settle_error: the transfer reverted",
-                        unix_now(),
-                    )
-                    .await;
-                fail(ErrorReason::UnexpectedSettleError, Some(receipt.tx_hash))
+                self.x402_failed(
+                    new.key,
+                    "unexpected_settle_error: the transfer reverted",
+                )
+                .await;
+                Err((ErrorReason::UnexpectedSettleError, Some(receipt.tx_hash)))
             }
-            Ok(Confirmation::Pending { tx_hash }) => {
-                let at = unix_now();
-                let _ = self.inner.store.mark_submitted(key, tx_hash, at).await;
-                let _ = self.inner.store.mark_pending(key, at).await;
-                // Not a failure of the payment: settling again later returns the confirmed hash.
-                fail(ErrorReason::InvalidTransactionState, Some(tx_hash))
-            }
-            Err(e) => fail(verify_chain_error(&e), Some(tx_hash)),
+            Ok(Confirmation::Pending { tx_hash }) => Err(self.x402_pending(new.key, tx_hash).await),
+            Err(e) => Err((verify_chain_error(&e), Some(tx_hash))),
         }
     }
 
-    /// Records a confirmed x402 settlement after checking the receipt's `Transfer` log.
+    /// A stored settlement with this key: answered only for the very payload it records.
+    async fn x402_resume(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        row: Settlement,
+    ) -> Result<B256, (ErrorReason, Option<B256>)> {
+        if row.new.kind != SettlementKind::X402 || row.new.request_hash != new.request_hash {
+            // Another payload (or requirements) with this payer and nonce: whatever became of
+            // that one, it is not this payment.
+            return Err((ErrorReason::InvalidTransactionState, None));
+        }
+        match row.status {
+            SettlementStatus::Confirmed => {
+                let tx = row.tx_hash;
+                match (row.new.claim_hash, new.claim_hash) {
+                    // The first settler retrying (its answer was lost): the first outcome.
+                    (Some(first), Some(again)) if first == again && tx.is_some() => {
+                        Ok(tx.unwrap_or_default())
+                    }
+                    _ => Err((ErrorReason::DuplicateSettlement, tx)),
+                }
+            }
+            SettlementStatus::Failed => {
+                let reason = row
+                    .error
+                    .as_deref()
+                    .and_then(|e| e.split_once(": "))
+                    .map_or(ErrorReason::UnexpectedSettleError, |(code, _)| {
+                        ErrorReason::parse(code)
+                    });
+                Err((reason, None))
+            }
+            SettlementStatus::Received | SettlementStatus::Submitted | SettlementStatus::Pending => {
+                // Left by a crash or a slow chain: drive it to its end. Whoever finishes it
+                // first is answered the success.
+                let payload = &serde_json::from_str::<SettleRequest>(&row.new.request)
+                    .map_err(|e| {
+                        tracing::error!(error = %e, "stored x402 settlement unreadable");
+                        (ErrorReason::UnexpectedSettleError, None)
+                    })?
+                    .payment_payload;
+                if let Ok(Some(receipt)) =
+                    self.find_transfer(net, &row.new, net.spec.confirmations).await
+                {
+                    return self.x402_confirmed(&row.new, &receipt).await;
+                }
+                match row.tx_hash {
+                    Some(h) if !self.x402_dropped(net, h).await? => {
+                        self.x402_wait(net, &row.new, h).await
+                    }
+                    _ if net.now().await >= row.new.valid_before => {
+                        self.x402_failed(
+                            row.new.key,
+                            "payment_expired: expired before it was settled",
+                        )
+                        .await;
+                        Err((ErrorReason::PaymentExpired, None))
+                    }
+                    // Never broadcast (a crash after recording), or dropped by the node: the
+                    // token takes an authorization once, so sending it again cannot pay twice.
+                    _ => self.x402_send(net, &row.new, payload).await,
+                }
+            }
+        }
+    }
+
+    /// The authorization's nonce turned out used: this payment if its transfer is on chain
+    /// (pending while shallow), a failure otherwise.
+    async fn x402_used(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+    ) -> Result<B256, (ErrorReason, Option<B256>)> {
+        match self.find_transfer(net, new, net.spec.confirmations).await {
+            Ok(Some(receipt)) => return self.x402_confirmed(new, &receipt).await,
+            Ok(None) => {}
+            Err(reason) => return Err((reason, None)),
+        }
+        if let Ok(Some(shallow)) = self.find_transfer(net, new, 1).await {
+            return Err(self.x402_pending(new.key, shallow.tx_hash).await);
+        }
+        self.x402_failed(
+            new.key,
+            "invalid_transaction_state: the authorization was used by another transfer",
+        )
+        .await;
+        Err((ErrorReason::InvalidTransactionState, None))
+    }
+
+    /// Records that a settlement is not confirmed yet; answered as a failure naming the
+    /// transaction (`invalid_transaction_state`), which a repeat picks up.
+    async fn x402_pending(&self, key: B256, tx_hash: B256) -> (ErrorReason, Option<B256>) {
+        let at = unix_now();
+        let _ = self.inner.store.mark_submitted(key, tx_hash, at).await;
+        let _ = self.inner.store.mark_pending(key, at).await;
+        (ErrorReason::InvalidTransactionState, Some(tx_hash))
+    }
+
+    async fn x402_failed(&self, key: B256, error: &str) {
+        if let Err(e) = self.inner.store.mark_failed(key, error, unix_now()).await {
+            tracing::error!(error = %e, "store unavailable recording a failed settlement");
+        }
+    }
+
+    async fn x402_dropped(
+        &self,
+        net: &Network,
+        tx_hash: B256,
+    ) -> Result<bool, (ErrorReason, Option<B256>)> {
+        let known = net
+            .chain
+            .knows_transaction(tx_hash)
+            .await
+            .map_err(|e| (verify_chain_error(&e), Some(tx_hash)))?;
+        if !known {
+            tracing::warn!(%tx_hash, "x402 settlement transaction unknown to the node");
+        }
+        Ok(!known)
+    }
+
+    /// Records a confirmed x402 settlement once the receipt shows this authorization used and
+    /// its transfer moving exactly this payer's value to this payee.
     async fn x402_confirmed(
         &self,
         new: &NewSettlement,
         receipt: &Receipt,
-        network: String,
-    ) -> SettleResponse {
-        let transferred = receipt
-            .logs
-            .iter()
-            .filter(|l| l.address == new.token)
-            .any(|l| {
-                Token::Transfer::decode_log(l).is_ok_and(|t| {
-                    t.from == new.payer && t.to == new.pay_to && t.value == new.amount.get()
-                })
-            });
-        if !transferred {
-            tracing::error!(tx = %receipt.tx_hash, "settlement receipt lacks the expected Transfer log");
-            return SettleResponse::failure(
-                ErrorReason::UnexpectedSettleError,
-                network,
-                Some(new.payer),
-                Some(receipt.tx_hash),
-            );
+    ) -> Result<B256, (ErrorReason, Option<B256>)> {
+        if !transfers_exactly(receipt, new) {
+            tracing::error!(tx = %receipt.tx_hash, "settlement receipt lacks this payment's transfer");
+            return Err((ErrorReason::UnexpectedSettleError, None));
         }
-        if let Err(e) = self.inner.store.insert_settlement(new).await {
-            tracing::error!(error = %e, "store unavailable recording a settlement");
+        let stored = self.inner.store.insert_settlement(new).await;
+        match stored {
+            // The row this key holds must be this very payment (the caller checked it under the
+            // lock; this guards the row inserted just now by another writer).
+            Ok(row) if row.new.request_hash != new.request_hash => {
+                return Err((ErrorReason::InvalidTransactionState, None));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "store unavailable recording a settlement");
+                return Err((ErrorReason::UnexpectedSettleError, Some(receipt.tx_hash)));
+            }
         }
         match self
             .inner
@@ -342,21 +518,24 @@ impl Facilitator {
         {
             Ok(row) => {
                 crate::fault::hit("settle.after-confirm");
-                SettleResponse::success(row.tx_hash.unwrap_or(receipt.tx_hash), network, new.payer)
+                Ok(row.tx_hash.unwrap_or(receipt.tx_hash))
             }
             Err(e) => {
-                // On-chain it is settled; the record can be rebuilt from the chain on retry.
+                // On chain it is settled, but unrecorded: not answered as a success, so that the
+                // retry (which finds the transfer on chain) records it and is answered.
                 tracing::error!(error = %e, "store unavailable recording a confirmed settlement");
-                SettleResponse::success(receipt.tx_hash, network, new.payer)
+                Err((ErrorReason::UnexpectedSettleError, Some(receipt.tx_hash)))
             }
         }
     }
 
-    /// Finds the transaction that used this authorization (`AuthorizationUsed(from, nonce)`).
+    /// The transaction that used this authorization (`AuthorizationUsed(from, nonce)`) at least
+    /// `depth` blocks deep, if its transfer is exactly this payment.
     async fn find_transfer(
         &self,
         net: &Network,
         new: &NewSettlement,
+        depth: u64,
     ) -> Result<Option<Receipt>, ErrorReason> {
         let topics = [
             Some(vec![Token::AuthorizationUsed::SIGNATURE_HASH]),
@@ -364,15 +543,36 @@ impl Facilitator {
             Some(vec![new.nonce]),
             None,
         ];
-        net.find_confirmed(
-            net.spec.token,
-            topics,
-            self.inner.settings.log_lookback_blocks,
-            |_| true,
-        )
-        .await
-        .map_err(|e| verify_chain_error(&e))
+        let found = net
+            .find_at_depth(
+                net.spec.token,
+                topics,
+                self.inner.settings.log_lookback_blocks,
+                depth,
+                |_| true,
+            )
+            .await
+            .map_err(|e| verify_chain_error(&e))?;
+        Ok(found.filter(|r| transfers_exactly(r, new)))
     }
+}
+
+/// Whether `receipt` uses `new`'s authorization and the token's `Transfer` that follows that use
+/// (EIP-3009 emits `AuthorizationUsed` then `Transfer`, as USDC does) moves exactly `new`'s value
+/// from its payer to its payee.
+fn transfers_exactly(receipt: &Receipt, new: &NewSettlement) -> bool {
+    let logs: Vec<_> = receipt
+        .logs
+        .iter()
+        .filter(|l| l.address == new.token)
+        .collect();
+    logs.windows(2).any(|pair| {
+        Token::AuthorizationUsed::decode_log(pair[0])
+            .is_ok_and(|u| u.authorizer == new.payer && u.nonce == new.nonce)
+            && Token::Transfer::decode_log(pair[1]).is_ok_and(|t| {
+                t.from == new.payer && t.to == new.pay_to && t.value == new.amount.get()
+            })
+    })
 }
 
 fn revert_reason(r: &Revert) -> ErrorReason {

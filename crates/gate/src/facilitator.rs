@@ -171,12 +171,22 @@ impl FacilitatorClient {
         self.post_json("/verify", req).await
     }
 
-    /// `POST /settle`.
+    /// `POST /settle`, naming the settler by `Idempotency-Key` (its retries of the same payload
+    /// get the first outcome again).
     pub(crate) async fn settle(
         &self,
         req: &SettleRequest,
+        settler: &str,
     ) -> Result<SettleResponse, FacilitatorError> {
-        self.post_json("/settle", req).await
+        let url = format!("{}/settle", self.base);
+        let r = self
+            .http
+            .post(&url)
+            .header("idempotency-key", settler)
+            .json(req)
+            .send()
+            .await;
+        read(url, r).await
     }
 
     /// `POST /subscriptions/{id}/usage` with the provider's API key.

@@ -12,7 +12,7 @@ use http::{HeaderValue, Request, Response, StatusCode, header, request::Parts};
 use serde::Serialize;
 use tollgate_protocol::{
     Amount, ErrorCode, PaymentRequired,
-    x402::{PaymentPayload, SettlementResponseHeader},
+    x402::{ErrorReason, PaymentPayload, SettlementResponseHeader},
 };
 use tower_layer::Layer;
 use tower_service::Service;
@@ -32,10 +32,15 @@ pub const X_PAYMENT_RESPONSE: &str = "x-payment-response";
 /// The x402 V2 request header; V2 is not supported.
 pub const PAYMENT_SIGNATURE: &str = "payment-signature";
 
-/// The `error` of a first 402 (no payment sent).
-pub const PAYMENT_REQUIRED_REASON: &str = "X-PAYMENT header is required";
+/// The `error` of a first 402 (no payment sent): a stable code, as every 402 `error` is (see
+/// [`PaymentGateLayer`]'s table); the prose is in `message`.
+pub const PAYMENT_REQUIRED_REASON: &str = "PaymentRequired";
 /// The `error` of a 402 answering an x402 V2 payment.
-pub const V2_UNSUPPORTED_REASON: &str =
+pub const V2_UNSUPPORTED_REASON: &str = "UnsupportedVersion";
+/// The `message` of a first 402.
+const PAYMENT_REQUIRED_MESSAGE: &str = "X-PAYMENT header is required";
+/// The `message` of a 402 answering an x402 V2 payment.
+const V2_UNSUPPORTED_MESSAGE: &str =
     "x402 V2 is not supported: this server accepts x402 V1 only (X-PAYMENT with x402Version 1)";
 /// How long a client should wait after a 503 (seconds).
 const RETRY_AFTER_SECS: &str = "5";
@@ -46,15 +51,16 @@ const RETRY_AFTER_SECS: &str = "5";
 ///
 /// | request | answer |
 /// |---|---|
-/// | no `X-PAYMENT` | 402, fresh terms, `error: "X-PAYMENT header is required"` |
+/// | no `X-PAYMENT` | 402, fresh terms, `error: "PaymentRequired"`, `reason: "payment_required"` |
 /// | `X-PAYMENT` with a Tollgate proof that pays for this method, path and price | the inner service's response, plus `X-PAYMENT-RESPONSE` |
 /// | a proof that does not ([`crate::InvalidProof`]) | 402, fresh terms, `error: "InvalidPaymentProof"`, `reason` (its [`crate::InvalidProof::code`]) and `message` |
 /// | no `X-PAYMENT`, `X-Service-Sub: <id>` of an ACTIVE subscription to one of the route's plans, paid through now (the chain's clock, plus [`crate::GateBuilder::subscription_grace`]) | the inner service's response, with the [`VerifiedSubscription`] in the request's extensions (no memo, no `X-PAYMENT-RESPONSE`) |
 /// | `X-Service-Sub` with a malformed, unknown, paused, cancelled, overdue or foreign-plan id, or on a route not sold by subscription | 402, fresh terms, `error: "SubscriptionNotActive"`, `reason` ([`SubscriptionError::code`]) and `message` |
 /// | on a [`metered`](PaymentGateLayer::metered) route, an ACTIVE subscription whose deduction would cross its cycle's overage cap | 402, fresh terms, `error: "AllowanceExhausted"`, `reason: "allowance_exhausted"`; nothing deducted, the inner service not called |
 /// | `X-Service-Sub` on a gate without [`crate::GateBuilder::subscriptions`] | **500** `{"error": {"code": "SubscriptionsNotConfigured"}}` and a `tracing::error!` |
-/// | `X-PAYMENT` with an x402 V1 `exact` payload | settled through the facilitator (`/verify`, `/settle`) first, then as a valid proof; refused: 402 with the x402 reason code in `error` |
-/// | x402 V2 (`PAYMENT-SIGNATURE`, or `x402Version: 2`) | 402, `error` saying only x402 V1 is supported |
+/// | `X-PAYMENT` with an x402 V1 `exact` payload | settled through the facilitator (`/verify`, `/settle`) first, then as a valid proof; refused: 402, `error: "InvalidPaymentProof"` (`"InsufficientFunds"` for `insufficient_funds`) with the x402 reason code in `reason` (`duplicate_settlement` for a replay) |
+/// | an x402 payment whose settlement was sent but not confirmed yet | **503** `SettlementPending` with `Retry-After`: the payment is held for this request; the same `X-PAYMENT` again picks up the outcome and is served once |
+/// | x402 V2 (`PAYMENT-SIGNATURE`, or `x402Version: 2`) | 402, `error: "UnsupportedVersion"`, `reason: "x402_v2"` |
 /// | a garbled, oversized or wrongly encoded `X-PAYMENT` | 402, `error: "InvalidPaymentProof"`, `reason` ([`ProofError::code`]) |
 /// | the facilitator, chain or memo store cannot be reached | **503** with `Retry-After` and `{"error": {"code", "message"}}`, and a `tracing::error!`: the payment could not be checked, not found wrong, so no memo is spent and the client should retry the same payment rather than pay again |
 ///
@@ -62,7 +68,10 @@ const RETRY_AFTER_SECS: &str = "5";
 /// unchanged). Subscription statuses are cached; see [`crate::GateBuilder::subscriptions`].
 ///
 /// Every 402 body is the superset of [`Gate::build_payment_required`] (x402 V1 clients read it);
-/// nothing refused reaches the inner service.
+/// nothing refused reaches the inner service. Its `error` is always one of the stable codes
+/// above (the spec's names, `PaymentRequired` or `UnsupportedVersion`), `reason` the
+/// machine-readable detail (snake_case: an x402 reason code or the gate's own) and `message`
+/// the prose for people.
 ///
 /// Bodies: the inner service may take any request body; its response body must be buildable
 /// `From<String>` (the 402 and 503 bodies), which `axum::body::Body`,
@@ -241,7 +250,7 @@ struct Body402 {
     #[serde(flatten)]
     body: PaymentRequired,
     #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<&'static str>,
+    reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     message: Option<String>,
 }
@@ -304,7 +313,7 @@ impl PaymentGateLayer {
                 self.payment_required(
                     parts,
                     ErrorCode::SubscriptionNotActive.as_str(),
-                    Some(e.code()),
+                    Some(e.code().into()),
                     Some(e.to_string()),
                 )
             }
@@ -331,7 +340,12 @@ impl PaymentGateLayer {
                     }
                     _ => (ErrorCode::SubscriptionNotActive, "subscription_not_active"),
                 };
-                Err(self.payment_required(parts, code.as_str(), Some(reason), Some(e.to_string())))
+                Err(self.payment_required(
+                    parts,
+                    code.as_str(),
+                    Some(reason.into()),
+                    Some(e.to_string()),
+                ))
             }
             Err(e @ DeductError::Unavailable(_)) => {
                 tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot deduct a metered request");
@@ -352,17 +366,22 @@ impl PaymentGateLayer {
 
     async fn decide(&self, parts: &Parts) -> Result<SettlementResponseHeader, Response<String>> {
         if parts.headers.contains_key(PAYMENT_SIGNATURE) {
-            return Err(self.payment_required(parts, V2_UNSUPPORTED_REASON, None, None));
+            return Err(self.v2_unsupported(parts));
         }
         let mut values = parts.headers.get_all(X_PAYMENT).iter();
         let Some(value) = values.next() else {
-            return Err(self.payment_required(parts, PAYMENT_REQUIRED_REASON, None, None));
+            return Err(self.payment_required(
+                parts,
+                PAYMENT_REQUIRED_REASON,
+                Some("payment_required".into()),
+                Some(PAYMENT_REQUIRED_MESSAGE.into()),
+            ));
         };
-        let invalid = |reason: &'static str, message: String| {
+        let invalid = |reason: &str, message: String| {
             self.payment_required(
                 parts,
                 ErrorCode::InvalidPaymentProof.as_str(),
-                Some(reason),
+                Some(reason.into()),
                 Some(message),
             )
         };
@@ -406,9 +425,7 @@ impl PaymentGateLayer {
             Err(ProofError::X402Payload {
                 x402_version: Some(1),
             }) => self.x402(parts, value).await,
-            Err(ProofError::X402Payload { .. }) => {
-                Err(self.payment_required(parts, V2_UNSUPPORTED_REASON, None, None))
-            }
+            Err(ProofError::X402Payload { .. }) => Err(self.v2_unsupported(parts)),
             Err(e) => Err(invalid(e.code(), e.to_string())),
         }
     }
@@ -421,17 +438,15 @@ impl PaymentGateLayer {
         let payload = match PaymentPayload::decode_header(value) {
             Ok(p) => p,
             Err(e) => {
-                let reason = e.reason();
-                return Err(self.payment_required(
-                    parts,
-                    reason.as_str(),
-                    None,
-                    Some(e.to_string()),
-                ));
+                return Err(self.x402_refused(parts, &e.reason(), Some(e.to_string())));
             }
         };
         let Some(price) = self.config.one_time else {
-            return Err(self.payment_required(parts, "unsupported_scheme", None, None));
+            return Err(self.x402_refused(
+                parts,
+                &ErrorReason::UnsupportedScheme,
+                Some("this resource is not sold per request".into()),
+            ));
         };
         let url = self.resource_url(parts);
         let offer = self.offer(parts, &url);
@@ -439,7 +454,16 @@ impl PaymentGateLayer {
             Ok(settled) => Ok(SettlementResponseHeader::from(&settled)),
             Err(X402Failure::Refused(reason)) => {
                 tracing::debug!(%reason, "x402 payment refused");
-                Err(self.payment_required(parts, reason.as_str(), None, None))
+                Err(self.x402_refused(parts, &reason, None))
+            }
+            Err(e @ X402Failure::Pending { .. }) => {
+                tracing::info!(error = %e, "x402 settlement pending; the client's retry picks it up");
+                Err(self.unavailable(
+                    "SettlementPending",
+                    &format!(
+                        "{e}: send the same X-PAYMENT again to be served; do not pay again"
+                    ),
+                ))
             }
             Err(e) => {
                 tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot settle an x402 payment");
@@ -498,11 +522,40 @@ impl PaymentGateLayer {
         format!("{scheme}://{host}{path}")
     }
 
+    /// A refused x402 payment: `error` the spec's name, `reason` x402's code.
+    fn x402_refused(
+        &self,
+        parts: &Parts,
+        reason: &ErrorReason,
+        message: Option<String>,
+    ) -> Response<String> {
+        let error = match reason {
+            ErrorReason::InsufficientFunds => ErrorCode::InsufficientFunds,
+            _ => ErrorCode::InvalidPaymentProof,
+        };
+        let message = message.unwrap_or_else(|| format!("the x402 payment was refused: {reason}"));
+        self.payment_required(
+            parts,
+            error.as_str(),
+            Some(reason.as_str().to_owned()),
+            Some(message),
+        )
+    }
+
+    fn v2_unsupported(&self, parts: &Parts) -> Response<String> {
+        self.payment_required(
+            parts,
+            V2_UNSUPPORTED_REASON,
+            Some("x402_v2".into()),
+            Some(V2_UNSUPPORTED_MESSAGE.into()),
+        )
+    }
+
     fn payment_required(
         &self,
         parts: &Parts,
         error: &str,
-        reason: Option<&'static str>,
+        reason: Option<String>,
         message: Option<String>,
     ) -> Response<String> {
         let url = self.resource_url(parts);

@@ -772,7 +772,8 @@ impl<'de> Deserialize<'de> for ErrorReason {
 /// - `validAfter <= now` (`invalid_exact_evm_payload_authorization_valid_after`);
 /// - `value >= maxAmountRequired` (`invalid_exact_evm_payload_authorization_value`): coinbase
 ///   accepts paying more than asked for on EVM (its Solana path insists on equality); x402
-///   clients always sign exactly `maxAmountRequired`.
+///   clients always sign exactly `maxAmountRequired`; a zero `maxAmountRequired` is refused
+///   (`invalid_payment_requirements`): it would settle nothing at the relayer's gas cost.
 ///
 /// Left to the caller: the EIP-712 signature (`invalid_exact_evm_payload_signature`), the
 /// balance (`insufficient_funds`), nonce reuse, and whether the network and asset are ones it
@@ -801,6 +802,10 @@ pub fn check_exact_evm(
     }
     if auth.valid_after.get() > now_u {
         return Err(ErrorReason::InvalidExactEvmPayloadAuthorizationValidAfter);
+    }
+    if requirements.max_amount_required == Amount::ZERO {
+        // A zero price settles nothing and would let anyone make the relayer pay gas for it.
+        return Err(ErrorReason::InvalidPaymentRequirements);
     }
     if auth.value < requirements.max_amount_required {
         return Err(ErrorReason::InvalidExactEvmPayloadAuthorizationValue);

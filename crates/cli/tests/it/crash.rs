@@ -616,7 +616,8 @@ async fn subscriptions_metering_renewals_and_webhooks_survive_a_crash_at_every_s
 }
 
 /// The x402 `/settle` a resource server calls, aborted at each of its steps: the server's retry
-/// with the same payload answers success with the one transfer on chain.
+/// with the same payload and `Idempotency-Key` answers success with the one transfer on chain;
+/// anyone else repeating it gets `duplicate_settlement` naming that transfer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn x402_settle_transfers_exactly_once_whatever_step_it_dies_at() {
     use tollgate_chain::authorization::{TransferWithAuthorization, sign, token_domain};
@@ -672,6 +673,7 @@ async fn x402_settle_transfers_exactly_once_whatever_step_it_dies_at() {
         let mut crashing = spawn_facilitator(&config, Some(step)).await;
         let reply = http
             .post(format!("{}/settle", crashing.url))
+            .header("Idempotency-Key", "resource-server-1")
             .json(&body)
             .send()
             .await;
@@ -684,6 +686,7 @@ async fn x402_settle_transfers_exactly_once_whatever_step_it_dies_at() {
         for attempt in 0..2 {
             let reply: Value = http
                 .post(format!("{}/settle", fresh.url))
+                .header("Idempotency-Key", "resource-server-1")
                 .json(&body)
                 .send()
                 .await
@@ -695,6 +698,17 @@ async fn x402_settle_transfers_exactly_once_whatever_step_it_dies_at() {
             let tx: B256 = reply["transaction"].as_str().unwrap().parse().unwrap();
             assert!(chain.receipt(tx).await.unwrap().expect("mined").success);
         }
+        let other: Value = http
+            .post(format!("{}/settle", fresh.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(other["success"], false, "{step}: {other}");
+        assert_eq!(other["errorReason"], "duplicate_settlement", "{step}");
         assert_eq!(
             s.balance(pay_to).await,
             U256::from(10_000 * (i as u64 + 1)),

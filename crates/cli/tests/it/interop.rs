@@ -120,9 +120,22 @@ async fn spawn_x402_express(
     token: Address,
     price: u64,
 ) -> ExpressServer {
+    spawn_x402_express_slow(scripts, facilitator_url, pay_to, token, price, 0).await
+}
+
+/// [`spawn_x402_express`] with a paid handler that takes `delay_ms`.
+async fn spawn_x402_express_slow(
+    scripts: &Path,
+    facilitator_url: &str,
+    pay_to: Address,
+    token: Address,
+    price: u64,
+    delay_ms: u64,
+) -> ExpressServer {
     let mut child = Command::new("node")
         .arg(scripts.join("x402-express-server.mjs"))
         .args(["--port", "0", "--facilitator", facilitator_url])
+        .args(["--delay-ms", &delay_ms.to_string()])
         .args(["--pay-to", &pay_to.to_string(), "--network", NETWORK])
         .args(["--asset", &token.to_string()])
         .args(["--token-name", "USD Coin", "--token-version", "2"])
@@ -333,6 +346,69 @@ async fn x402_fetch_pays_x402_express_through_the_facilitator() {
         .await
         .unwrap();
     assert_eq!(stats["served"], 2, "{stats}");
+}
+
+/// One `X-PAYMENT` (signed by the real x402 client library) sent by 20 concurrent requests to an
+/// unmodified x402-express server whose handler takes 500 ms, settling through the Tollgate
+/// facilitator: x402-express verifies every copy, runs the handler, then settles; the facilitator
+/// answers exactly one settle with success and the others with `duplicate_settlement`, so the
+/// resource is served once and paid once (before: 20 × 200 for one payment).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_replays_to_x402_express_are_served_once() {
+    let Some(scripts) = interop_scripts() else {
+        return;
+    };
+    let stack = start_stack().await;
+    let accounts = dev_accounts(10);
+    let payer = &accounts[3];
+    let pay_to = Address::repeat_byte(0x78);
+    let server =
+        spawn_x402_express_slow(&scripts, &stack.facilitator.url, pay_to, stack.token, PRICE, 500)
+            .await;
+    let weather = format!("{}/weather", server.url);
+    let mut cmd = Command::new("node");
+    cmd.arg(scripts.join("x402-replay.mjs"))
+        .arg(&weather)
+        .arg(payer.private_key.to_string())
+        .arg("20")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("x402-replay.mjs timed out")
+        .expect("run node x402-replay.mjs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "x402-replay.mjs failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let statuses: Vec<u64> = result["statuses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap())
+        .collect();
+    assert_eq!(statuses.len(), 20);
+    let served: Vec<usize> = (0..20).filter(|&i| statuses[i] == 200).collect();
+    assert_eq!(served.len(), 1, "served exactly once: {result}");
+    assert!(
+        statuses.iter().all(|&s| s == 200 || s == 402),
+        "{result}"
+    );
+    assert_eq!(result["bodies"][served[0]], weather_body());
+    let tx = settled_tx(
+        &json!({ "paymentResponse": result["paymentResponses"][served[0]] }),
+        payer.address,
+    );
+    assert!(stack.chain.receipt(tx).await.unwrap().unwrap().success);
+    assert_eq!(stack.balance(pay_to).await, U256::from(PRICE), "paid once");
+    assert_eq!(
+        stack.balance(payer.address).await,
+        DEV_TOKENS - U256::from(PRICE),
+        "charged once"
+    );
 }
 
 /// The Tollgate agent SDK pays an unmodified x402-express server (a generic x402 V1 server, so

@@ -146,6 +146,34 @@ impl Harness {
         }
     }
 
+    /// Another facilitator over the same chain and contracts with an empty store of its own (a
+    /// second operator settling the same payments), with the directory that holds its store.
+    pub async fn facilitator_with_fresh_store(&self) -> (Facilitator, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("other.db").display());
+        let store = store::open(&url).await.expect("store");
+        let d = self.fixture.deployment;
+        let spec = NetworkSpec {
+            name: NETWORK.into(),
+            chain_id: self.fixture.chain.chain_id(),
+            token: d.token,
+            token_name: "USD Coin".into(),
+            token_version: "2".into(),
+            router: d.router,
+            subscriptions: Some(d.subscriptions),
+            confirmations: 1,
+        };
+        let f = Facilitator::new(
+            Settings::default(),
+            vec![(spec, Arc::clone(&self.fixture.chain))],
+            vec![self.fixture.accounts[RELAYER].address],
+            self.fixture.accounts[PROOF_KEY].private_key,
+            store,
+        )
+        .expect("facilitator");
+        (f, dir)
+    }
+
     pub fn account(&self, i: usize) -> &DevAccount {
         &self.fixture.accounts[i]
     }

@@ -36,9 +36,11 @@ async fn verify_then_settle_once(backend: Backend) {
     assert_eq!(h.token_balance(payer).await, before.0 - U256::from(10_000));
     assert_eq!(h.token_balance(pay_to).await, before.1 + U256::from(10_000));
 
-    // Idempotent: settling again returns the same transaction and moves nothing.
+    // Answered once, as x402's reference facilitator does: settling again is a failure naming
+    // the original transaction, and moves nothing.
     let (_, again) = h.post("/settle", &body).await;
-    assert_eq!(again["success"], true);
+    assert_eq!(again["success"], false, "{again}");
+    assert_eq!(again["errorReason"], "duplicate_settlement");
     assert_eq!(again["transaction"], r["transaction"]);
     assert_eq!(h.token_balance(pay_to).await, before.1 + U256::from(10_000));
     // Verifying a used authorization fails.
@@ -135,17 +137,216 @@ async fn concurrent_settles_transfer_once(backend: Backend) {
         ));
     }
     let mut txs = std::collections::HashSet::new();
+    let mut successes = 0;
     for t in tasks {
         let r = t.await.unwrap();
-        assert_eq!(r["success"], true, "{r}");
+        if r["success"] == true {
+            successes += 1;
+        } else {
+            assert_eq!(r["errorReason"], "duplicate_settlement", "{r}");
+        }
         txs.insert(r["transaction"].as_str().unwrap().to_owned());
     }
-    assert_eq!(txs.len(), 1);
+    assert_eq!(successes, 1, "exactly one of 20 concurrent settles succeeds");
+    assert_eq!(txs.len(), 1, "every answer names the one transaction");
     assert_eq!(h.token_balance(pay_to).await, before + U256::from(10_000));
+    // And every later one fails too.
+    let (_, later) = h.post("/settle", &body).await;
+    assert_eq!(later["success"], false);
+    assert_eq!(later["errorReason"], "duplicate_settlement");
+}
+
+/// Two authorizations from one payer with one nonce: B pays the provider 1.00, A pays the
+/// attacker 1 unit. Settling A must never make a settle of B answer success.
+async fn settle_answers_only_for_the_settled_payload(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let provider = h.account(7).address;
+    let attacker = h.account(6).address;
+    let nonce = B256::repeat_byte(0x31);
+    let b = h.x402_payload(1, provider, 1_000_000, nonce).await;
+    let a = h.x402_payload(1, attacker, 1, nonce).await;
+    let body_b = json!({ "x402Version": 1, "paymentPayload": b, "paymentRequirements": h.requirements(provider, 1_000_000) });
+    let body_a = json!({ "x402Version": 1, "paymentPayload": a, "paymentRequirements": h.requirements(attacker, 1) });
+    let provider_before = h.token_balance(provider).await;
+
+    let (_, v) = h.post("/verify", &body_b).await;
+    assert_eq!(v["isValid"], true, "{v}");
+    let (_, ra) = h.post("/settle", &body_a).await;
+    assert_eq!(ra["success"], true, "{ra}");
+    for _ in 0..2 {
+        let (_, rb) = h.post("/settle", &body_b).await;
+        assert_eq!(rb["success"], false, "B was never settled: {rb}");
+        assert_eq!(rb["errorReason"], "invalid_transaction_state", "{rb}");
+        assert_ne!(rb["transaction"], ra["transaction"], "A's transaction is not B's");
+    }
+    // The same payment under other requirements (another resource) is not the settled one either.
+    let mut other = h.requirements(attacker, 1);
+    other.resource = "http://127.0.0.1/v1/other".into();
+    let (_, r) = h
+        .post("/settle", &json!({ "x402Version": 1, "paymentPayload": a, "paymentRequirements": other }))
+        .await;
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["errorReason"], "invalid_transaction_state");
+    assert_eq!(h.token_balance(provider).await, provider_before, "the provider received nothing");
+
+    // B's nonce settled outside this facilitator's store (a fresh store over the same chain):
+    // found on chain, but the transfer there is A's, so B is still refused.
+    let (other_facilitator, _dir) = h.facilitator_with_fresh_store().await;
+    let req_b: tollgate_protocol::x402::SettleRequest = serde_json::from_value(body_b).unwrap();
+    let rb = other_facilitator.x402_settle(&req_b, None).await;
+    assert!(!rb.success, "{rb:?}");
+    assert_eq!(rb.transaction, "", "A's transaction is not named for B");
+    let req_a: tollgate_protocol::x402::SettleRequest = serde_json::from_value(body_a).unwrap();
+    let ra2 = other_facilitator.x402_settle(&req_a, None).await;
+    assert!(!ra2.success, "settled by someone else: not this facilitator's success");
+    assert_eq!(ra2.error_reason.unwrap().as_str(), "duplicate_settlement");
+    assert_eq!(ra2.transaction, ra["transaction"].as_str().unwrap());
+}
+
+/// The first settler, named by its `Idempotency-Key`, gets its outcome again after a lost answer;
+/// anyone else gets `duplicate_settlement`.
+async fn idempotency_key_retries_get_the_first_outcome(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let pay_to = h.account(7).address;
+    let payload = h.x402_payload(2, pay_to, 10_000, B256::repeat_byte(0x32)).await;
+    let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, 10_000) });
+    let settle = |key: Option<&'static str>| {
+        let mut r = h.http.post(format!("{}/settle", h.url)).json(&body);
+        if let Some(k) = key {
+            r = r.header("Idempotency-Key", k);
+        }
+        async move { r.send().await.unwrap().json::<serde_json::Value>().await.unwrap() }
+    };
+    let first = settle(Some("gate-secret-1")).await;
+    assert_eq!(first["success"], true, "{first}");
+    let again = settle(Some("gate-secret-1")).await;
+    assert_eq!(again, first, "the same settler gets the first outcome");
+    for other in [settle(Some("someone-else")).await, settle(None).await] {
+        assert_eq!(other["success"], false, "{other}");
+        assert_eq!(other["errorReason"], "duplicate_settlement");
+        assert_eq!(other["transaction"], first["transaction"]);
+    }
+}
+
+/// A payload signed under a made-up EIP-712 domain (announced in `extra`) is refused before
+/// anything is stored or sent; a failed row is never confirmed by another payload with its nonce;
+/// zero prices and authorizations valid for years are refused.
+async fn only_real_payments_are_stored_or_confirmed(backend: Backend) {
+    use tollgate_chain::authorization::{TransferWithAuthorization, sign, token_domain};
+    let h = Harness::new(backend).await;
+    let pay_to = h.account(7).address;
+    let payer = h.account(4);
+    let nonce = B256::repeat_byte(0x33);
+    let now = h.now().await;
+    let auth = TransferWithAuthorization {
+        from: payer.address,
+        to: pay_to,
+        value: U256::from(250_000_000u64),
+        validAfter: U256::from(now - 600),
+        validBefore: U256::from(now + 60),
+        nonce,
+    };
+    let fake = token_domain(
+        "Fake Coin",
+        "9",
+        h.fixture.chain.chain_id(),
+        h.fixture.deployment.token,
+    );
+    let signature = sign(&payer.signer(), &auth, &fake).unwrap();
+    let mut fake_payload = h.x402_payload(4, pay_to, 250_000_000, nonce).await;
+    fake_payload.payload.signature = signature;
+    fake_payload.payload.authorization.valid_after = tollgate_protocol::Amount::from_units(now - 600);
+    fake_payload.payload.authorization.valid_before = tollgate_protocol::Amount::from_units(now + 60);
+    let mut fake_req = h.requirements(pay_to, 250_000_000);
+    fake_req.extra = Some(json!({ "name": "Fake Coin", "version": "9" }));
+    let body = json!({ "x402Version": 1, "paymentPayload": fake_payload, "paymentRequirements": fake_req });
+    let (_, v) = h.post("/verify", &body).await;
+    assert_eq!(v["isValid"], false, "{v}");
+    assert_eq!(v["invalidReason"], "invalid_payment_requirements");
+    let (_, r) = h.post("/settle", &body).await;
+    assert_eq!(r["success"], false);
+    assert_eq!(r["transaction"], "");
+    // Without the forged `extra`, the signature does not hold under the real domain.
+    let mut plain = body.clone();
+    plain["paymentRequirements"]["extra"] = json!({ "name": "USD Coin", "version": "2" });
+    let (_, r) = h.post("/settle", &plain).await;
+    assert_eq!(r["errorReason"], "invalid_exact_evm_payload_signature", "{r}");
+    let key = tollgate_facilitator::settlement_key(
+        h.fixture.chain.chain_id(),
+        h.fixture.deployment.token,
+        payer.address,
+        nonce,
+    );
+    let store = h.facilitator.store();
+    assert!(store.settlement(key).await.unwrap().is_none(), "nothing stored");
+
+    // A failed row for a 250.00 payment (as an older version stored it) and a later, valid
+    // 1-unit payment with the same nonce: refused, the row stays failed, nothing moves.
+    let row = tollgate_facilitator::store::NewSettlement {
+        key,
+        kind: tollgate_facilitator::store::SettlementKind::X402,
+        request_hash: alloy::primitives::keccak256(b"the forged payload"),
+        network: NETWORK.into(),
+        chain_id: h.fixture.chain.chain_id(),
+        token: h.fixture.deployment.token,
+        payer: payer.address,
+        pay_to,
+        amount: tollgate_protocol::Amount::from_units(250_000_000),
+        fee: tollgate_protocol::Amount::ZERO,
+        memo: B256::ZERO,
+        nonce,
+        valid_before: now + 60,
+        request: "{}".into(),
+        resource: Some("http://127.0.0.1/v1/quote".into()),
+        claim_hash: None,
+        created_at: now,
+    };
+    store.insert_settlement(&row).await.unwrap();
+    store.mark_failed(key, "invalid_transaction_state: reverted", now).await.unwrap();
+    let before = h.token_balance(pay_to).await;
+    let one_unit = h.x402_payload(4, pay_to, 1, nonce).await;
+    let body = json!({ "x402Version": 1, "paymentPayload": one_unit, "paymentRequirements": h.requirements(pay_to, 1) });
+    let (_, r) = h.post("/settle", &body).await;
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["errorReason"], "invalid_transaction_state");
+    let stored = store.settlement(key).await.unwrap().unwrap();
+    assert_eq!(stored.status, tollgate_protocol::SettlementStatus::Failed);
+    assert_eq!(stored.tx_hash, None);
+    assert_eq!(h.token_balance(pay_to).await, before);
+
+    // Zero prices, and authorizations valid for years.
+    let zero = h.x402_payload(4, pay_to, 0, B256::repeat_byte(0x34)).await;
+    let body = json!({ "x402Version": 1, "paymentPayload": zero, "paymentRequirements": h.requirements(pay_to, 0) });
+    let (_, v) = h.post("/verify", &body).await;
+    assert_eq!(v["invalidReason"], "invalid_payment_requirements", "{v}");
+    let (_, r) = h.post("/settle", &body).await;
+    assert_eq!(r["success"], false);
+    assert_eq!(r["transaction"], "");
+    let mut long = h.x402_payload(4, pay_to, 10, B256::repeat_byte(0x35)).await;
+    let years = now + 5 * 365 * 86_400;
+    let auth = TransferWithAuthorization {
+        from: payer.address,
+        to: pay_to,
+        value: U256::from(10),
+        validAfter: U256::from(now - 600),
+        validBefore: U256::from(years),
+        nonce: B256::repeat_byte(0x35),
+    };
+    let real = token_domain("USD Coin", "2", h.fixture.chain.chain_id(), h.fixture.deployment.token);
+    long.payload.signature = sign(&payer.signer(), &auth, &real).unwrap();
+    long.payload.authorization.valid_after = tollgate_protocol::Amount::from_units(now - 600);
+    long.payload.authorization.valid_before = tollgate_protocol::Amount::from_units(years);
+    let body = json!({ "x402Version": 1, "paymentPayload": long, "paymentRequirements": h.requirements(pay_to, 10) });
+    let (_, r) = h.post("/settle", &body).await;
+    assert_eq!(r["errorReason"], "invalid_exact_evm_payload_authorization_valid_before", "{r}");
+    assert_eq!(h.token_balance(pay_to).await, before);
 }
 
 crate::on_backends!(
     verify_then_settle_once,
     invalid_payments_get_v1_reasons,
-    concurrent_settles_transfer_once
+    concurrent_settles_transfer_once,
+    settle_answers_only_for_the_settled_payload,
+    idempotency_key_retries_get_the_first_outcome,
+    only_real_payments_are_stored_or_confirmed
 );

@@ -32,6 +32,10 @@ pub trait MemoStore: Send + Sync + fmt::Debug + 'static {
     /// Forgets `key` (after a claim whose payment then failed for a reason that allows a retry).
     async fn release(&self, key: B256) -> Result<(), StoreError>;
 
+    /// Forgets `key` and says whether it was recorded: of several concurrent callers, exactly
+    /// one gets `true` (the gate takes up a payment left pending this way).
+    async fn take(&self, key: B256) -> Result<bool, StoreError>;
+
     /// Deletes entries that expired at or before `now`; returns how many.
     async fn prune(&self, now: u64) -> Result<u64, StoreError>;
 }

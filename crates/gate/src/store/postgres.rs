@@ -93,6 +93,15 @@ impl MemoStore for PostgresMemoStore {
         Ok(())
     }
 
+    async fn take(&self, key: B256) -> Result<bool, StoreError> {
+        let sql = format!("DELETE FROM {} WHERE key = $1", self.table);
+        let done = sqlx::query(AssertSqlSafe(sql))
+            .bind(key.as_slice())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
     async fn prune(&self, now: u64) -> Result<u64, StoreError> {
         let sql = format!("DELETE FROM {} WHERE expires_at <= $1", self.table);
         let done = sqlx::query(AssertSqlSafe(sql))

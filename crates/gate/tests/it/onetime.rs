@@ -44,6 +44,9 @@ async fn unpaid_gets_the_superset_402_then_pays_once() {
     assert_eq!(r.body["version"], "1");
     assert_eq!(r.body["x402Version"], 1);
     assert_eq!(r.body["error"], PAYMENT_REQUIRED_REASON);
+    assert_eq!(r.body["error"], "PaymentRequired");
+    assert_eq!(r.body["reason"], "payment_required");
+    assert_eq!(r.body["message"], "X-PAYMENT header is required");
     let x: PaymentRequiredResponse = serde_json::from_value(r.body.clone()).unwrap();
     for e in &x.accepts {
         e.check_x402_v1_compatible().unwrap();
@@ -289,7 +292,8 @@ async fn garbage_headers_are_refused_with_a_reason() {
         )
         .await;
     assert_eq!(r.status, 402);
-    assert_eq!(r.body["error"], "invalid_payload");
+    assert_eq!(r.body["error"], "InvalidPaymentProof");
+    assert_eq!(r.body["reason"], "invalid_payload");
     assert_eq!(app.hits(), 0);
 }
 
@@ -305,8 +309,10 @@ async fn x402_v2_is_refused_saying_v1_only() {
         )
         .await;
     assert_eq!(r.status, 402);
+    assert_eq!(r.body["error"], "UnsupportedVersion");
     assert_eq!(r.body["error"], V2_UNSUPPORTED_REASON);
-    assert!(r.body["error"].as_str().unwrap().contains("V1 only"));
+    assert_eq!(r.body["reason"], "x402_v2");
+    assert!(r.body["message"].as_str().unwrap().contains("V1 only"));
     // `x402Version: 2` in X-PAYMENT.
     let v2 = serde_json::json!({"x402Version": 2, "accepted": {"scheme": "exact", "network": "eip155:84532"}, "payload": {}});
     let v2 = {

@@ -57,6 +57,11 @@ impl Harness {
 
     /// On `backend` (the devnet in process, or anvil).
     pub async fn on(backend: Backend) -> Self {
+        Self::on_with(backend, |_| {}).await
+    }
+
+    /// On `backend`, with the facilitator's settings adjusted.
+    pub async fn on_with(backend: Backend, tweak: impl FnOnce(&mut Settings)) -> Self {
         tollgate_chain::install_crypto_provider();
         let fixture = Fixture::new(backend).await.expect("chain fixture");
         let dir = tempfile::tempdir().unwrap();
@@ -64,10 +69,11 @@ impl Harness {
         let store = store::open(&url).await.expect("store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
-        let settings = Settings {
+        let mut settings = Settings {
             public_url: facilitator_url.clone(),
             ..Settings::default()
         };
+        tweak(&mut settings);
         let d = fixture.deployment;
         let spec = |name: &str| NetworkSpec {
             name: name.into(),

@@ -41,7 +41,9 @@ async fn x402_payment_settles_once() {
     // Replayed: refused, sequentially and concurrently.
     let again = app.pay("/v1/quote", &header).await;
     assert_eq!(again.status, 402);
-    assert_eq!(again.body["error"], "duplicate_settlement");
+    assert_eq!(again.body["error"], "InvalidPaymentProof");
+    assert_eq!(again.body["reason"], "duplicate_settlement");
+    assert!(again.body["message"].is_string());
     let tasks: Vec<_> = (0..10)
         .map(|_| {
             let (app, header) = (std::sync::Arc::clone(&app), header.clone());
@@ -122,7 +124,9 @@ async fn x402_payments_that_do_not_fit_get_the_x402_reason() {
     for (payload, path, reason) in cases {
         let r = app.pay(path, &payload.encode_header()).await;
         assert_eq!(r.status, 402, "{}", r.body);
-        assert_eq!(r.body["error"], reason, "{path}");
+        assert_eq!(r.body["error"], "InvalidPaymentProof", "{path}");
+        assert_eq!(r.body["reason"], reason, "{path}");
+        assert!(r.body["message"].is_string(), "{path}");
         assert_eq!(r.body["x402Version"], 1);
     }
     // A forged signature: the facilitator's /verify refuses it.
@@ -132,14 +136,82 @@ async fn x402_payments_that_do_not_fit_get_the_x402_reason() {
     forged.payload.authorization.from = h.address(3);
     let r = app.pay("/v1/quote", &forged.encode_header()).await;
     assert_eq!(r.status, 402);
-    assert_eq!(r.body["error"], "invalid_exact_evm_payload_signature");
+    assert_eq!(r.body["reason"], "invalid_exact_evm_payload_signature");
     // Another network.
     let mut other = h
         .x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x55))
         .await;
     other.network = "base".into();
     let r = app.pay("/v1/quote", &other.encode_header()).await;
-    assert_eq!(r.body["error"], "invalid_network");
+    assert_eq!(r.body["error"], "InvalidPaymentProof");
+    assert_eq!(r.body["reason"], "invalid_network");
     assert_eq!(app.hits(), 0);
     assert_eq!(h.token_balance(payee).await, before);
+}
+
+/// A slow chain: the facilitator answers the settlement "pending". The gate keeps the payment for
+/// its request and answers 503; the client's retry with the same `X-PAYMENT` picks up the outcome
+/// and is served once (before, the retry failed `/verify` with the nonce used: charged, never
+/// served).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pending_x402_settlement_is_served_on_retry_and_charged_once() {
+    let h = Harness::on_with(crate::support::Backend::Anvil, |s| {
+        s.confirmation_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let gate = h.gate().await;
+    let app = std::sync::Arc::new(App::serve(&gate).await);
+    let (payer, payee) = (h.address(PAYER), h.address(PAYEE));
+    let before = (h.token_balance(payer).await, h.token_balance(payee).await);
+    let header = h
+        .x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x44))
+        .await
+        .encode_header();
+    let rpc = h.fixture.rpc_url().expect("anvil").to_owned();
+    let call = |method: &'static str, params: serde_json::Value| {
+        let (http, rpc) = (h.http.clone(), rpc.clone());
+        async move {
+            let r: serde_json::Value = http
+                .post(&rpc)
+                .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert!(r.get("error").is_none(), "{method}: {r}");
+        }
+    };
+    call("evm_setAutomine", serde_json::json!([false])).await;
+
+    let pending = app.pay("/v1/quote", &header).await;
+    assert_eq!(pending.status, 503, "{}", pending.body);
+    assert_eq!(pending.body["error"]["code"], "SettlementPending");
+    assert!(pending.headers.contains_key("retry-after"));
+    assert_eq!(app.hits(), 0);
+
+    call("evm_mine", serde_json::json!([])).await;
+    call("evm_setAutomine", serde_json::json!([true])).await;
+    // The client retries the same payment, several times at once: served exactly once.
+    let tasks: Vec<_> = (0..5)
+        .map(|_| {
+            let (app, header) = (std::sync::Arc::clone(&app), header.clone());
+            tokio::spawn(async move { app.pay("/v1/quote", &header).await })
+        })
+        .collect();
+    let mut served = 0;
+    for t in tasks {
+        let r = t.await.unwrap();
+        match r.status {
+            200 => served += 1,
+            402 => assert_eq!(r.body["reason"], "duplicate_settlement", "{}", r.body),
+            other => panic!("{other}: {}", r.body),
+        }
+    }
+    assert_eq!(served, 1, "served once");
+    assert_eq!(app.hits(), 1);
+    assert_eq!(app.pay("/v1/quote", &header).await.status, 402);
+    assert_eq!(h.token_balance(payer).await, before.0 - U256::from(QUOTE_PRICE));
+    assert_eq!(h.token_balance(payee).await, before.1 + U256::from(QUOTE_PRICE));
 }

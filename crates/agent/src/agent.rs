@@ -166,107 +166,253 @@ impl Agent {
     ///    offer one. A subscription that cannot be created for a reason known before anything
     ///    is created (the policy, a deprecated plan, a facilitator refusal, insufficient
     ///    funds) also falls back to the one-time path. One `pay` subscribes at most once.
+    ///    A subscription created for this very request and then refused while the facilitator
+    ///    reports it ACTIVE ends in [`Error::PaymentRejected`] instead: paying one-time as well
+    ///    would pay twice for one request.
     /// 4. Otherwise choose the cheapest `exact` option the [`SpendPolicy`] allows and reserve its
     ///    price in the budget.
     /// 5. Pay it. An option naming a facilitator (`service.facilitator`) is paid through it:
-    ///    read its `/.well-known/tollgate`, sign a `ReceiveWithAuthorization` to its router whose
-    ///    nonce commits to payTo, memo and fee, `POST /authorize`, wait for the proof (polling
-    ///    a pending settlement for a bounded time). Any other option is paid as plain x402: a
-    ///    `TransferWithAuthorization` to payTo.
+    ///    read its `/.well-known/tollgate` (cached; it publishes the chain's clock, by which the
+    ///    authorization's validity window is set), sign a `ReceiveWithAuthorization` to its
+    ///    router whose nonce commits to payTo, memo and fee, `POST /authorize` with a random
+    ///    `claim`, wait for the proof (polling a pending settlement for a bounded time). Any
+    ///    other option is paid as plain x402: a `TransferWithAuthorization` to payTo, its window
+    ///    set by the agent's clock as x402 clients do. If the facilitator refuses the window
+    ///    (the chain's clock jumped since the document was read, as a devnet's does), the agent
+    ///    reads the document afresh and starts over once from an unpaid request (fresh terms).
     /// 6. Send the request again with `X-PAYMENT`.
-    /// 7. If the server answers 402 with `InvalidPaymentProof`, pay once more with the fresh
-    ///    terms (the spec's automatic retry); any other 402 after paying is an error, never a
-    ///    second payment.
+    /// 7. If the server answers 402 with `InvalidPaymentProof` (the spec's automatic retry), the
+    ///    agent does not pay again: it recovers the proof of the payment already made from the
+    ///    facilitator's status URL (with its claim) and sends that once more (a plain x402
+    ///    payment: the same signed payload, which the token takes at most once). A second
+    ///    payment is made only when the facilitator reports the first one failed, and only
+    ///    within the policy; it is reported in [`PaidResponse::earlier_payments`]. A second
+    ///    `InvalidPaymentProof` to the same payment is [`Error::InvalidPaymentProof`] with every
+    ///    payment made; any other 402 after paying is an error too, never another payment.
     ///
     /// A reservation is released when the payment fails before the signature leaves the
-    /// process; once sent, it counts as spent (the authorization can be settled until it
-    /// expires).
+    /// process, or when the facilitator refuses it as expired; once sent otherwise, it counts
+    /// as spent (the authorization can be settled until it expires).
     pub async fn pay(&self, request: PayRequest) -> Result<PaidResponse> {
         let response = self.send(&request, None).await?;
         if response.status() != StatusCode::PAYMENT_REQUIRED {
             return self.finish(response, None).await;
         }
         let mut terms = self.read_terms(response).await?;
+        // Every payment made for this request that did not buy it.
+        let mut made: Vec<Payment> = Vec::new();
         if let Some((key, offer)) = self.plan_offer(&terms) {
             match self
                 .pay_on_subscription(&request, terms, key, &offer)
                 .await?
             {
                 OnSubscription::Served(response) => return Ok(*response),
-                OnSubscription::OneTime(fresh) => terms = fresh,
+                OnSubscription::OneTime { terms: fresh, paid } => {
+                    terms = fresh;
+                    made.extend(paid.map(|p| *p));
+                }
             }
         }
-        let mut payments: Vec<Payment> = Vec::new();
-        loop {
-            let (offer, route, reservation) = self.choose(&terms)?;
-            let (mut payment, reservation) = match route {
+        let mut clock_read_again = false;
+        let mut paid_again = false;
+        'pay: loop {
+            let (offer, route, reservation) = match self.choose(&terms) {
+                Ok(chosen) => chosen,
+                Err(e) if paid_again => {
+                    tracing::warn!(error = %e, "the first payment failed; the policy refuses another");
+                    return Err(Error::InvalidPaymentProof { payments: made });
+                }
+                Err(e) => return Err(e),
+            };
+            let (mut attempt, mut reservation) = match route {
                 Route::Tollgate { facilitator, memo } => {
-                    let p = self
+                    match self
                         .pay_facilitator(&offer.requirements, &facilitator, memo, reservation)
-                        .await?;
-                    (p, None)
+                        .await
+                    {
+                        Ok(a) => (a, None),
+                        Err(e) if !clock_read_again && window_refused(&e) => {
+                            // Signed by a stale idea of the chain's clock: nothing was settled.
+                            // Read the clock afresh and start over with fresh terms (the memo
+                            // may be spent on a failed settlement).
+                            tracing::warn!(error = %e, "validity window refused; reading the chain's clock again");
+                            clock_read_again = true;
+                            self.cache().remove(&facilitator);
+                            let response = self.send(&request, None).await?;
+                            if response.status() != StatusCode::PAYMENT_REQUIRED {
+                                return self.finish_after(response, None, made).await;
+                            }
+                            terms = self.read_terms(response).await?;
+                            continue 'pay;
+                        }
+                        Err(e) => return Err(e),
+                    }
                 }
                 Route::X402 { chain_id } => {
                     let p = self.sign_x402(&offer.requirements, chain_id)?;
-                    (p, Some(reservation))
+                    (
+                        Attempt {
+                            payment: p,
+                            settled: None,
+                        },
+                        Some(reservation),
+                    )
                 }
             };
-            let response = self
-                .send(&request, Some((X_PAYMENT, &payment.header)))
-                .await;
-            if let Some(reservation) = reservation {
-                match &response {
-                    // Refused before anything was sent: the signature never left.
-                    Err(Error::Http(e)) if e.is_connect() => drop(reservation),
-                    _ => reservation.commit(),
+            let mut resent = false;
+            loop {
+                let response = self
+                    .send(&request, Some((X_PAYMENT, &attempt.payment.header)))
+                    .await;
+                if let Some(reservation) = reservation.take() {
+                    match &response {
+                        // Refused before anything was sent: the signature never left.
+                        Err(Error::Http(e)) if e.is_connect() => drop(reservation),
+                        _ => reservation.commit(),
+                    }
                 }
-            }
-            let response = response.inspect_err(|e| {
-                tracing::warn!(
-                    error = %e, amount = %payment.amount, pay_to = %payment.pay_to,
-                    tx = ?payment.tx_hash, "the paid request failed after paying"
-                );
-            })?;
-            if response.status() != StatusCode::PAYMENT_REQUIRED {
-                payment.settlement = settlement_header(&response);
-                if payment.tx_hash.is_none() {
-                    payment.tx_hash = payment
-                        .settlement
-                        .as_ref()
-                        .and_then(|s| s.transaction.parse().ok());
+                let payment = &mut attempt.payment;
+                let response = response.inspect_err(|e| {
+                    tracing::warn!(
+                        error = %e, amount = %payment.amount, pay_to = %payment.pay_to,
+                        tx = ?payment.tx_hash, "the paid request failed after paying"
+                    );
+                })?;
+                if response.status() != StatusCode::PAYMENT_REQUIRED {
+                    payment.settlement = settlement_header(&response);
+                    if payment.tx_hash.is_none() {
+                        payment.tx_hash = payment
+                            .settlement
+                            .as_ref()
+                            .and_then(|s| s.transaction.parse().ok());
+                    }
+                    tracing::info!(
+                        amount = %payment.amount, network = %payment.network, pay_to = %payment.pay_to,
+                        tx = ?payment.tx_hash, status = %response.status(), resent, "paid"
+                    );
+                    return self
+                        .finish_after(response, Some(attempt.payment), made)
+                        .await;
                 }
-                tracing::info!(
-                    amount = %payment.amount, network = %payment.network, pay_to = %payment.pay_to,
-                    tx = ?payment.tx_hash, status = %response.status(), "paid"
-                );
-                return self.finish(response, Some(payment)).await;
-            }
-            payments.push(payment);
-            let retry = match self.read_terms(response).await {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::warn!(error = %e, "unreadable 402 after payment");
-                    return Err(Error::PaymentRejected {
-                        reason: "unreadable 402 body after payment".into(),
-                        payments,
-                    });
+                let retry = match self.read_terms(response).await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "unreadable 402 after payment");
+                        made.push(attempt.payment);
+                        return Err(Error::PaymentRejected {
+                            reason: "unreadable 402 body after payment".into(),
+                            payments: made,
+                        });
+                    }
+                };
+                let reason = retry.error.clone().unwrap_or_default();
+                tracing::warn!(%reason, resent, payments = made.len() + 1, "402 after payment");
+                match spec_code(&reason) {
+                    Some(ErrorCode::InvalidPaymentProof) if !resent => {
+                        match self.recover(&attempt).await {
+                            Recovered::Proof(header) => {
+                                attempt.payment.header = header;
+                                resent = true;
+                            }
+                            Recovered::Failed(why) if !paid_again => {
+                                tracing::warn!(%why, "the facilitator reports the payment failed; paying the fresh terms");
+                                made.push(attempt.payment);
+                                paid_again = true;
+                                terms = retry;
+                                continue 'pay;
+                            }
+                            Recovered::Failed(why) => {
+                                tracing::warn!(%why, "the facilitator reports the payment failed");
+                                made.push(attempt.payment);
+                                return Err(Error::InvalidPaymentProof { payments: made });
+                            }
+                        }
+                    }
+                    code => {
+                        made.push(attempt.payment);
+                        return Err(match code {
+                            Some(ErrorCode::InvalidPaymentProof) => {
+                                Error::InvalidPaymentProof { payments: made }
+                            }
+                            Some(ErrorCode::InsufficientFunds) => {
+                                Error::InsufficientFunds { message: reason }
+                            }
+                            Some(ErrorCode::SubscriptionNotActive) => Error::SubscriptionNotActive,
+                            Some(ErrorCode::AllowanceExhausted) => Error::AllowanceExhausted,
+                            _ => Error::PaymentRejected {
+                                reason,
+                                payments: made,
+                            },
+                        });
+                    }
                 }
-            };
-            let reason = retry.error.clone().unwrap_or_default();
-            tracing::warn!(%reason, attempt = payments.len(), "402 after payment");
-            match spec_code(&reason) {
-                Some(ErrorCode::InvalidPaymentProof) if payments.len() == 1 => terms = retry,
-                Some(ErrorCode::InvalidPaymentProof) => {
-                    return Err(Error::InvalidPaymentProof { payments });
-                }
-                Some(ErrorCode::InsufficientFunds) => {
-                    return Err(Error::InsufficientFunds { message: reason });
-                }
-                Some(ErrorCode::SubscriptionNotActive) => return Err(Error::SubscriptionNotActive),
-                Some(ErrorCode::AllowanceExhausted) => return Err(Error::AllowanceExhausted),
-                _ => return Err(Error::PaymentRejected { reason, payments }),
             }
         }
+    }
+
+    /// The proof to send again for `attempt` after the server declined it: recovered from the
+    /// facilitator's status URL (with the claim) for a Tollgate payment, checked against the
+    /// payment; the proof already held when the facilitator cannot be asked (it is the
+    /// facilitator's signed word that the payment settled). [`Recovered::Failed`] only when the
+    /// facilitator reports the settlement failed. A plain x402 payment is sent again as it was:
+    /// the same signed authorization, which the token takes at most once.
+    async fn recover(&self, attempt: &Attempt) -> Recovered {
+        let held = attempt.payment.header.clone();
+        let Some(settled) = &attempt.settled else {
+            return Recovered::Proof(held);
+        };
+        let answer = async {
+            let response = self.inner.http.get(&settled.status_url).send().await?;
+            let status = response.status();
+            let limit = self.inner.max_402_body;
+            let body = read_limited(response, limit)
+                .await?
+                .ok_or(Error::ResponseTooLarge { limit })?;
+            facilitator::answer(status, &body)
+        }
+        .await;
+        match answer {
+            Ok(Answer::Confirmed(confirmed)) => {
+                let checked = match self.well_known(&settled.base).await {
+                    Ok(wk) => {
+                        self.check_proof(&confirmed, &settled.requirements, settled.memo, &wk)
+                    }
+                    Err(e) => Err(e),
+                };
+                match checked {
+                    Ok(()) => {
+                        tracing::info!(tx = %confirmed.payment.tx_hash, "proof recovered from the status URL; sending it again");
+                        Recovered::Proof(confirmed.proof)
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the recovered proof does not check; sending the one held");
+                        Recovered::Proof(held)
+                    }
+                }
+            }
+            Err(Error::Facilitator {
+                status: 422,
+                code,
+                message,
+            }) => Recovered::Failed(format!("{code}: {message}")),
+            Ok(Answer::Pending(_)) => Recovered::Proof(held),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the settlement's status; sending the proof held");
+                Recovered::Proof(held)
+            }
+        }
+    }
+
+    /// [`Agent::finish`], reporting `earlier` payments made for the request too.
+    async fn finish_after(
+        &self,
+        response: reqwest::Response,
+        payment: Option<Payment>,
+        earlier: Vec<Payment>,
+    ) -> Result<PaidResponse> {
+        let mut paid = self.finish(response, payment).await?;
+        paid.earlier_payments = earlier;
+        Ok(paid)
     }
 
     /// Sends `request`, with `credential` (`X-PAYMENT` or `X-Service-Sub` and its value) if any.
@@ -311,6 +457,7 @@ impl Agent {
             headers,
             body: Bytes::from(body),
             payment,
+            earlier_payments: Vec::new(),
         })
     }
 
@@ -428,7 +575,10 @@ impl Agent {
             code: "Unreadable".into(),
             message: format!("/.well-known/tollgate: {e}"),
         })?;
-        let wk = Arc::new(wk);
+        let wk = Arc::new(WellKnown {
+            read_at: unix_now(),
+            ..wk
+        });
         self.cache().insert(base.to_owned(), Arc::clone(&wk));
         Ok(wk)
     }
@@ -441,14 +591,15 @@ impl Agent {
             .unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Pays through a Tollgate facilitator and returns the receipt with the proof.
+    /// Pays through a Tollgate facilitator and returns the receipt with the proof, and where
+    /// the facilitator reports the settlement.
     async fn pay_facilitator(
         &self,
         r: &PaymentRequirements,
         base: &str,
         memo: B256,
         reservation: Reservation,
-    ) -> Result<Payment> {
+    ) -> Result<Attempt> {
         let wk = self.well_known(base).await?;
         let refuse = |code: &str, message: String| Error::Facilitator {
             status: 0,
@@ -480,7 +631,9 @@ impl Agent {
                 ),
             ));
         }
-        let now = unix_now();
+        // The chain's clock, not the agent's: the facilitator and the token check the window by it
+        // (a devnet may be days ahead after time travel).
+        let now = wk.chain_now(net, unix_now());
         let validity = r
             .max_timeout_seconds
             .clamp(MIN_VALIDITY_SECS, MAX_ROUTER_VALIDITY_SECS);
@@ -516,32 +669,54 @@ impl Agent {
                 signature,
             },
         };
+        // Only this agent can collect the proof, even from someone who copies the authorization
+        // off the chain; kept across the resends of this one payment, and for recovering its
+        // proof from the status URL.
+        let claim = B256::random();
+        let status_url = facilitator::status_url(
+            base,
+            net.chain_id,
+            net.token,
+            self.inner.address,
+            authorization.nonce,
+            claim,
+        );
         let posted = facilitator::post_until_answered(
             &self.inner.http,
             &format!("{base}/authorize"),
             &AuthorizeRequest {
                 signed_payment,
                 resource: Some(r.resource.clone()).filter(|r| !r.is_empty()),
-                // Only this agent can collect the proof, even from someone who copies the
-                // authorization off the chain; kept across the resends of this one request.
-                claim: Some(B256::random()),
+                claim: Some(claim),
             },
             Instant::now() + self.inner.settle_timeout,
         )
         .await;
-        if posted.never_sent {
-            drop(reservation);
-        } else {
-            reservation.commit();
-        }
-        let confirmed = self.await_proof(posted.sent?).await.inspect_err(|e| {
-            if matches!(e, Error::Facilitator { code, .. } if code == "NonceMismatch") {
+        let sent = match posted.sent {
+            Ok(sent) => sent,
+            Err(e) => {
+                if !posted.never_sent {
+                    reservation.commit();
+                }
+                return Err(e.into());
+            }
+        };
+        let confirmed = self.await_proof(sent).await;
+        match &confirmed {
+            // Refused as expired by the chain's clock: it can never be settled.
+            Err(Error::Facilitator { code, .. }) if code == "AuthorizationExpired" => {
+                drop(reservation);
+            }
+            Err(Error::Facilitator { code, .. }) if code == "NonceMismatch" => {
                 // The fee changed: read the terms afresh next time.
                 self.cache().remove(base);
+                reservation.commit();
             }
-        })?;
+            _ => reservation.commit(),
+        }
+        let confirmed = confirmed?;
         self.check_proof(&confirmed, r, memo, &wk)?;
-        Ok(Payment {
+        let payment = Payment {
             kind: PaymentKind::Tollgate,
             amount,
             fee: Some(confirmed.payment.fee),
@@ -554,6 +729,15 @@ impl Agent {
             header: confirmed.proof,
             proof: Some(confirmed.payment),
             settlement: None,
+        };
+        Ok(Attempt {
+            payment,
+            settled: Some(Settled {
+                base: base.to_owned(),
+                status_url,
+                requirements: r.clone(),
+                memo,
+            }),
         })
     }
 
@@ -580,7 +764,31 @@ impl Agent {
             }
             tracing::debug!(tx = ?pending.tx_hash, "settlement pending");
             tokio::time::sleep(delay).await;
-            response = self.inner.http.get(&pending.status_url).send().await?;
+            // A lost answer or a facilitator restarting does not end the wait: the status URL
+            // answers again until the deadline.
+            response = loop {
+                match self.inner.http.get(&pending.status_url).send().await {
+                    Ok(r)
+                        if !matches!(
+                            r.status(),
+                            StatusCode::BAD_GATEWAY
+                                | StatusCode::SERVICE_UNAVAILABLE
+                                | StatusCode::GATEWAY_TIMEOUT
+                        ) =>
+                    {
+                        break r;
+                    }
+                    Ok(r) => tracing::debug!(status = %r.status(), "status URL unavailable"),
+                    Err(e) => tracing::debug!(error = %e, "status URL unreachable"),
+                }
+                delay = facilitator::backoff(delay);
+                if Instant::now() + delay > deadline {
+                    return Err(Error::Timeout {
+                        what: "settlement confirmation",
+                    });
+                }
+                tokio::time::sleep(delay).await;
+            };
         }
     }
 
@@ -665,6 +873,45 @@ impl Agent {
             settlement: None,
         })
     }
+}
+
+/// A payment made for a request, with what recovering its proof needs.
+#[derive(Debug)]
+struct Attempt {
+    /// The receipt; its `header` is what `X-PAYMENT` carries.
+    payment: Payment,
+    /// For a Tollgate payment: where the facilitator reports its settlement.
+    settled: Option<Settled>,
+}
+
+/// Where a Tollgate payment's settlement is reported, and the terms it pays.
+#[derive(Debug)]
+struct Settled {
+    /// The facilitator's base URL.
+    base: String,
+    /// `{base}/settlements/{key}?token=keccak256(claim)`.
+    status_url: String,
+    /// The terms paid.
+    requirements: PaymentRequirements,
+    /// Their memo.
+    memo: B256,
+}
+
+/// What [`Agent::recover`] found.
+#[derive(Debug)]
+enum Recovered {
+    /// Send this proof (the same payment's) again.
+    Proof(String),
+    /// The facilitator reports the settlement failed: the payment did not happen.
+    Failed(String),
+}
+
+/// Whether the facilitator refused an authorization's validity window (by the chain's clock).
+fn window_refused(e: &Error) -> bool {
+    matches!(e, Error::Facilitator { code, .. } if matches!(
+        code.as_str(),
+        "AuthorizationExpired" | "AuthorizationNotYetValid" | "ValidityTooLong"
+    ))
 }
 
 /// How an option is paid.

@@ -60,8 +60,10 @@ pub enum Error {
         /// The facilitator's or server's explanation.
         message: String,
     },
-    /// The server kept declining the payment as `InvalidPaymentProof` after the one automatic
-    /// retry with fresh terms.
+    /// The server kept declining the payment as `InvalidPaymentProof`: it declined the proof
+    /// the agent recovered and sent again (the automatic retry), or the facilitator reported the
+    /// payment failed and the policy allowed no other. Persistent failures call for checking the
+    /// facilitator's status. Carries every payment made for the request.
     #[error("the server declined the payment proof twice (InvalidPaymentProof)")]
     InvalidPaymentProof {
         /// The payments sent for this request.

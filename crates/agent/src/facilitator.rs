@@ -5,7 +5,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use alloy::primitives::Address;
+use alloy::{
+    primitives::{Address, B256, U256, keccak256},
+    sol_types::SolValue,
+};
 use reqwest::StatusCode;
 use serde::Deserialize;
 use tollgate_protocol::{Amount, AuthorizeResponse, PendingResponse, network};
@@ -21,6 +24,10 @@ pub(crate) struct WellKnown {
     pub(crate) proof_signers: Vec<Address>,
     /// Per network name.
     pub(crate) networks: HashMap<String, NetworkInfo>,
+    /// The agent's clock (unix seconds) when the document was read: with each network's
+    /// `chainTime`, the offset between the chain's clock and the agent's.
+    #[serde(skip)]
+    pub(crate) read_at: u64,
 }
 
 /// One network of the facilitator.
@@ -42,6 +49,10 @@ pub(crate) struct NetworkInfo {
     /// The subscriptions contract, if the network has one.
     #[serde(default)]
     pub(crate) subscriptions: Option<Address>,
+    /// The chain's clock (unix seconds) when the document was served; absent from facilitators
+    /// that do not publish it.
+    #[serde(default)]
+    pub(crate) chain_time: Option<u64>,
 }
 
 impl WellKnown {
@@ -54,6 +65,36 @@ impl WellKnown {
                 .map(|(_, info)| info)
         })
     }
+
+    /// "Now" on `net`'s chain, given the agent's clock `local_now`: the chain's time as
+    /// published, moved on by what the agent's clock moved since (the offset between the two
+    /// clocks holds however long the document is cached, until the chain jumps). Without a
+    /// published time, the agent's clock.
+    pub(crate) fn chain_now(&self, net: &NetworkInfo, local_now: u64) -> u64 {
+        match net.chain_time {
+            Some(chain) => {
+                let now = i128::from(chain) + i128::from(local_now) - i128::from(self.read_at);
+                u64::try_from(now.max(0)).unwrap_or(u64::MAX)
+            }
+            None => local_now,
+        }
+    }
+}
+
+/// The status URL of the settlement of an authorization from `from` with `nonce`, on the
+/// chain `chain_id`, of `token`, through the facilitator at `base`, for the holder of `claim`:
+/// `{base}/settlements/{key}?token=keccak256(claim)`, where the key is the facilitator's
+/// idempotency key `keccak256(abi.encode(chainId, token, from, nonce))`.
+pub(crate) fn status_url(
+    base: &str,
+    chain_id: u64,
+    token: Address,
+    from: Address,
+    nonce: B256,
+    claim: B256,
+) -> String {
+    let key = keccak256((U256::from(chain_id), token, from, nonce).abi_encode());
+    format!("{base}/settlements/{key}?token={}", keccak256(claim))
 }
 
 /// The facilitator's error body.
@@ -164,5 +205,42 @@ pub(crate) async fn post_until_answered<T: serde::Serialize + ?Sized>(
         }
         tracing::debug!(%url, attempts, "outcome unknown; sending the same request again");
         tokio::time::sleep(delay).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(chain_time: Option<u64>, read_at: u64) -> (WellKnown, NetworkInfo) {
+        let net = NetworkInfo {
+            chain_id: 1,
+            token: Address::ZERO,
+            token_name: "USD Coin".into(),
+            token_version: "2".into(),
+            router: Address::ZERO,
+            fee: Amount::ZERO,
+            subscriptions: None,
+            chain_time,
+        };
+        let wk = WellKnown {
+            proof_signers: Vec::new(),
+            networks: HashMap::from([("n".to_owned(), net.clone())]),
+            read_at,
+        };
+        (wk, net)
+    }
+
+    #[test]
+    fn the_chain_clock_keeps_its_offset_to_the_local_one() {
+        // Read at local 1000 when the chain said 1000 + 30 days; 50 s later locally.
+        let (wk, net) = doc(Some(1_000 + 2_592_000), 1_000);
+        assert_eq!(wk.chain_now(&net, 1_050), 1_050 + 2_592_000);
+        // A chain behind the local clock.
+        let (wk, net) = doc(Some(900), 1_000);
+        assert_eq!(wk.chain_now(&net, 1_010), 910);
+        // No published time: the local clock.
+        let (wk, net) = doc(None, 1_000);
+        assert_eq!(wk.chain_now(&net, 1_234), 1_234);
     }
 }

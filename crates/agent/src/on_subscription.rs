@@ -74,7 +74,12 @@ pub(crate) enum OnSubscription {
     /// The request was answered (not with a 402) on a subscription.
     Served(Box<PaidResponse>),
     /// Pay one-time instead, with these terms.
-    OneTime(Terms),
+    OneTime {
+        /// The terms.
+        terms: Terms,
+        /// The subscription created (and its first cycle paid) for this request, if one was.
+        paid: Option<Box<Payment>>,
+    },
 }
 
 impl Agent {
@@ -180,7 +185,7 @@ impl Agent {
                                     error = %e, plan = %key.plan_id,
                                     "cannot subscribe; paying one-time"
                                 );
-                                return Ok(OnSubscription::OneTime(terms));
+                                return Ok(OnSubscription::OneTime { terms, paid: None });
                             }
                             Err(e) => return Err(e),
                         }
@@ -241,9 +246,20 @@ impl Agent {
         match spec_code(&reason) {
             Some(ErrorCode::AllowanceExhausted) => Err(Error::AllowanceExhausted),
             Some(ErrorCode::SubscriptionNotActive) => {
-                self.forget_unless_active(&key, &slot, id).await;
+                let active = self.forget_unless_active(&key, &slot, id).await;
+                if active && created.is_some() {
+                    // Paid for this very request and ACTIVE on chain: paying one-time as well
+                    // would pay twice for one request.
+                    return Err(Error::PaymentRejected {
+                        reason,
+                        payments: vec![payment],
+                    });
+                }
                 if offers_one_time(&retry) {
-                    Ok(OnSubscription::OneTime(retry))
+                    Ok(OnSubscription::OneTime {
+                        terms: retry,
+                        paid: created.map(|_| Box::new(payment)),
+                    })
                 } else {
                     Err(Error::SubscriptionNotActive)
                 }
@@ -257,8 +273,8 @@ impl Agent {
 
     /// After a server refused `id` as not active: forgets it unless the facilitator reports it
     /// ACTIVE for the plan (then the server lags behind the chain, or disagrees with it, and a
-    /// new subscription would be paid for nothing).
-    async fn forget_unless_active(&self, key: &PlanKey, slot: &Slot, id: B256) {
+    /// new subscription would be paid for nothing). Returns whether it was kept.
+    async fn forget_unless_active(&self, key: &PlanKey, slot: &Slot, id: B256) -> bool {
         let keep = match self
             .subscription_view(&key.facilitator, &key.network, id)
             .await
@@ -271,7 +287,7 @@ impl Agent {
         };
         if keep {
             tracing::warn!(%id, "the server refuses a subscription the chain reports ACTIVE");
-            return;
+            return true;
         }
         tracing::info!(%id, plan = %key.plan_id, "forgetting a subscription that is not active");
         let mut held = slot.lock().await;
@@ -279,6 +295,7 @@ impl Agent {
             *held = None;
         }
         self.inner.held.unseed(key.plan_id, id);
+        false
     }
 }
 

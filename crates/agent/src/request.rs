@@ -69,9 +69,19 @@ pub struct PaidResponse {
     pub body: Bytes,
     /// The payment that bought it; `None` when the resource answered without asking for one.
     pub payment: Option<Payment>,
+    /// Payments made for this same request before `payment`, which did not buy it: one the
+    /// facilitator reported failed after the server declined its proof, or a subscription the
+    /// server then refused. Empty in the usual case: the agent pays once per request.
+    pub earlier_payments: Vec<Payment>,
 }
 
 impl PaidResponse {
+    /// Every payment made for this request, in order: [`PaidResponse::earlier_payments`], then
+    /// [`PaidResponse::payment`].
+    pub fn payments(&self) -> impl Iterator<Item = &Payment> {
+        self.earlier_payments.iter().chain(&self.payment)
+    }
+
     /// The body as JSON.
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
         serde_json::from_slice(&self.body)

@@ -2,8 +2,10 @@
 //! `tollgate-gate` on loopback, plus hand-written hostile servers.
 #![allow(unreachable_pub, clippy::print_stderr)]
 
+mod chain_clock;
 mod hostile;
 mod pay;
+mod pay_once;
 mod pay_subscription;
 mod provider_loop;
 mod raise;

@@ -10,13 +10,15 @@ use std::{
 };
 
 use axum::{Router, routing::get};
-use tollgate_agent::{Agent, AgentBuilder, Amount, SpendPolicy};
+use tollgate_agent::{Agent, AgentBuilder, Amount, Payment, SpendPolicy};
 use tollgate_chain::{
     Address, U256,
+    authorization::router_nonce,
     contracts::{self, Token},
 };
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, settlement_key, store};
 use tollgate_gate::{Gate, Pricing};
+use tollgate_protocol::SignedPayment;
 use tollgate_testkit::{Backend, Fixture};
 
 /// The relayer and the proof key: dev accounts 8 and 9.
@@ -35,6 +37,8 @@ pub const FEE: u64 = 1_000;
 pub struct Harness {
     pub fixture: Fixture,
     pub facilitator_url: String,
+    /// The facilitator's store (what it recorded of each settlement).
+    pub store: Arc<dyn store::Store>,
     _server: tokio::task::JoinHandle<std::io::Result<()>>,
     _dir: tempfile::TempDir,
 }
@@ -69,7 +73,7 @@ impl Harness {
             vec![(spec, Arc::clone(&fixture.chain))],
             vec![fixture.accounts[RELAYER].address],
             fixture.accounts[PROOF_KEY].private_key,
-            store,
+            Arc::clone(&store),
         )
         .expect("facilitator");
         let server = tokio::spawn(tollgate_facilitator::serve(
@@ -80,6 +84,7 @@ impl Harness {
         Self {
             fixture,
             facilitator_url,
+            store,
             _server: server,
             _dir: dir,
         }
@@ -95,6 +100,14 @@ impl Harness {
 
     pub fn chain_id(&self) -> u64 {
         self.fixture.chain.chain_id()
+    }
+
+    /// The signed payment the facilitator recorded for `payment` (a Tollgate one).
+    pub async fn signed_payment(&self, payment: &Payment) -> SignedPayment {
+        let nonce = router_nonce(payment.pay_to, payment.memo.unwrap(), U256::from(FEE));
+        let key = settlement_key(self.chain_id(), self.token(), payment.payer, nonce);
+        let row = self.store.settlement(key).await.unwrap().expect("recorded");
+        serde_json::from_str(&row.new.request).unwrap()
     }
 
     pub async fn balance(&self, who: Address) -> U256 {
@@ -120,7 +133,12 @@ impl Harness {
     /// A gate for this chain and facilitator, paid to [`PAYEE`], serving `/v1/quote` at
     /// [`PRICE`] and an ungated `/free`.
     pub async fn gated_app(&self) -> App {
-        let gate = self.gate().await;
+        self.gated_app_via(&self.facilitator_url).await
+    }
+
+    /// [`Harness::gated_app`], its gate (and its 402s) naming the facilitator at `facilitator`.
+    pub async fn gated_app_via(&self, facilitator: &str) -> App {
+        let gate = self.gate_via(facilitator).await;
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&hits);
         let quote = Router::new()
@@ -147,11 +165,16 @@ impl Harness {
 impl Harness {
     /// A gate for this chain and facilitator, paid to [`PAYEE`].
     pub async fn gate(&self) -> Gate {
+        self.gate_via(&self.facilitator_url).await
+    }
+
+    /// [`Harness::gate`] through the facilitator at `facilitator`.
+    pub async fn gate_via(&self, facilitator: &str) -> Gate {
         Gate::builder()
             .network(NETWORK)
             .token(self.token(), "USD Coin", "2")
             .pay_to(self.address(PAYEE))
-            .facilitator(&self.facilitator_url)
+            .facilitator(facilitator)
             .build()
             .await
             .expect("gate")
@@ -197,3 +220,138 @@ impl Drop for App {
 
 /// A short timeout for hostile servers.
 pub const SHORT: Duration = Duration::from_millis(500);
+
+/// A real HTTP proxy on loopback in front of `upstream`: it forwards every request and answer
+/// unchanged, except that it corrupts the `X-PAYMENT` header of the first paid request (one
+/// character flipped), as a faulty or hostile middlebox might. It records every `X-PAYMENT` it
+/// received, before corruption.
+pub struct CorruptingProxy {
+    pub url: String,
+    pub seen: Arc<std::sync::Mutex<Vec<String>>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl CorruptingProxy {
+    pub async fn new(upstream: &str) -> Self {
+        Self::start(upstream, Fault::CorruptFirstPayment).await
+    }
+
+    /// A proxy in front of a facilitator that answers every settlement status URL with the
+    /// facilitator's own shape of a failed settlement (422 `SettlementReverted`), whatever the
+    /// settlement's real state: a facilitator that reports a payment failed.
+    pub async fn failing_status(upstream: &str) -> Self {
+        Self::start(upstream, Fault::FailStatus).await
+    }
+
+    async fn start(upstream: &str, fault: Fault) -> Self {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let state = ProxyState {
+            upstream: upstream.trim_end_matches('/').to_owned(),
+            http: reqwest::Client::new(),
+            seen: Arc::clone(&seen),
+            fault,
+        };
+        let app = Router::new().fallback(forward).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            axum::serve(listener, app).await.unwrap();
+        });
+        Self { url, seen, server }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.url)
+    }
+
+    /// The `X-PAYMENT` values received, in order, as the agent sent them.
+    pub fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for CorruptingProxy {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Fault {
+    CorruptFirstPayment,
+    FailStatus,
+}
+
+#[derive(Clone)]
+struct ProxyState {
+    upstream: String,
+    http: reqwest::Client,
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+    fault: Fault,
+}
+
+async fn forward(
+    axum::extract::State(state): axum::extract::State<ProxyState>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::{http::header, response::IntoResponse};
+    let (parts, body) = request.into_parts();
+    if matches!(state.fault, Fault::FailStatus) && parts.uri.path().starts_with("/settlements/") {
+        let body = serde_json::json!({ "error": {
+            "code": "SettlementReverted",
+            "message": "settlement transaction reverted",
+        }});
+        return (
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            axum::Json(body),
+        )
+            .into_response();
+    }
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut headers = parts.headers.clone();
+    for h in [header::HOST, header::CONTENT_LENGTH, header::CONNECTION] {
+        headers.remove(h);
+    }
+    if let Some(value) = headers.get("x-payment").and_then(|v| v.to_str().ok()) {
+        let value = value.to_owned();
+        let first = {
+            let mut seen = state.seen.lock().unwrap();
+            seen.push(value.clone());
+            seen.len() == 1
+        };
+        if first && matches!(state.fault, Fault::CorruptFirstPayment) {
+            headers.insert("x-payment", flip_one(&value).parse().unwrap());
+        }
+    }
+    let answer = state
+        .http
+        .request(parts.method, format!("{}{path}", state.upstream))
+        .headers(headers)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status();
+    let mut headers = answer.headers().clone();
+    for h in [
+        header::CONTENT_LENGTH,
+        header::TRANSFER_ENCODING,
+        header::CONNECTION,
+    ] {
+        headers.remove(h);
+    }
+    let body = answer.bytes().await.unwrap();
+    let mut response = axum::response::Response::new(axum::body::Body::from(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// `value` with its middle character replaced by another base64 character.
+pub fn flip_one(value: &str) -> String {
+    let mut bytes = value.as_bytes().to_vec();
+    let i = bytes.len() / 2;
+    bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+    String::from_utf8(bytes).unwrap()
+}

@@ -3,7 +3,7 @@
 use std::{io::Write as _, path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::Context as _;
-use tollgate_agent::{Agent, Amount, Error, PaidResponse, PayRequest, SpendPolicy};
+use tollgate_agent::{Agent, Amount, Error, PaidResponse, PayRequest, Payment, SpendPolicy};
 
 /// Exit codes of `tollgate pay`.
 mod exit {
@@ -62,8 +62,8 @@ pub(crate) struct Args {
     /// The most to pay for this request, in tokens.
     #[arg(long, default_value = "1.00", value_name = "AMOUNT", value_parser = parse_tokens)]
     max: Amount,
-    /// The most to pay in total (this command pays at most twice: once, and once more if the
-    /// server declines the proof); default: --max.
+    /// The most to pay in total (this command pays once; a second time only if the server
+    /// declines the proof and the facilitator reports the first payment failed); default: --max.
     #[arg(long, value_name = "AMOUNT", value_parser = parse_tokens)]
     budget: Option<Amount>,
     /// Only pay on this network (repeatable).
@@ -96,6 +96,13 @@ pub(crate) async fn run(args: Args) -> ExitCode {
             }
         }
         Err(e) => {
+            if let Error::InvalidPaymentProof { payments }
+            | Error::PaymentRejected { payments, .. } = &e
+            {
+                for p in payments {
+                    report(&format!("{} (not accepted by the server)", paid_line(p)));
+                }
+            }
             report(&format!("error: {}", chain(&e)));
             ExitCode::from(exit_code(&e))
         }
@@ -191,8 +198,13 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// One line per payment made for the request (every one, an earlier one that did not buy the
+/// response included), the last with the final status.
 fn summarize(response: &PaidResponse, started: Instant) {
     let elapsed = started.elapsed().as_millis();
+    for p in &response.earlier_payments {
+        report(&format!("{} (did not buy the response)", paid_line(p)));
+    }
     let Some(p) = &response.payment else {
         report(&format!(
             "{} (no payment asked) in {elapsed} ms",
@@ -200,18 +212,26 @@ fn summarize(response: &PaidResponse, started: Instant) {
         ));
         return;
     };
+    report(&format!(
+        "{}; {} in {elapsed} ms",
+        paid_line(p),
+        response.status
+    ));
+}
+
+/// `paid 0.500000 (500000 units) on NETWORK to PAYEE from PAYER; tx HASH`.
+fn paid_line(p: &Payment) -> String {
     let tx = p
         .tx_hash
         .map_or_else(|| "unknown".to_owned(), |t| t.to_string());
-    report(&format!(
-        "paid {} ({} units) on {} to {} from {}; tx {tx}; {} in {elapsed} ms",
+    format!(
+        "paid {} ({} units) on {} to {} from {}; tx {tx}",
         tokens(p.amount),
         p.amount,
         p.network,
         p.pay_to,
         p.payer,
-        response.status
-    ));
+    )
 }
 
 /// Units as tokens, 6 decimals.

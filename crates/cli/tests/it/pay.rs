@@ -170,6 +170,164 @@ async fn pay_prints_the_body_and_a_summary_and_exits_by_outcome() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pay_through_a_proxy_that_corrupts_the_proof_pays_once() {
+    // The issue's report: a proxy that corrupts the first X-PAYMENT made `tollgate pay` pay
+    // 1.00 for a 0.50 request (the defaults, --max 1.00, leave room for two) and report one.
+    let w = World::new().await;
+    let proxy = CorruptingProxy::new(&w.api).await;
+    let (payer, payee) = (
+        w.fixture.accounts[PAYER].address,
+        w.fixture.accounts[PAYEE].address,
+    );
+    let (payer0, payee0) = (w.balance(payer).await, w.balance(payee).await);
+
+    let (code, stdout, stderr) = w
+        .pay(
+            &[&format!("{}/v1/quote", proxy.url)],
+            &[("TOLLGATE_KEY", &w.key_hex())],
+        )
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, r#"{"quote":42}"#);
+    let paid: Vec<&str> = stderr.lines().filter(|l| l.starts_with("paid ")).collect();
+    assert_eq!(paid.len(), 1, "one payment reported: {stderr}");
+    assert!(stderr.contains("paid 0.500000 (500000 units)"), "{stderr}");
+    let seen = proxy.seen();
+    assert_eq!(seen.len(), 2, "the paid request, then one resend");
+    assert_eq!(seen[0], seen[1], "the resend carries the same proof");
+    // Charged exactly once, the price and nothing else.
+    assert_eq!(w.balance(payer).await, payer0 - U256::from(PRICE));
+    assert_eq!(w.balance(payee).await, payee0 + U256::from(PRICE - FEE));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pay_after_the_chain_travels_30_days() {
+    // The README's renewal walk-through moves the chain 30 days ahead; `tollgate pay` must sign
+    // by the chain's clock, which the facilitator publishes, not by the local one.
+    let w = World::new().await;
+    let days_30 = 30 * 86_400;
+    w.fixture.chain.advance_time(days_30).await.unwrap();
+    let payee = w.fixture.accounts[PAYEE].address;
+    let payee0 = w.balance(payee).await;
+
+    let (code, stdout, stderr) = w
+        .pay(
+            &[&format!("{}/v1/quote", w.api), "--max", "0.50"],
+            &[("TOLLGATE_KEY", &w.key_hex())],
+        )
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, r#"{"quote":42}"#);
+    assert_eq!(w.balance(payee).await, payee0 + U256::from(PRICE - FEE));
+    // Settled in a block of the travelled chain: the token took the window by its clock.
+    let tx: alloy::primitives::B256 = stderr
+        .split("; tx ")
+        .nth(1)
+        .and_then(|t| t.split(';').next())
+        .expect("a tx in the summary")
+        .parse()
+        .unwrap();
+    let receipt = w.fixture.chain.receipt(tx).await.unwrap().expect("mined");
+    assert!(receipt.success);
+    let local = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(receipt.block_timestamp > local + days_30 - 86_400);
+}
+
+/// A real HTTP proxy on loopback in front of `upstream`: it forwards every request and answer
+/// unchanged, except that it corrupts the `X-PAYMENT` of the first paid request (one character
+/// flipped). It records every `X-PAYMENT` it received, before corruption.
+struct CorruptingProxy {
+    url: String,
+    seen: Arc<std::sync::Mutex<Vec<String>>>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+type ProxyState = (String, reqwest::Client, Arc<std::sync::Mutex<Vec<String>>>);
+
+impl CorruptingProxy {
+    async fn new(upstream: &str) -> Self {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let state: ProxyState = (
+            upstream.to_owned(),
+            reqwest::Client::new(),
+            Arc::clone(&seen),
+        );
+        let app = Router::new().fallback(forward).with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { url, seen, server }
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for CorruptingProxy {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn forward(
+    axum::extract::State((upstream, http, seen)): axum::extract::State<ProxyState>,
+    request: axum::extract::Request,
+) -> axum::response::Response {
+    use axum::http::header;
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut headers = parts.headers.clone();
+    for h in [header::HOST, header::CONTENT_LENGTH, header::CONNECTION] {
+        headers.remove(h);
+    }
+    if let Some(value) = headers.get("x-payment").and_then(|v| v.to_str().ok()) {
+        let value = value.to_owned();
+        let first = {
+            let mut seen = seen.lock().unwrap();
+            seen.push(value.clone());
+            seen.len() == 1
+        };
+        if first {
+            let mut bytes = value.into_bytes();
+            let i = bytes.len() / 2;
+            bytes[i] = if bytes[i] == b'A' { b'B' } else { b'A' };
+            headers.insert(
+                "x-payment",
+                String::from_utf8(bytes).unwrap().parse().unwrap(),
+            );
+        }
+    }
+    let answer = http
+        .request(parts.method, format!("{upstream}{path}"))
+        .headers(headers)
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = answer.status();
+    let mut headers = answer.headers().clone();
+    for h in [
+        header::CONTENT_LENGTH,
+        header::TRANSFER_ENCODING,
+        header::CONNECTION,
+    ] {
+        headers.remove(h);
+    }
+    let body = answer.bytes().await.unwrap();
+    let mut response = axum::response::Response::new(axum::body::Body::from(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
 /// A facilitator over `fixture`'s chain (relayer dev account 8, proof key 9), its SQLite store in
 /// `dir`, served on a loopback port: its URL and server task.
 pub(crate) async fn serve_facilitator(

@@ -6,11 +6,14 @@
 //!
 //! | name | meaning | default |
 //! |---|---|---|
-//! | `from`, `to` | unix seconds; the range is `[from, to)` | the last `range` up to now |
+//! | `from`, `to` | unix seconds, at most 253402300800 (10000-01-01); the range is `[from, to)` | the last `range` up to now |
 //! | `range` | `24h`, `7d`, `30d` or `90d` (when `from` is absent) | `30d` |
 //! | `bucket` | `hour`, `day` or `week` (weeks start Monday 00:00 UTC) | `hour` up to 2 days, else `day` |
 //! | `top` | entries in the top lists (1–100) | 10 |
 //! | `recent` | latest payments listed (0–100) | 20 |
+//!
+//! A parameter that does not parse, is out of range or contradicts another (`from` not before
+//! `to`) is answered 400 `InvalidQuery` with the parameter named.
 //!
 //! Volume is settled volume (confirmed settlements) on the payee's side, from rollups kept per
 //! hour, so it covers the whole hours the range touches (`from` counts from the start of its
@@ -21,14 +24,11 @@
 use std::collections::BTreeMap;
 
 use alloy::primitives::{Address, B256};
-use axum::{
-    Json,
-    extract::{Query, State},
-};
+use axum::{Json, extract::State};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    error::ApiError,
+    error::{ApiError, ApiQuery},
     facilitator::{Facilitator, unix_now},
     providers::Provider,
     store::{AnalyticsData, AnalyticsQuery, Volume},
@@ -41,23 +41,61 @@ const WEEK: u64 = 7 * DAY;
 const MONDAY: u64 = 4 * DAY;
 /// The recurring revenue period.
 const THIRTY_DAYS: u64 = 30 * DAY;
+/// The latest time a range may reach: 10000-01-01 00:00:00 UTC, so that every date in a report
+/// has four digits and fits the store's `BIGINT` columns.
+pub const MAX_TIME: u64 = 253_402_300_800;
 /// The most buckets one report holds.
 pub const MAX_BUCKETS: u64 = 2_000;
 /// The longest resource label stored, in bytes.
 const MAX_RESOURCE: usize = 512;
 
-/// The label a resource URL is stored under: without query or fragment, control characters
-/// dropped, at most 512 bytes; `None` when nothing is left.
+/// The label a resource URL is stored under: without query or fragment, control, format and
+/// bidirectional-override characters dropped (so a label cannot reorder or hide text on the
+/// dashboard), at most 512 bytes; `None` when nothing is left.
 pub fn resource_label(url: &str) -> Option<String> {
     let path = url.split(['?', '#']).next().unwrap_or_default().trim();
     let mut out = String::with_capacity(path.len().min(MAX_RESOURCE));
-    for c in path.chars().filter(|c| !c.is_control()) {
+    for c in path
+        .chars()
+        .filter(|&c| !c.is_control() && !is_invisible(c))
+    {
         if out.len() + c.len_utf8() > MAX_RESOURCE {
             break;
         }
         out.push(c);
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// Unicode format characters (general category Cf: bidirectional embeddings, overrides and
+/// isolates, zero-width characters, the byte-order mark, tags) and the other invisible
+/// separators a label could use to spoof what is displayed.
+pub fn is_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{00AD}'
+            | '\u{0600}'..='\u{0605}'
+            | '\u{061C}'
+            | '\u{06DD}'
+            | '\u{070F}'
+            | '\u{0890}'..='\u{0891}'
+            | '\u{08E2}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{180E}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{110BD}'
+            | '\u{110CD}'
+            | '\u{13430}'..='\u{1343F}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E007F}'
+    )
 }
 
 /// `GET /analytics` query parameters, as text (parsed by [`ReportParams::query`] into typed
@@ -98,7 +136,7 @@ impl ReportParams {
     /// The store query these parameters ask for, for `provider`, at `now`.
     pub fn query(&self, provider: Address, now: u64) -> Result<(AnalyticsQuery, Bucket), ApiError> {
         // `to` is exclusive: by default the current second is in.
-        let to = number("to", self.to.as_deref())?.unwrap_or(now.saturating_add(1));
+        let to = time("to", self.to.as_deref())?.unwrap_or(now.saturating_add(1));
         let span = match self.range.as_deref().filter(|s| !s.is_empty()) {
             None | Some("30d") => 30 * DAY,
             Some("24h") => DAY,
@@ -110,7 +148,7 @@ impl ReportParams {
                 )));
             }
         };
-        let from = number("from", self.from.as_deref())?.unwrap_or(to.saturating_sub(span));
+        let from = time("from", self.from.as_deref())?.unwrap_or(to.saturating_sub(span));
         if from >= to {
             return Err(invalid(format!("from ({from}) must be before to ({to})")));
         }
@@ -143,6 +181,16 @@ impl ReportParams {
             )));
         }
         Ok((q, bucket))
+    }
+}
+
+/// A time parameter: unix seconds up to [`MAX_TIME`].
+fn time(name: &str, v: Option<&str>) -> Result<Option<u64>, ApiError> {
+    match number(name, v)? {
+        Some(t) if t > MAX_TIME => Err(invalid(format!(
+            "{name}: {t} is after 10000-01-01 (at most {MAX_TIME})"
+        ))),
+        t => Ok(t),
     }
 }
 
@@ -662,7 +710,7 @@ impl Facilitator {
 /// `GET /analytics`.
 pub(crate) async fn show(
     State(f): State<Facilitator>,
-    Query(params): Query<ReportParams>,
+    ApiQuery(params): ApiQuery<ReportParams>,
     provider: Provider,
 ) -> Result<Json<Report>, ApiError> {
     Ok(Json(f.analytics(provider.address, &params).await?))
@@ -681,6 +729,13 @@ mod tests {
         assert_eq!(resource_label(" /a\u{7}b ").as_deref(), Some("/ab"));
         assert_eq!(resource_label("?only=query"), None);
         assert_eq!(resource_label(&"é".repeat(400)).unwrap().len(), 512);
+        // Bidi overrides and isolates, zero-width and tag characters cannot spoof the label.
+        assert_eq!(
+            resource_label("/v1/\u{202E}gnp.exe\u{202C}\u{2066}x\u{2069}\u{200B}\u{FEFF}\u{E0041}")
+                .as_deref(),
+            Some("/v1/gnp.exex")
+        );
+        assert_eq!(resource_label("\u{202E}\u{200D}"), None);
     }
 
     fn params(pairs: &[(&str, &str)]) -> ReportParams {
@@ -711,6 +766,10 @@ mod tests {
             .query(Address::ZERO, now)
             .unwrap();
         assert_eq!(b, Bucket::Hour);
+        let (q, _) = params(&[("from", "253402297200"), ("to", "253402300800")])
+            .query(Address::ZERO, now)
+            .unwrap();
+        assert_eq!(q.to, MAX_TIME);
         for bad in [
             params(&[("from", "10"), ("to", "10")]),
             params(&[("from", "-1")]),
@@ -719,6 +778,11 @@ mod tests {
             params(&[("top", "0")]),
             params(&[("recent", "101")]),
             params(&[("range", "90d"), ("bucket", "hour")]),
+            params(&[("to", "253402300801")]),
+            params(&[("to", "9223372036854775808")]),
+            params(&[("from", "253402300801"), ("to", "253402300802")]),
+            params(&[("from", "99999999999999")]),
+            params(&[("range", "999999999d")]),
         ] {
             let e = bad.query(Address::ZERO, now).unwrap_err();
             assert_eq!(

@@ -18,14 +18,14 @@ use std::fmt::Write as _;
 use alloy::primitives::{Address, B256, U256, hex, keccak256};
 use axum::{
     body::Bytes,
-    extract::{Query, State},
+    extract::State,
     http::{HeaderMap, HeaderValue, StatusCode, Uri, header},
     response::{IntoResponse, Response},
 };
 
 use crate::{
     analytics::{Bucket, Report, ReportParams, VolumeView},
-    error::ApiError,
+    error::{ApiError, ApiQuery},
     facilitator::{Facilitator, unix_now},
     providers,
 };
@@ -115,7 +115,7 @@ fn form_value(body: &[u8], name: &str) -> String {
 /// `GET /dashboard`.
 pub(crate) async fn show(
     State(f): State<Facilitator>,
-    Query(params): Query<ReportParams>,
+    ApiQuery(params): ApiQuery<ReportParams>,
     uri: Uri,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {

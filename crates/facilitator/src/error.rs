@@ -3,11 +3,12 @@
 //!
 //! | status | when |
 //! |---|---|
-//! | 400 | malformed JSON, a missing or mistyped field (the message names it) |
+//! | 400 | malformed JSON, a missing or mistyped field (the message names it); `InvalidQuery`: a query string that does not parse or is out of range (the message names the parameter); `InvalidPath`: a path parameter that does not decode |
 //! | 401 | `Unauthorized`: a provider endpoint without a valid API key |
 //! | 402 | `InsufficientFunds`: the payer's token balance is below the amount; `AllowanceExhausted`: a deduction would cross the overage cap |
 //! | 403 | `Forbidden`: the API key's provider does not own the plan; `ClaimMismatch`: a repeat of `/authorize` or a status URL without the settlement's claim |
-//! | 404 | unknown settlement or resource |
+//! | 404 | unknown settlement, resource or route |
+//! | 405 | `MethodNotAllowed`: a known route under another method (`Allow` names the methods) |
 //! | 409 | `AuthorizationUsed` / `IdempotencyConflict`: the nonce (or idempotency key) was used otherwise; `SubscriptionNotActive`: a deduction for a paused, cancelled, overdue or ending subscription |
 //! | 408 | `RequestTimeout`: the request (body included) took longer than `[server] request_timeout_secs` |
 //! | 413 | body too large |
@@ -22,8 +23,11 @@ use std::borrow::Cow;
 
 use axum::{
     Json,
-    extract::{FromRequest, Request, rejection::JsonRejection},
-    http::StatusCode,
+    extract::{
+        FromRequest, FromRequestParts, Path, Query, Request,
+        rejection::{JsonRejection, PathRejection, QueryRejection},
+    },
+    http::{StatusCode, request::Parts},
     response::{IntoResponse, Response},
 };
 use serde::de::DeserializeOwned;
@@ -82,6 +86,15 @@ impl ApiError {
     /// 404.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "NotFound", message)
+    }
+
+    /// 405: the route exists, not under this method (the router adds `Allow`).
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "MethodNotAllowed",
+            "this endpoint does not take this method; the Allow header lists those it takes",
+        )
     }
 
     /// 503: a dependency is down. The cause is logged here, not sent.
@@ -171,5 +184,103 @@ fn json_rejection(rejection: &JsonRejection) -> ApiError {
             "request body too large",
         ),
         _ => ApiError::new(status, "BadRequest", detail),
+    }
+}
+
+/// The useful part of an axum rejection's text: after its fixed prefix ("Failed to deserialize
+/// query string: ", "Invalid URL: ").
+fn rejection_detail(text: String) -> String {
+    text.split_once(": ")
+        .map_or(text.as_str(), |(_, rest)| rest)
+        .to_owned()
+}
+
+/// A query string whose rejections are answered in the facilitator's error shape: 400
+/// `InvalidQuery` naming the parameter (axum's own `Query` answers `text/plain`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiQuery<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiQuery<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(v)) => Ok(Self(v)),
+            Err(rejection) => Err(query_rejection(rejection)),
+        }
+    }
+}
+
+fn query_rejection(rejection: QueryRejection) -> ApiError {
+    ApiError::bad_request("InvalidQuery", rejection_detail(rejection.body_text()))
+}
+
+/// Path parameters whose rejections are answered in the facilitator's error shape: 400
+/// `InvalidPath` (a segment that does not percent-decode to UTF-8 or does not parse).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ApiPath<T>(pub T);
+
+impl<T, S> FromRequestParts<S> for ApiPath<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match Path::<T>::from_request_parts(parts, state).await {
+            Ok(Path(v)) => Ok(Self(v)),
+            Err(rejection) => Err(path_rejection(rejection)),
+        }
+    }
+}
+
+fn path_rejection(rejection: PathRejection) -> ApiError {
+    match rejection {
+        PathRejection::FailedToDeserializePathParams(e) if e.status().is_client_error() => {
+            ApiError::bad_request("InvalidPath", rejection_detail(e.body_text()))
+        }
+        // A route without the parameters its handler asks for, or a type that cannot hold them:
+        // a bug, not the client's.
+        other => ApiError::internal(&other.body_text()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Page {
+        limit: Option<u32>,
+    }
+
+    async fn query(uri: &str) -> Result<Option<u32>, ApiError> {
+        let (mut parts, ()) = axum::http::Request::get(uri).body(()).unwrap().into_parts();
+        let ApiQuery(p) = ApiQuery::<Page>::from_request_parts(&mut parts, &()).await?;
+        Ok(p.limit)
+    }
+
+    #[tokio::test]
+    async fn query_rejections_are_invalid_query_naming_the_parameter() {
+        for (uri, names) in [
+            ("/q?limit=abc", "limit"),
+            ("/q?other=1", "other"),
+            ("/q?limit=1&limit=2", "limit"),
+        ] {
+            let e = query(uri).await.unwrap_err();
+            assert_eq!(
+                (e.status, &*e.code),
+                (StatusCode::BAD_REQUEST, "InvalidQuery")
+            );
+            assert!(e.message.contains(names), "{uri}: {}", e.message);
+            assert!(!e.message.starts_with("Failed"), "{uri}: {}", e.message);
+        }
+        assert_eq!(query("/q?limit=7").await.unwrap(), Some(7));
     }
 }

@@ -5,9 +5,7 @@ use std::{future::Future, time::Instant};
 use alloy::primitives::{B256, keccak256};
 use axum::{
     Json, Router,
-    extract::{
-        DefaultBodyLimit, MatchedPath, Path, Query, Request, State, rejection::QueryRejection,
-    },
+    extract::{DefaultBodyLimit, MatchedPath, Request, State},
     http::{StatusCode, header},
     middleware::{self, Next},
     response::{IntoResponse, Response},
@@ -20,7 +18,7 @@ use tollgate_protocol::{
 };
 
 use crate::{
-    error::{ApiError, ApiJson},
+    error::{ApiError, ApiJson, ApiPath, ApiQuery},
     facilitator::{Facilitator, unix_now},
     settle::Outcome,
 };
@@ -89,6 +87,7 @@ pub fn router(f: Facilitator) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .fallback(|| async { ApiError::not_found("no such endpoint; see /openapi.json") });
     // Inside the metrics layer, so that rate-limited and timed-out requests are counted too.
     f.settings()
@@ -195,19 +194,13 @@ struct StatusQuery {
 
 async fn settlement_status(
     State(f): State<Facilitator>,
-    Path(key): Path<String>,
-    query: Result<Query<StatusQuery>, QueryRejection>,
+    ApiPath(key): ApiPath<String>,
+    ApiQuery(query): ApiQuery<StatusQuery>,
 ) -> Result<Response, ApiError> {
     let key: B256 = key.parse().map_err(|_| {
         ApiError::bad_request(
             "InvalidField",
             "key: expected a 0x-prefixed 32-byte hex value",
-        )
-    })?;
-    let Query(query) = query.map_err(|_| {
-        ApiError::bad_request(
-            "InvalidField",
-            "token: expected a 0x-prefixed 32-byte hex value",
         )
     })?;
     let outcome = f.settlement_status(key, query.token).await?;
@@ -285,26 +278,33 @@ async fn verify_proof(
 }
 
 async fn well_known(State(f): State<Facilitator>) -> Json<serde_json::Value> {
-    let networks: serde_json::Map<String, serde_json::Value> = f
-        .networks()
-        .into_iter()
-        .map(|n| {
-            (
-                n.name.clone(),
-                json!({
-                    "chainId": n.chain_id,
-                    "token": n.token,
-                    "tokenName": n.token_name,
-                    "tokenVersion": n.token_version,
-                    "decimals": 6,
-                    "router": n.router,
-                    "subscriptions": n.subscriptions,
-                    "fee": f.settings().fee.to_string(),
-                    "confirmations": n.confirmations,
-                }),
-            )
-        })
-        .collect();
+    let mut networks = serde_json::Map::new();
+    for n in f.networks() {
+        // The chain's clock, read now (devnets travel in time): clients sign validity windows
+        // by it, since this facilitator and the token check them by it.
+        let chain_time = match f.network(&n.name) {
+            Some(net) => match net.chain.timestamp().await {
+                Ok(t) => t.max(unix_now()),
+                Err(_) => net.now().await,
+            },
+            None => unix_now(),
+        };
+        networks.insert(
+            n.name.clone(),
+            json!({
+                "chainId": n.chain_id,
+                "token": n.token,
+                "tokenName": n.token_name,
+                "tokenVersion": n.token_version,
+                "decimals": 6,
+                "router": n.router,
+                "subscriptions": n.subscriptions,
+                "fee": f.settings().fee.to_string(),
+                "confirmations": n.confirmations,
+                "chainTime": chain_time,
+            }),
+        );
+    }
     Json(json!({
         "x402Version": 1,
         "facilitator": f.settings().public_url,

@@ -35,11 +35,7 @@ use alloy::{
     primitives::{Address, B256, U256, keccak256},
     sol_types::{SolCall, SolValue},
 };
-use axum::{
-    Json,
-    extract::{Path, Query, State},
-    http::StatusCode,
-};
+use axum::{Json, extract::State, http::StatusCode};
 use serde::Deserialize;
 use tollgate_chain::{
     Confirmation, Error as ChainError, Revert, TxRequest, WaitOptions,
@@ -50,7 +46,7 @@ use tollgate_protocol::{
 };
 
 use crate::{
-    error::{ApiError, ApiJson},
+    error::{ApiError, ApiJson, ApiPath, ApiQuery},
     facilitator::{Facilitator, Network, unix_now},
     providers::Provider,
     settle::{chain_error, revert_error},
@@ -655,7 +651,7 @@ pub(crate) struct NetworkQuery {
 /// `POST /subscriptions/{id}/usage`.
 pub(crate) async fn deduct(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     provider: Provider,
     ApiJson(req): ApiJson<DeductRequest>,
 ) -> Result<Json<AllowanceUsage>, ApiError> {
@@ -668,8 +664,8 @@ pub(crate) async fn deduct(
 /// `GET /subscriptions/{id}/usage?network=`.
 pub(crate) async fn show(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
-    Query(q): Query<NetworkQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<NetworkQuery>,
     provider: Provider,
 ) -> Result<Json<AllowanceUsage>, ApiError> {
     let id = parse_id(&id)?;
@@ -681,7 +677,7 @@ pub(crate) async fn show(
 /// `POST /subscriptions/{id}/allowance`.
 pub(crate) async fn raise(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     ApiJson(req): ApiJson<RaiseAllowanceRequest>,
 ) -> Result<Json<SubscriptionView>, ApiError> {
     let id = parse_id(&id)?;

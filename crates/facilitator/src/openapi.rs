@@ -4,7 +4,8 @@
 //! decimal strings of integers in the token's smallest unit; addresses are 0x-hex (checksummed on
 //! output, any case on input); hashes, nonces and memos are 0x-hex 32-byte values; every error is
 //! `{"error": {"code", "message"}}` (the x402 V1 endpoints keep x402's own `isValid`/`success`
-//! bodies for payment failures and use the error body only for malformed requests).
+//! bodies for payment failures and use the error body only for malformed requests), query strings
+//! and path parameters that do not parse (400), unknown routes (404) and methods (405) included.
 
 use serde_json::{Value, json};
 
@@ -53,7 +54,7 @@ pub fn document(public_url: &str) -> Value {
             "title": "Tollgate facilitator",
             "version": env!("CARGO_PKG_VERSION"),
             "summary": "Settles client-signed stablecoin transfers on EVM chains and issues signed payment proofs; also an x402 V1 facilitator.",
-            "description": "One-time payments: the client signs an EIP-3009 `receiveWithAuthorization` to the network's PaymentRouter whose nonce commits to `payTo`, `memo` and the fee (`keccak256(abi.encode(payTo, memo, fee))`), and posts it to `/authorize`; the facilitator settles it and answers with a proof for the `X-PAYMENT` header. x402 V1 resource servers can use `/verify`, `/settle` and `/supported` unchanged. Amounts are decimal strings in the token's smallest unit; addresses 0x-hex; hashes 0x-hex 32 bytes. Errors are `{\"error\": {\"code\", \"message\"}}`.",
+            "description": "One-time payments: the client signs an EIP-3009 `receiveWithAuthorization` to the network's PaymentRouter whose nonce commits to `payTo`, `memo` and the fee (`keccak256(abi.encode(payTo, memo, fee))`), and posts it to `/authorize`; the facilitator settles it and answers with a proof for the `X-PAYMENT` header. x402 V1 resource servers can use `/verify`, `/settle` and `/supported` unchanged. Amounts are decimal strings in the token's smallest unit; addresses 0x-hex; hashes 0x-hex 32 bytes. Errors are `{\"error\": {\"code\", \"message\"}}`, also for a query string or path parameter that does not parse (400 `InvalidQuery`, `InvalidPath`), an unknown path (404) and a method a path does not take (405 `MethodNotAllowed`, with `Allow`).",
             "license": { "name": "MIT OR Apache-2.0", "identifier": "MIT OR Apache-2.0" }
         },
         "servers": [{ "url": public_url.trim_end_matches('/') }],
@@ -218,6 +219,7 @@ fn settlement_status() -> Value {
         "tags": ["tollgate"],
         "operationId": "settlementStatus",
         "summary": "The status URL of a pending settlement.",
+        "description": "Only `/authorize` settlements have a status URL: any other key (an x402 `/settle` settlement among them) is answered 404 as an unknown key is.",
         "parameters": [{
             "name": "key",
             "in": "path",
@@ -236,7 +238,7 @@ fn settlement_status() -> Value {
             "202": json_content("PendingResponse", "Still pending."),
             "400": response("BadRequest"),
             "403": response("Forbidden"),
-            "404": response("NotFound"),
+            "404": error_response("404: no `/authorize` settlement with this key.", &["NotFound"]),
             "422": response("Unprocessable"),
             "503": response("Unavailable")
         }
@@ -437,6 +439,7 @@ fn subscriptions_show() -> Value {
         ],
         "responses": {
             "200": { "description": "The subscription.", "content": { "application/json": { "schema": subscription_view() } } },
+            "400": response("BadRequest"),
             "404": response("NotFound"),
             "503": response("Unavailable")
         }
@@ -504,6 +507,7 @@ fn usage_show() -> Value {
         ],
         "responses": {
             "200": { "description": "The ledger.", "content": { "application/json": { "schema": allowance_usage() } } },
+            "400": response("BadRequest"),
             "401": response("Unauthorized"),
             "403": response("Forbidden"),
             "404": response("NotFound"),
@@ -561,8 +565,8 @@ fn analytics_op() -> Value {
         "summary": "The provider's report over `[from, to)`: settled volume (total, per bucket, top resources, networks and payers), subscriptions (by state, lifecycle counts, recurring revenue per 30 days, per plan), metered usage, webhook delivery health and the latest payments. Volume comes from hourly rollups (payers: daily). Amounts are decimal strings in the token's smallest unit.",
         "security": bearer(),
         "parameters": [
-            q("from", "Start, unix seconds (default: `to` minus `range`)."),
-            q("to", "End, unix seconds, exclusive (default: now)."),
+            q("from", "Start, unix seconds, before `to` (default: `to` minus `range`)."),
+            q("to", "End, unix seconds, exclusive, at most 253402300800 (10000-01-01) (default: now)."),
             q("range", "`24h`, `7d`, `30d` (default) or `90d`, when `from` is absent."),
             q("bucket", "`hour`, `day` or `week` (Monday 00:00 UTC); default `hour` up to 2 days, else `day`; at most 2000 buckets."),
             q("top", "Entries per top list, 1–100 (default 10)."),
@@ -570,7 +574,7 @@ fn analytics_op() -> Value {
         ],
         "responses": {
             "200": { "description": "The report.", "content": { "application/json": { "schema": { "type": "object", "required": ["provider", "from", "to", "bucket", "volume", "subscriptions", "metered", "webhooks", "recentPayments"] } } } },
-            "400": response("BadRequest"),
+            "400": response("InvalidQuery"),
             "401": response("Unauthorized"),
             "503": response("Unavailable")
         }
@@ -605,6 +609,7 @@ fn dashboard_op(id: &str, summary: &str, secured: bool) -> Value {
     });
     if secured {
         op["responses"]["303"] = json!({ "description": "Not logged in: to `/dashboard/login`." });
+        op["responses"]["400"] = response("InvalidQuery");
         op["responses"]["401"] = response("Unauthorized");
     }
     op
@@ -636,6 +641,7 @@ fn plans_deprecate() -> Value {
         "parameters": [plan_id_param(), network_param()],
         "responses": {
             "200": json_content("Plan", "The plan, deprecated."),
+            "400": response("BadRequest"),
             "401": response("Unauthorized"),
             "403": response("Forbidden"),
             "404": response("NotFound"),
@@ -717,9 +723,11 @@ fn error_response(description: &str, codes: &[&str]) -> Value {
 
 fn responses() -> Value {
     json!({
-        "BadRequest": error_response("400: malformed JSON, or a missing or mistyped field (the message names it).", &["InvalidJson", "InvalidField"]),
+        "BadRequest": error_response("400: malformed JSON, a missing or mistyped field, a query string or path parameter that does not parse (the message names it).", &["MalformedJson", "InvalidField", "InvalidQuery", "InvalidPath"]),
+        "InvalidQuery": error_response("400: a query parameter that does not parse, is out of range or contradicts another (`from` not before `to`); the message names it.", &["InvalidQuery"]),
+        "MethodNotAllowed": error_response("405: the path does not take this method; `Allow` lists those it takes.", &["MethodNotAllowed"]),
         "InsufficientFunds": error_response("402: the payer's token balance is below the amount.", &["InsufficientFunds"]),
-        "NotFound": error_response("404: no such settlement or endpoint.", &["NotFound"]),
+        "NotFound": error_response("404: no such settlement, resource or route.", &["NotFound"]),
         "AuthorizationUsed": error_response("409: the authorization's nonce was already used, with no settlement of this payment to return.", &["AuthorizationUsed"]),
         "PayloadTooLarge": error_response("413: the body exceeds the configured limit.", &["PayloadTooLarge"]),
         "UnsupportedMediaType": error_response("415: the body is not `application/json`.", &["UnsupportedMediaType"]),
@@ -920,7 +928,8 @@ fn tollgate_schemas() -> Value {
                 "router": { "$ref": "#/components/schemas/Address", "description": "The PaymentRouter: the `to` of `/authorize` authorizations." },
                 "subscriptions": { "oneOf": [schema("Address"), { "type": "null" }] },
                 "fee": { "$ref": "#/components/schemas/Amount", "description": "Per settlement; committed to by the nonce." },
-                "confirmations": { "type": "integer", "minimum": 1 }
+                "confirmations": { "type": "integer", "minimum": 1 },
+                "chainTime": { "type": "integer", "minimum": 0, "description": "The chain's clock (unix seconds, the later of the latest block's timestamp and the facilitator's wall clock), read for this answer. Clients sign authorization validity windows by it rather than by their own clock (a devnet may have travelled in time); a client that caches this document keeps the offset to its own clock." }
             }
         }
     })
@@ -1102,6 +1111,32 @@ mod tests {
             }
         }
         check_refs(&doc, &doc);
+        // Every operation that takes a path or query parameter documents the 400 its parsing
+        // answers (in the error shape, like every 4xx).
+        for path in PATHS {
+            for (method, op) in paths[*path].as_object().unwrap() {
+                let takes_params = path.contains('{')
+                    || op["parameters"]
+                        .as_array()
+                        .is_some_and(|ps| ps.iter().any(|p| p["in"] == "query"));
+                if takes_params {
+                    assert!(
+                        op["responses"]["400"].is_object(),
+                        "{method} {path}: no 400"
+                    );
+                }
+            }
+        }
+        assert_eq!(
+            doc["paths"]["/analytics"]["get"]["responses"]["400"]["$ref"],
+            "#/components/responses/InvalidQuery"
+        );
+        let status = &doc["paths"]["/settlements/{key}"]["get"]["responses"];
+        assert_eq!(
+            status["404"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/Error"
+        );
+        assert!(status.get("500").is_none());
         for (status, code) in [
             ("400", "BadRequest"),
             ("402", "InsufficientFunds"),

@@ -12,11 +12,7 @@ use alloy::{
     primitives::{Address, B256, keccak256},
     sol_types::{SolCall, SolValue},
 };
-use axum::{
-    Json,
-    extract::{Path, Query, State},
-    http::StatusCode,
-};
+use axum::{Json, extract::State, http::StatusCode};
 use serde::{Deserialize, Serialize};
 use tollgate_chain::{
     Confirmation, Error as ChainError, TxRequest, WaitOptions,
@@ -25,7 +21,7 @@ use tollgate_chain::{
 use tollgate_protocol::Amount;
 
 use crate::{
-    error::{ApiError, ApiJson},
+    error::{ApiError, ApiJson, ApiPath, ApiQuery},
     facilitator::{Facilitator, Network, unix_now},
     providers::Provider,
     settle::{chain_error, revert_error},
@@ -268,8 +264,8 @@ fn parse_plan_id(id: &str) -> Result<B256, ApiError> {
 /// `GET /plans/{id}?network=`.
 pub(crate) async fn show(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
-    Query(q): Query<NetworkQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<NetworkQuery>,
 ) -> Result<Json<PlanView>, ApiError> {
     let plan_id = parse_plan_id(&id)?;
     let (net, subscriptions) = f.plan_network(q.network.as_deref())?;
@@ -282,8 +278,8 @@ pub(crate) async fn show(
 /// `POST /plans/{id}/deprecate?network=`: owner only; idempotent.
 pub(crate) async fn deprecate(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
-    Query(q): Query<NetworkQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<NetworkQuery>,
     provider: Provider,
 ) -> Result<Json<PlanView>, ApiError> {
     let plan_id = parse_plan_id(&id)?;

@@ -485,7 +485,9 @@ impl Facilitator {
     }
 
     /// The status URL: the proof once confirmed, pending otherwise (driving it forward). A
-    /// settlement bound to a claim answers only with its `token` (`keccak256(claim)`).
+    /// settlement bound to a claim answers only with its `token` (`keccak256(claim)`). Only
+    /// `/authorize` (router) settlements have one: any other key (an x402 `/settle`, which has
+    /// no proof) is answered 404 as an unknown key is, so the answer tells nothing apart.
     pub async fn settlement_status(
         &self,
         key: B256,
@@ -496,13 +498,18 @@ impl Facilitator {
             .store
             .settlement(key)
             .await?
-            .ok_or_else(|| ApiError::not_found("no settlement with this key"))?;
+            .filter(|row| row.new.kind == SettlementKind::Router)
+            .ok_or_else(no_settlement)?;
         check_claim(&row, token)?;
         self.drive_settlement(row).await
     }
 
-    /// Drives a stored settlement forward: the proof once confirmed, pending otherwise.
+    /// Drives a stored router settlement forward: the proof once confirmed, pending otherwise.
     async fn drive_settlement(&self, row: Settlement) -> Result<Outcome, ApiError> {
+        if row.new.kind != SettlementKind::Router {
+            // Not this path's to drive (an x402 settlement finishes in its `/settle`).
+            return Err(no_settlement());
+        }
         if row.status == SettlementStatus::Confirmed {
             return stored_proof(&row);
         }
@@ -694,6 +701,11 @@ fn check_claim(row: &Settlement, presented: Option<B256>) -> Result<(), ApiError
         )),
         _ => Ok(()),
     }
+}
+
+/// 404 for a key without a router settlement.
+fn no_settlement() -> ApiError {
+    ApiError::not_found("no settlement with this key")
 }
 
 fn stored_proof(row: &Settlement) -> Result<Outcome, ApiError> {

@@ -14,11 +14,7 @@ use alloy::{
     primitives::{Address, B256, U256},
     sol_types::{SolCall, SolEvent},
 };
-use axum::{
-    Json,
-    extract::{Path, Query, State},
-    http::StatusCode,
-};
+use axum::{Json, extract::State, http::StatusCode};
 use serde::Deserialize;
 use tollgate_chain::{
     Confirmation, LogFilter, TxRequest, WaitOptions,
@@ -31,7 +27,7 @@ use tollgate_protocol::{
 };
 
 use crate::{
-    error::{ApiError, ApiJson},
+    error::{ApiError, ApiJson, ApiPath, ApiQuery},
     facilitator::{Facilitator, Network},
     settle::chain_error,
 };
@@ -57,8 +53,8 @@ pub(crate) struct NetworkQuery {
 /// `GET /subscriptions/{id}?network=`.
 pub(crate) async fn show(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
-    Query(q): Query<NetworkQuery>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<NetworkQuery>,
 ) -> Result<Json<SubscriptionView>, ApiError> {
     let id: B256 = id.parse().map_err(|_| {
         ApiError::bad_request(
@@ -84,7 +80,7 @@ pub(crate) struct QuoteQuery {
 /// `GET /subscriptions/quote?network=&planId=&subscriber=`.
 pub(crate) async fn quote(
     State(f): State<Facilitator>,
-    Query(q): Query<QuoteQuery>,
+    ApiQuery(q): ApiQuery<QuoteQuery>,
 ) -> Result<Json<SubscriptionQuote>, ApiError> {
     let plan_id: B256 = q.plan_id.parse().map_err(|_| {
         ApiError::bad_request(

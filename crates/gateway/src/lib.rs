@@ -1,9 +1,21 @@
 //! `tollgate gateway`: a reverse proxy that puts any upstream HTTP API behind a Tollgate payment
 //! gate by route prefix and price, with no code from the provider. Request and response bodies
-//! stream both ways; headers pass through except hop-by-hop ones. Paths with dot segments or
-//! encoded separators (`/free/../paid`, `/free/%2e%2e/paid`, `/free%2f..%2fpaid`) are refused
-//! with 400 before routing: the upstream would resolve them to another route than the one that
-//! priced them.
+//! stream both ways; headers pass through except hop-by-hop ones.
+//!
+//! **Paths.** The gateway prices the path the upstream will serve and forwards exactly that path.
+//! It first brings the path to one canonical spelling: percent-escapes of unreserved characters
+//! (`A-Z a-z 0-9 - . _ ~`) decoded (`/v1/%70remium` is `/v1/premium`), other escapes in
+//! upper-case hex, runs of `/` collapsed (`//paid` is `/paid`). Paths with dot segments or
+//! encoded separators (`/free/../paid`, `/v1/./x`, `/free/%2e%2e/paid`, `/free%2f..%2fpaid`,
+//! `%5C`, a raw `\`) or encoded control characters (`%00`) are refused with 400 `InvalidPath`.
+//! Routes then match the canonical path by longest prefix, segment by segment. **Case:** some
+//! upstreams fold case (Express by default) and some drop `;parameters` from a segment (Tomcat,
+//! Spring), so a path is routed both exactly and with case folded and `;parameters` dropped; when
+//! the two readings reach different routes (`/v1/PREMIUM` next to `/v1` and `/v1/premium`,
+//! `/PAID` or `/paid;x` next to `/paid`) the request is refused with 400 `AmbiguousPath`, with
+//! or without `pass_unmatched`. Write the route's spelling; case below a route (`/v1/Other`)
+//! and on unmatched paths is free. The upstream receives the canonical path and the query as
+//! sent. Refusals carry the error shape `{"error": {"code", "message"}}`.
 //!
 //! ```toml
 //! listen = "127.0.0.1:8090"
@@ -27,21 +39,23 @@
 //! free = true
 //! ```
 
-use std::{net::SocketAddr, path::Path, time::Duration};
+mod path;
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use alloy::primitives::Address;
 use axum::{
     Router,
     body::Body,
     extract::{Request, State},
-    http::{HeaderMap, HeaderName, StatusCode, header},
-    middleware::{self, Next},
+    http::{HeaderMap, HeaderName, StatusCode, Uri, header, uri::PathAndQuery},
     response::{IntoResponse, Response},
-    routing::any,
+    routing::{MethodRouter, any},
 };
 use serde::Deserialize;
 use tollgate_gate::{Gate, Pricing};
 use tollgate_protocol::Amount;
+use tower::ServiceExt as _;
 
 /// The gateway's configuration (TOML; unknown keys are errors).
 #[derive(Clone, Debug, Deserialize)]
@@ -59,7 +73,9 @@ pub struct Config {
     /// Timeout for one upstream request (default 30 s).
     #[serde(default = "default_upstream_timeout")]
     pub upstream_timeout_secs: u64,
-    /// Paths under no route: refused with 404 (default) or proxied without payment.
+    /// Paths under no route: refused with 404 (default) or proxied without payment (in their
+    /// canonical form). A case or `;parameter` variant of a route is not "under no route": it is
+    /// refused with 400 `AmbiguousPath` either way.
     #[serde(default)]
     pub pass_unmatched: bool,
     /// `[server]`: slow-client timeouts, header size, connection cap and the per-client rate
@@ -108,7 +124,11 @@ pub struct GateConfig {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Route {
-    /// Path prefix (`/v1/quote` matches `/v1/quote` and `/v1/quote/...`).
+    /// Path prefix (`/v1/quote` matches `/v1/quote` and `/v1/quote/...`, not `/v1/quotes`; the
+    /// longest matching prefix wins). Written canonically: no `//`, dot segments, `;`, escapes of
+    /// unreserved characters or lower-case hex escapes. Prefixes that differ only in case are
+    /// the same route to a case-folding upstream and are refused; a request spelling a route in
+    /// another case (`/V1/QUOTE`) is refused with 400 (see the crate docs).
     pub prefix: String,
     /// One-time price per request, smallest units.
     #[serde(default)]
@@ -206,7 +226,26 @@ impl Config {
                 _ => {}
             }
         }
+        config.prefixes()?;
         Ok(config)
+    }
+
+    /// The routes' prefixes, checked: written canonically, and no two covering the same paths.
+    fn prefixes(&self) -> Result<Vec<path::Prefix>, Error> {
+        let mut prefixes: Vec<path::Prefix> = Vec::with_capacity(self.routes.len());
+        for (i, r) in self.routes.iter().enumerate() {
+            let prefix = path::Prefix::parse(&r.prefix)
+                .map_err(|e| Error::Invalid(format!("routes[{i}].prefix: {e}")))?;
+            if let Some(j) = prefixes.iter().position(|p| p.overlaps(&prefix)) {
+                return Err(Error::Invalid(format!(
+                    "routes[{i}].prefix: {:?} covers the same paths as routes[{j}] (route \
+                     prefixes match regardless of case)",
+                    r.prefix
+                )));
+            }
+            prefixes.push(prefix);
+        }
+        Ok(prefixes)
     }
 
     /// The HTTP server's limits from `[server]`, with the request timeout raised to at least
@@ -223,7 +262,7 @@ impl Config {
     }
 
     /// Reads and parses a config file.
-    pub fn load(path: &Path) -> Result<Self, Error> {
+    pub fn load(path: &std::path::Path) -> Result<Self, Error> {
         let s = std::fs::read_to_string(path).map_err(|source| Error::Read {
             path: path.display().to_string(),
             source,
@@ -265,73 +304,104 @@ pub async fn router(config: &Config, memo_secret: Option<[u8; 32]>) -> Result<Ro
             .build()
             .map_err(|e| Error::Invalid(format!("upstream client: {e}")))?,
     };
-    let mut app = Router::new();
-    for r in &config.routes {
-        let prefix = r.prefix.trim_end_matches('/');
-        let mut route = Router::new()
-            .route(if prefix.is_empty() { "/" } else { prefix }, any(proxy))
-            .route(&format!("{prefix}/{{*rest}}"), any(proxy));
+    let mut routes = Vec::with_capacity(config.routes.len());
+    for (prefix, r) in config.prefixes()?.into_iter().zip(&config.routes) {
+        let mut target = any(proxy);
         if let Some(price) = r.price {
-            route = route.route_layer(
+            target = target.layer(
                 gate.payment_gate([Pricing::one_time(price)])
                     .description(r.description.clone())
                     .mime_type(r.mime_type.clone()),
             );
         }
-        app = app.merge(route.with_state(upstream.clone()));
+        routes.push((prefix, target.with_state(upstream.clone())));
     }
-    let app = if config.pass_unmatched {
-        app.fallback_service(Router::new().fallback(proxy).with_state(upstream))
-    } else {
-        app.fallback(|| async { (StatusCode::NOT_FOUND, "no such route on this gateway\n") })
+    let dispatch = Dispatch {
+        routes: path::RouteTable::new(routes),
+        unmatched: config
+            .pass_unmatched
+            .then(|| any(proxy).with_state(upstream)),
     };
-    Ok(app.layer(middleware::from_fn(canonical_paths_only)))
+    Ok(Router::new().fallback(route).with_state(Arc::new(dispatch)))
 }
 
-/// Refuses a request whose path the upstream could resolve to another route than the one that
-/// matched (and priced) it here.
-async fn canonical_paths_only(req: Request, next: Next) -> Response {
-    if is_canonical(req.uri().path()) {
-        next.run(req).await
-    } else {
-        tracing::debug!(path = %req.uri().path(), "refused a non-canonical path");
-        (
-            StatusCode::BAD_REQUEST,
-            "the path has a dot segment or an encoded separator\n",
-        )
-            .into_response()
-    }
+/// The routes, each a proxy behind its payment gate (or none, for free routes).
+#[derive(Debug)]
+struct Dispatch {
+    routes: path::RouteTable<MethodRouter>,
+    /// The free proxy for paths under no route, with `pass_unmatched`.
+    unmatched: Option<MethodRouter>,
 }
 
-/// Whether `path` names the same resource here and upstream: no segment is `.` or `..` (also
-/// percent-encoded, also before a `;` parameter as some servers read `..;`), and no segment hides
-/// a `/` or `\` behind percent-encoding or carries a raw `\`. Routes match the raw path,
-/// while the URL parser that builds the upstream request and the upstream server normalize it.
-fn is_canonical(path: &str) -> bool {
-    path.split('/').all(|segment| {
-        let decoded = percent_decode(segment.as_bytes());
-        let name = decoded.split(|&b| b == b';').next().unwrap_or_default();
-        name != b"." && name != b".." && !decoded.iter().any(|&b| b == b'/' || b == b'\\')
-    })
-}
-
-/// `%XX` sequences decoded (one pass); malformed ones kept as they are.
-fn percent_decode(bytes: &[u8]) -> Vec<u8> {
-    let hex = |b: u8| (b as char).to_digit(16);
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if let (b'%', Some(&h), Some(&l)) = (bytes[i], bytes.get(i + 1), bytes.get(i + 2))
-            && let (Some(h), Some(l)) = (hex(h), hex(l))
-        {
-            out.push((h * 16 + l) as u8);
-            i += 3;
-            continue;
+/// Brings the request's path to its canonical form, prices it by its route and hands it on with
+/// that path: the path that was priced is the path the upstream is asked for.
+async fn route(State(dispatch): State<Arc<Dispatch>>, mut req: Request) -> Response {
+    let raw = req.uri().path();
+    let canonical = match path::canonicalize(raw) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(path = %raw, reason = %e, "refused a path");
+            return refusal(StatusCode::BAD_REQUEST, "InvalidPath", &e.to_string());
         }
-        out.push(bytes[i]);
-        i += 1;
+    };
+    let target = match dispatch.routes.route(&canonical) {
+        path::Routed::To(Some(target)) => target,
+        path::Routed::To(None) => match &dispatch.unmatched {
+            Some(target) => target,
+            None => {
+                return refusal(
+                    StatusCode::NOT_FOUND,
+                    "NotFound",
+                    "no such route on this gateway",
+                );
+            }
+        },
+        path::Routed::Ambiguous { strict, loose } => {
+            let name = |r: Option<&str>| r.map_or("no route".to_owned(), |r| format!("route {r}"));
+            tracing::debug!(path = %raw, "refused a path whose route depends on case or ;parameters");
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "AmbiguousPath",
+                &format!(
+                    "the path is under {} as written but under {} ignoring case and ;parameters; \
+                     spell the route as configured",
+                    name(strict),
+                    name(loose)
+                ),
+            );
+        }
+    };
+    if canonical.as_str() != raw {
+        let Some(uri) = with_path(req.uri(), canonical.as_str()) else {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "InvalidPath",
+                "the path is not valid",
+            );
+        };
+        *req.uri_mut() = uri;
     }
-    out
+    match target.clone().oneshot(req).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+/// `uri` with its path replaced by `path` and its query kept as sent.
+fn with_path(uri: &Uri, path: &str) -> Option<Uri> {
+    let path_and_query = match uri.query() {
+        Some(query) => format!("{path}?{query}"),
+        None => path.to_owned(),
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(PathAndQuery::try_from(path_and_query).ok()?);
+    Uri::from_parts(parts).ok()
+}
+
+/// A refusal in the error shape of Tollgate's services, `{"error": {"code", "message"}}`.
+fn refusal(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = serde_json::json!({ "error": { "code": code, "message": message } });
+    (status, axum::Json(body)).into_response()
 }
 
 /// Serves the gateway on `listener` under `limits` ([`Config::limits`]) until `shutdown`.
@@ -394,7 +464,12 @@ async fn proxy(State(up): State<Upstream>, req: Request) -> Response {
             } else {
                 StatusCode::BAD_GATEWAY
             };
-            (status, "the upstream API is unavailable\n").into_response()
+            let code = if status == StatusCode::GATEWAY_TIMEOUT {
+                "UpstreamTimeout"
+            } else {
+                "UpstreamUnavailable"
+            };
+            refusal(status, code, "the upstream API is unavailable")
         }
     }
 }
@@ -433,6 +508,14 @@ free = true
             (GOOD.replace("upstream = ", "nope = 1\nupstream = "), "nope"),
             (GOOD.replace("http://127.0.0.1:9000", "ftp://x"), "upstream"),
             (GOOD.replace("\"/v1/quote\"", "\"v1\""), "prefix"),
+            (
+                GOOD.replace("\"/v1/quote\"", "\"/v1//quote\""),
+                "write \"/v1/quote\"",
+            ),
+            (
+                GOOD.replace("\"/healthz\"", "\"/V1/Quote/\""),
+                "routes[1].prefix: \"/V1/Quote/\" covers the same paths as routes[0]",
+            ),
         ] {
             let err = Config::from_toml_str(&bad).unwrap_err().to_string();
             assert!(err.contains(needle), "{err} should mention {needle}");
@@ -440,38 +523,8 @@ free = true
     }
 
     #[test]
-    fn paths_that_resolve_elsewhere_upstream_are_not_canonical() {
-        for ok in [
-            "/",
-            "/v1/quote",
-            "/v1/quote/",
-            "/v1/quote/a.b/..c/c..",
-            "/v1/%41bc",
-            "/v1/q%25",
-            "/.well-known/x",
-            "/a//b",
-            "/bad%zz",
-        ] {
-            assert!(is_canonical(ok), "{ok}");
-        }
-        for bad in [
-            "/free/../paid",
-            "/free/..",
-            "/free/./paid",
-            "/free/%2e%2e/paid",
-            "/free/%2E%2e/paid",
-            "/free/.%2E/paid",
-            "/free/%2e/paid",
-            "/free/..;/paid",
-            "/free/..;x=1/paid",
-            "/free%2f..%2fpaid",
-            "/free/..%2Fpaid",
-            "/free/..%5cpaid",
-            "/free/..\\paid",
-            "/free\\..\\paid",
-        ] {
-            assert!(!is_canonical(bad), "{bad}");
-        }
+    fn the_example_config_parses() {
+        Config::from_toml_str(include_str!("../../../examples/gateway.toml")).unwrap();
     }
 
     #[test]

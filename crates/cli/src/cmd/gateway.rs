@@ -13,6 +13,10 @@ a valid payment get 402 with the terms (payable by Tollgate agents and by x402 V
 paid requests are proxied with their headers and streamed bodies, and the response carries
 X-PAYMENT-RESPONSE. See examples/gateway.toml for every key.
 
+Paths are priced and forwarded in one canonical form (escapes of unreserved characters decoded,
+// collapsed); dot segments and encoded separators get 400 InvalidPath, and a path that reaches
+another route once case is folded or ;parameters dropped (/v1/QUOTE) gets 400 AmbiguousPath.
+
   tollgate gateway --config examples/gateway.toml")]
 pub(crate) struct Args {
     /// The gateway's TOML config file.

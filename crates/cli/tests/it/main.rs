@@ -5,6 +5,7 @@ mod dashboard;
 mod dev;
 mod devnet;
 mod facilitator;
+mod gateway_paths;
 mod interop;
 mod pay;
 mod secrets;

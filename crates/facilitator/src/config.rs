@@ -49,6 +49,8 @@ use alloy::{
 use serde::{Deserialize, Deserializer, de};
 use tollgate_protocol::{Amount, network};
 
+use crate::webhooks::{SecretsKey, SecretsKeys};
+
 /// Default `listen`: loopback, port 8402.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8402);
 /// Default `store`: an SQLite database under `.tollgate/` in the working directory.
@@ -119,6 +121,54 @@ pub struct Keys {
     /// signer). Required; must differ from every relayer key, so that a leaked hot relayer key
     /// cannot forge proofs.
     pub proof: SecretSource,
+    /// `keys.webhook_secrets`: the 32-byte key (64 hex digits) webhook endpoints' signing
+    /// secrets are encrypted with at rest. Optional, but without it no webhook endpoint can be
+    /// added, and a store that holds webhook secrets refuses to start.
+    pub webhook_secrets: Option<SecretsKeySource>,
+    /// `keys.webhook_secrets_previous`: keys `webhook_secrets` replaced (a key rotation): the
+    /// secrets sealed under them are re-encrypted under `webhook_secrets` at startup, after
+    /// which they can be removed. Default empty; requires `webhook_secrets`.
+    pub webhook_secrets_previous: Vec<SecretsKeySource>,
+}
+
+/// Where a webhook-secrets key comes from (`keys.webhook_secrets`): `"env:VAR"`, `"file:PATH"`
+/// or an inline 64-hex-digit key, read like a [`SecretSource`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum SecretsKeySource {
+    /// `"env:VAR"`: the environment variable `VAR`, holding the key as hex.
+    Env(String),
+    /// `"file:PATH"`: a file holding the key as hex (the same permission rules as
+    /// [`SecretSource::File`]).
+    File(PathBuf),
+    /// An inline key (reported as a [`KeyWarning`]).
+    Literal(SecretsKey),
+}
+
+impl SecretsKeySource {
+    /// Parses a source string; errors never contain the input.
+    pub fn parse(s: &str) -> Result<Self, SecretSourceError> {
+        if s.starts_with("env:") || s.starts_with("file:") {
+            return match SecretSource::parse(s)? {
+                SecretSource::Env(var) => Ok(Self::Env(var)),
+                SecretSource::File(path) => Ok(Self::File(path)),
+                SecretSource::Literal(_) => Err(SecretSourceError::EnvName),
+            };
+        }
+        SecretsKey::from_hex(s)
+            .map(Self::Literal)
+            .map_err(SecretSourceError::Literal)
+    }
+}
+
+impl fmt::Display for SecretsKeySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Env(var) => write!(f, "env:{var}"),
+            Self::File(path) => write!(f, "file:{}", path.display()),
+            Self::Literal(_) => f.write_str("[redacted inline key]"),
+        }
+    }
 }
 
 /// `[fees]`.
@@ -531,6 +581,9 @@ pub struct ResolvedKeys {
     pub relayers: Vec<Secret>,
     /// The proof-signing key.
     pub proof: Secret,
+    /// `keys.webhook_secrets` (with `keys.webhook_secrets_previous`), for
+    /// [`Settings::webhook_secrets`](crate::Settings).
+    pub webhook_secrets: Option<SecretsKeys>,
     /// Things the binary should log as warnings (inline keys, key files readable by others).
     pub warnings: Vec<KeyWarning>,
 }
@@ -772,9 +825,23 @@ impl Config {
                 other: format!("keys.relayers[{i}]"),
             });
         }
+        let webhook_secrets = match &self.keys.webhook_secrets {
+            None => None,
+            Some(source) => {
+                let current =
+                    resolve_secrets_key("keys.webhook_secrets", source, &lookup, &mut warnings)?;
+                let mut previous = Vec::with_capacity(self.keys.webhook_secrets_previous.len());
+                for (i, source) in self.keys.webhook_secrets_previous.iter().enumerate() {
+                    let key = format!("keys.webhook_secrets_previous[{i}]");
+                    previous.push(resolve_secrets_key(&key, source, &lookup, &mut warnings)?);
+                }
+                Some(SecretsKeys::new(current).with_previous(previous))
+            }
+        };
         Ok(ResolvedKeys {
             relayers,
             proof,
+            webhook_secrets,
             warnings,
         })
     }
@@ -813,6 +880,44 @@ fn resolve_one(
                 error,
             })?;
             Secret::from_hex(&value).map_err(invalid)
+        }
+    }
+}
+
+/// [`resolve_one`] for a webhook-secrets key.
+fn resolve_secrets_key(
+    key: &str,
+    source: &SecretsKeySource,
+    lookup: &impl Fn(&str) -> Option<String>,
+    warnings: &mut Vec<KeyWarning>,
+) -> Result<SecretsKey, ConfigError> {
+    let invalid = |error| ConfigError::InvalidKey {
+        key: key.to_owned(),
+        source_name: source.to_string(),
+        error,
+    };
+    match source {
+        SecretsKeySource::Literal(k) => {
+            warnings.push(KeyWarning::Inline {
+                key: key.to_owned(),
+            });
+            Ok(k.clone())
+        }
+        SecretsKeySource::Env(var) => {
+            let value = lookup(var).ok_or_else(|| ConfigError::SecretNotSet {
+                key: key.to_owned(),
+                var: var.clone(),
+            })?;
+            SecretsKey::from_hex(&value).map_err(invalid)
+        }
+        SecretsKeySource::File(path) => {
+            check_key_file(key, path, warnings)?;
+            let value = std::fs::read_to_string(path).map_err(|error| ConfigError::SecretFile {
+                key: key.to_owned(),
+                path: path.clone(),
+                error,
+            })?;
+            SecretsKey::from_hex(&value).map_err(invalid)
         }
     }
 }
@@ -892,6 +997,10 @@ struct RawConfig {
 struct RawKeys {
     relayers: Vec<String>,
     proof: String,
+    #[serde(default)]
+    webhook_secrets: Option<String>,
+    #[serde(default)]
+    webhook_secrets_previous: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -1083,7 +1192,39 @@ impl RawKeys {
                 other: format!("keys.relayers[{i}]"),
             });
         }
-        Ok(Keys { relayers, proof })
+        let webhook_secrets = self
+            .webhook_secrets
+            .as_deref()
+            .map(|s| {
+                SecretsKeySource::parse(s).map_err(|error| ConfigError::InvalidSecretSource {
+                    key: "keys.webhook_secrets".into(),
+                    error,
+                })
+            })
+            .transpose()?;
+        if webhook_secrets.is_none() && !self.webhook_secrets_previous.is_empty() {
+            return Err(ConfigError::Missing {
+                key: "keys.webhook_secrets".into(),
+                why: " when keys.webhook_secrets_previous is set",
+            });
+        }
+        let webhook_secrets_previous = self
+            .webhook_secrets_previous
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                SecretsKeySource::parse(s).map_err(|error| ConfigError::InvalidSecretSource {
+                    key: format!("keys.webhook_secrets_previous[{i}]"),
+                    error,
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Keys {
+            relayers,
+            proof,
+            webhook_secrets,
+            webhook_secrets_previous,
+        })
     }
 }
 
@@ -1328,6 +1469,81 @@ mod tests {
             Secret::from_hex(&"ff".repeat(32)).unwrap_err(),
             KeyError::OutOfRange
         );
+    }
+
+    #[test]
+    fn the_webhook_secrets_key_resolves_without_echo() {
+        let base = r#"
+            [[networks]]
+            name = "tollgate-devnet"
+            chain_id = 31337
+            rpc_url = "embedded"
+            token = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+            router = "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"
+        "#;
+        let relayer = "59c6995e998f97a5a0044966f0945389dc9e86dae88c7a8412f4603b6b78690d";
+        let proof = "5de4111afa1a4b94908f83103eb1f1706367c2e68ca870fc3fb9a804cdab365a";
+        let keys = |extra: &str| {
+            format!("[keys]\nrelayers = [\"0x{relayer}\"]\nproof = \"0x{proof}\"\n{extra}\n{base}")
+        };
+        let hex = "ab".repeat(32);
+        let old = "cd".repeat(32);
+        let config = Config::from_toml_str(&keys(&format!(
+            "webhook_secrets = \"env:WH\"\nwebhook_secrets_previous = [\"0x{old}\"]"
+        )))
+        .unwrap();
+        assert!(
+            matches!(&config.keys.webhook_secrets, Some(SecretsKeySource::Env(v)) if v == "WH")
+        );
+        let resolved = config
+            .resolve(|var| (var == "WH").then(|| hex.clone()))
+            .unwrap();
+        let printed = format!("{config:?} {resolved:?}");
+        assert!(
+            !printed.contains("abab") && !printed.contains("cdcd"),
+            "{printed}"
+        );
+        assert!(resolved.warnings.contains(&KeyWarning::Inline {
+            key: "keys.webhook_secrets_previous[0]".into()
+        }));
+        let sealed = SecretsKeys::new(SecretsKey::from_hex(&old).unwrap())
+            .seal("we_x", "whsec_x")
+            .unwrap();
+        assert_eq!(
+            resolved
+                .webhook_secrets
+                .unwrap()
+                .open("we_x", &sealed)
+                .unwrap(),
+            "whsec_x",
+            "a previous key still opens"
+        );
+
+        let e = config.resolve(|_| None).unwrap_err();
+        assert!(e.to_string().contains("keys.webhook_secrets"), "{e}");
+        let e = config
+            .resolve(|_| Some("0x12".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("keys.webhook_secrets") && !e.contains("0x12"),
+            "{e}"
+        );
+        let e = Config::from_toml_str(&keys(&format!("webhook_secrets_previous = [\"0x{old}\"]")))
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("`keys.webhook_secrets` is required"),
+            "{e}"
+        );
+        let e = Config::from_toml_str(&keys("webhook_secrets = \"0xzz\""))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("keys.webhook_secrets") && !e.contains("0xzz"),
+            "{e}"
+        );
+        let none = Config::from_toml_str(&keys("")).unwrap();
+        assert!(none.resolve(|_| None).unwrap().webhook_secrets.is_none());
     }
 
     #[test]

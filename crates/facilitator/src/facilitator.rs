@@ -78,6 +78,9 @@ pub struct Settings {
     /// Whether webhook endpoints may be loopback or private addresses (dev mode only: otherwise
     /// the SSRF guard refuses them).
     pub webhook_allow_private: bool,
+    /// The keys webhook signing secrets are sealed with at rest (`keys.webhook_secrets`).
+    /// `None`: no endpoint can be added and no secret rotated (503 `WebhooksNotConfigured`).
+    pub webhook_secrets: Option<crate::webhooks::SecretsKeys>,
 }
 
 impl Default for Settings {
@@ -97,6 +100,7 @@ impl Default for Settings {
             webhook_retry_schedule: crate::webhooks::DEFAULT_RETRY_SCHEDULE.to_vec(),
             webhook_timeout: crate::webhooks::DEFAULT_TIMEOUT,
             webhook_allow_private: false,
+            webhook_secrets: None,
         }
     }
 }
@@ -313,6 +317,10 @@ impl Facilitator {
             .timeout(settings.webhook_timeout)
             .connect_timeout(settings.webhook_timeout.min(Duration::from_secs(5)))
             .redirect(reqwest::redirect::Policy::none())
+            // The SSRF guard again at connect time, on the addresses actually connected to.
+            .dns_resolver(crate::webhooks::GuardedResolver {
+                allow_private: settings.webhook_allow_private,
+            })
             .user_agent(concat!("Tollgate-Webhooks/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|_| BuildError::Http)?;

@@ -36,6 +36,9 @@ pub enum StartError {
     /// The parts do not fit together.
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// The stored webhook secrets do not fit `keys.webhook_secrets` (missing or wrong key).
+    #[error(transparent)]
+    WebhookSecrets(#[from] crate::webhooks::SecretsError),
 }
 
 /// The settings a config describes (fault injection off).
@@ -61,14 +64,18 @@ pub fn settings(config: &Config) -> Settings {
 }
 
 /// Connects every network (an [`RpcChain`] holding the relayer keys, or the supplied `embedded`
-/// chain, which must hold them already), opens and migrates the store, and assembles the
-/// facilitator.
+/// chain, which must hold them already), opens and migrates the store, assembles the
+/// facilitator, and seals its stored webhook secrets under `keys.webhook_secrets`
+/// ([`Facilitator::seal_webhook_secrets`]: a missing or wrong key is an error here).
 pub async fn build(
     config: &Config,
     keys: &ResolvedKeys,
-    settings: Settings,
+    mut settings: Settings,
     embedded: Option<Arc<dyn Chain>>,
 ) -> Result<Facilitator, StartError> {
+    if settings.webhook_secrets.is_none() {
+        settings.webhook_secrets = keys.webhook_secrets.clone();
+    }
     let relayer_keys: Vec<B256> = keys
         .relayers
         .iter()
@@ -126,11 +133,13 @@ pub async fn build(
                 .await?;
         }
     }
-    Ok(Facilitator::new(
+    let facilitator = Facilitator::new(
         settings,
         networks,
         relayers,
         keys.proof.signer().to_bytes(),
         store,
-    )?)
+    )?;
+    facilitator.seal_webhook_secrets().await?;
+    Ok(facilitator)
 }

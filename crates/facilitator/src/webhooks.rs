@@ -30,20 +30,31 @@
 //! that plus one attempt's timeout.
 //!
 //! **SSRF guard**: unless [`Settings::webhook_allow_private`](crate::Settings) (dev mode), an
-//! endpoint whose host is or resolves to a loopback, private, link-local, shared, unspecified,
-//! multicast or documentation address is refused when registered, and again at each delivery.
+//! endpoint whose host is or resolves to an address that is not public unicast is refused when
+//! registered, again at each delivery, and by the delivery client's DNS resolver, so that the
+//! connection only goes to an address that passed the check (no DNS rebinding between the check
+//! and the connect; redirects are never followed). IPv4: not
+//! loopback, private, link-local, shared (CGNAT), unspecified, broadcast, multicast,
+//! documentation, benchmarking, IETF-assigned, 6to4-relay or reserved. IPv6 is an allow-list:
+//! global unicast (`2000::/3`) outside its special blocks (IETF protocol assignments
+//! `2001::/23`, documentation `2001:db8::/32` and `3fff::/20`); the forms that carry an IPv4
+//! address the connection really reaches (IPv4-mapped `::ffff:0:0/96`, NAT64 `64:ff9b::/96`,
+//! 6to4 `2002::/16`, Teredo `2001::/32`) are judged by that IPv4 address; everything else (the
+//! unspecified and loopback addresses, IPv4-compatible `::/96`, IPv4-translated
+//! `::ffff:0:0:0/96`, local-use NAT64 `64:ff9b:1::/48`, discard `100::/64`, unique local,
+//! site-local, link-local, multicast, …) is refused.
+//!
+//! **Secrets at rest**: endpoints' signing secrets are stored sealed under the facilitator's
+//! `keys.webhook_secrets` key ([`SecretsKeys`], [`Settings::webhook_secrets`](crate::Settings));
+//! without that key no endpoint can be added and no secret rotated.
 
 use std::{
-    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     time::Duration,
 };
 
 use alloy::primitives::{Address, B256, hex};
-use axum::{
-    Json,
-    extract::{Path, Query, State},
-    http::StatusCode,
-};
+use axum::{Json, extract::State, http::StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tollgate_protocol::webhook::{
@@ -51,11 +62,15 @@ use tollgate_protocol::webhook::{
 };
 
 use crate::{
-    error::{ApiError, ApiJson},
+    error::{ApiError, ApiJson, ApiPath, ApiQuery},
     facilitator::{Facilitator, unix_now},
     providers::Provider,
-    store::{Attempt, Delivery, Endpoint, Event},
+    store::{Attempt, Delivery, Endpoint, EndpointSecrets, Event, StoreError},
 };
+
+mod secrets;
+
+pub use secrets::{SEALED_PREFIX, SECRETS_KEY_LEN, SealError, SecretsKey, SecretsKeys, is_sealed};
 
 /// Every event type, as the API names them.
 pub const EVENT_TYPES: [&str; 13] = [
@@ -154,7 +169,8 @@ pub(crate) struct EndpointView {
 }
 
 impl EndpointView {
-    fn of(e: &Endpoint, with_secret: bool) -> Self {
+    /// The view of `e`, with `secret` (its plaintext: only when created or rotated).
+    fn of(e: &Endpoint, secret: Option<String>) -> Self {
         Self {
             id: e.id.clone(),
             url: e.url.clone(),
@@ -162,7 +178,7 @@ impl EndpointView {
             description: e.description.clone(),
             enabled: e.enabled,
             disabled_reason: e.disabled_reason.clone(),
-            secret: with_secret.then(|| e.secret.clone()),
+            secret,
             previous_secret_expires_at: e.old_secret_expires_at.filter(|t| *t > unix_now()),
             created_at: e.created_at,
             updated_at: e.updated_at,
@@ -320,25 +336,25 @@ impl Facilitator {
         if self.settings().webhook_allow_private {
             return Ok(());
         }
-        let port = url.port_or_known_default().unwrap_or(443);
-        let addrs: Vec<IpAddr> = match url.host() {
-            Some(url::Host::Ipv4(ip)) => vec![IpAddr::V4(ip)],
-            Some(url::Host::Ipv6(ip)) => vec![IpAddr::V6(ip)],
-            Some(url::Host::Domain(d)) => tokio::net::lookup_host((d, port))
+        let ip = match url.host() {
+            Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip),
+            Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip),
+            Some(url::Host::Domain(d)) => {
+                return GuardedResolver {
+                    allow_private: false,
+                }
+                .resolve_checked(d)
                 .await
-                .map_err(|e| format!("cannot resolve {d}: {e}"))?
-                .map(|a| a.ip())
-                .collect(),
+                .map(drop);
+            }
             None => return Err("no host".into()),
         };
-        if addrs.is_empty() {
-            return Err("the host resolves to nothing".into());
-        }
-        match addrs.iter().find(|ip| !is_public(ip)) {
-            Some(ip) => Err(format!(
+        if is_public(&ip) {
+            Ok(())
+        } else {
+            Err(format!(
                 "{ip} is a private, loopback or reserved address (allowed only in dev mode)"
-            )),
-            None => Ok(()),
+            ))
         }
     }
 
@@ -506,12 +522,7 @@ impl Facilitator {
         let url = url::Url::parse(&endpoint.url).map_err(|e| fail(format!("url: {e}")))?;
         self.check_target(&url).await.map_err(fail)?;
         let now = unix_now();
-        let secrets = endpoint
-            .signing_secrets(now)
-            .into_iter()
-            .map(WebhookSecret::parse)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| fail(format!("the endpoint's secret is unusable: {e}")))?;
+        let secrets = self.signing_secrets(endpoint, now).map_err(fail)?;
         let payload = body(event).to_string();
         let signature = signature_header(&secrets, &event.new.id, now, payload.as_bytes());
         let sent = self
@@ -563,19 +574,17 @@ fn jitter(delay: Duration) -> Duration {
     delay * u32::try_from(permille).unwrap_or(1000) / 1000
 }
 
-/// Whether `ip` is a public unicast address.
+/// Whether `ip` is a public unicast address a webhook may be sent to (the SSRF guard's rule;
+/// see the module docs).
 fn is_public(ip: &IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_public_v4(v4),
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => is_public_v4(&v4),
-            None => is_public_v6(v6),
-        },
+        IpAddr::V6(v6) => is_public_v6(v6),
     }
 }
 
 fn is_public_v4(ip: &Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
+    let [a, b, c, _] = ip.octets();
     !(ip.is_private()
         || ip.is_loopback()
         || ip.is_link_local()
@@ -585,19 +594,231 @@ fn is_public_v4(ip: &Ipv4Addr) -> bool {
         || ip.is_documentation()
         || a == 0
         || (a == 100 && (64..128).contains(&b)) // shared address space (CGNAT)
-        || (a == 192 && b == 0 && ip.octets()[2] == 0) // IETF protocol assignments
+        || (a == 192 && b == 0 && c == 0) // IETF protocol assignments
+        || (a == 192 && b == 88 && c == 99) // 6to4 relay anycast (deprecated)
         || (a == 198 && (18..20).contains(&b)) // benchmarking
         || a >= 240)
 }
 
+/// An allow-list: global unicast outside the special blocks, or a form whose embedded IPv4
+/// address is public.
 fn is_public_v6(ip: &Ipv6Addr) -> bool {
-    let s = ip.segments();
-    !(ip.is_loopback()
-        || ip.is_unspecified()
-        || ip.is_multicast()
-        || (s[0] & 0xfe00) == 0xfc00 // unique local
-        || (s[0] & 0xffc0) == 0xfe80 // link local
-        || s[0] == 0x2001 && s[1] == 0x0db8) // documentation
+    let v4 = |hi: u16, lo: u16| Ipv4Addr::from((u32::from(hi) << 16) | u32::from(lo));
+    match ip.segments() {
+        // IPv4-mapped (::ffff:a.b.c.d): a dual-stack socket connects to a.b.c.d over IPv4.
+        [0, 0, 0, 0, 0, 0xffff, hi, lo] => is_public_v4(&v4(hi, lo)),
+        // NAT64's well-known prefix (64:ff9b::a.b.c.d, RFC 6052): the gateway connects to a.b.c.d.
+        [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => is_public_v4(&v4(hi, lo)),
+        // 6to4 (2002:AABB:CCDD::/48, RFC 3056): a relay reaches the site at AA.BB.CC.DD.
+        [0x2002, hi, lo, ..] => is_public_v4(&v4(hi, lo)),
+        // Teredo (2001:0:SSSS:SSSS:…:CCCC:CCCC, RFC 4380): the server's IPv4 address, and the
+        // client's inverted in the last 32 bits; both must be public.
+        [0x2001, 0, shi, slo, _, _, chi, clo] => {
+            is_public_v4(&v4(shi, slo)) && is_public_v4(&v4(!chi, !clo))
+        }
+        // The rest of the IETF protocol assignments (2001::/23: benchmarking 2001:2::/48,
+        // ORCHID 2001:10::/28 and 2001:20::/28, AMT, anycast services): never a receiver.
+        [0x2001, b, ..] if b < 0x200 => false,
+        // Documentation (2001:db8::/32, 3fff::/20).
+        [0x2001, 0xdb8, ..] => false,
+        [0x3fff, b, ..] if b < 0x1000 => false,
+        // Global unicast (2000::/3). Everything outside it is refused: ::, ::1, IPv4-compatible
+        // ::/96, IPv4-translated ::ffff:0:0:0/96, local-use NAT64 64:ff9b:1::/48 (where the IPv4
+        // address sits is the operator's choice), discard 100::/64, unique local fc00::/7,
+        // site-local fec0::/10, link-local fe80::/10, multicast ff00::/8, and the reserved rest.
+        [first, ..] => first & 0xe000 == 0x2000,
+    }
+}
+
+/// The delivery client's DNS resolver: the system's, refusing a name that resolves to any
+/// address the SSRF guard refuses. The connection therefore only ever goes to addresses that
+/// were checked when it was made, whatever the name resolved to a moment before (DNS rebinding).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GuardedResolver {
+    /// Dev mode: let private addresses through ([`Settings::webhook_allow_private`](crate::Settings)).
+    pub(crate) allow_private: bool,
+}
+
+impl GuardedResolver {
+    /// Resolves `host` and checks every address.
+    pub(crate) async fn resolve_checked(&self, host: &str) -> Result<Vec<SocketAddr>, String> {
+        let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, 0))
+            .await
+            .map_err(|e| format!("cannot resolve {host}: {e}"))?
+            .collect();
+        if addrs.is_empty() {
+            return Err(format!("{host} resolves to nothing"));
+        }
+        if !self.allow_private
+            && let Some(a) = addrs.iter().find(|a| !is_public(&a.ip()))
+        {
+            return Err(format!(
+                "{host} resolves to {}, a private, loopback or reserved address (allowed only in dev mode)",
+                a.ip()
+            ));
+        }
+        Ok(addrs)
+    }
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let this = *self;
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let addrs = this.resolve_checked(&host).await?;
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// Seals whichever of `e`'s secrets is still plaintext (stored by an older version).
+fn seal_plaintext(keys: &SecretsKeys, e: &mut Endpoint) -> Result<(), SealError> {
+    if !is_sealed(&e.secret) {
+        e.secret = keys.seal(&e.id, &e.secret)?;
+    }
+    if let Some(old) = e.old_secret.as_mut()
+        && !is_sealed(old)
+    {
+        *old = keys.seal(&e.id, old)?;
+    }
+    Ok(())
+}
+
+/// Why the stored webhook secrets do not fit the configured key
+/// ([`Facilitator::seal_webhook_secrets`]). Never contains a secret or key material.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecretsError {
+    /// Secrets are stored encrypted, but no key is configured.
+    #[error(
+        "the store holds encrypted signing secrets of {endpoints} webhook endpoint(s), but \
+         `keys.webhook_secrets` is not set: configure the key they were encrypted with"
+    )]
+    KeyMissing {
+        /// How many endpoints have an encrypted secret.
+        endpoints: usize,
+    },
+    /// Secrets stored in plaintext by an older version, and no key to encrypt them with.
+    #[error(
+        "the store holds plaintext signing secrets of {endpoints} webhook endpoint(s) (written by \
+         an older version), but `keys.webhook_secrets` is not set: set it to a 32-byte key (64 hex \
+         digits, e.g. from `openssl rand -hex 32`) and they are encrypted at startup"
+    )]
+    PlaintextWithoutKey {
+        /// How many endpoints there are.
+        endpoints: usize,
+    },
+    /// A stored secret does not open under the configured keys.
+    #[error("webhook endpoint {endpoint}: {source}")]
+    Seal {
+        /// The endpoint.
+        endpoint: String,
+        /// Why.
+        #[source]
+        source: SealError,
+    },
+    /// The store failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl Facilitator {
+    /// The configured keys; without them no secret can be written (503 `WebhooksNotConfigured`).
+    fn secrets_keys(&self) -> Result<&SecretsKeys, ApiError> {
+        self.settings().webhook_secrets.as_ref().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "WebhooksNotConfigured",
+                "webhook endpoints are unavailable: the facilitator's operator has not set \
+                 `keys.webhook_secrets`, the key their signing secrets are encrypted with",
+            )
+        })
+    }
+
+    /// The secrets deliveries to `endpoint` are signed with at `now`, opened.
+    fn signing_secrets(&self, endpoint: &Endpoint, now: u64) -> Result<Vec<WebhookSecret>, String> {
+        let keys = self.settings().webhook_secrets.as_ref();
+        endpoint
+            .signing_secrets(now)
+            .into_iter()
+            .map(|stored| {
+                let plain = match keys {
+                    Some(keys) => keys.open(&endpoint.id, stored).map_err(|e| e.to_string())?,
+                    None if is_sealed(stored) => return Err(SealError::NoKey.to_string()),
+                    None => stored.to_owned(),
+                };
+                WebhookSecret::parse(&plain).map_err(|e| e.to_string())
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| format!("the endpoint's signing secret is unusable: {e}"))
+    }
+
+    /// Brings the stored webhook secrets in line with the configured keys; run at startup,
+    /// before serving. Every secret still in plaintext (stored by a version before encryption
+    /// at rest) or sealed under a previous key (`keys.webhook_secrets_previous`) is sealed
+    /// under the current key; every other one is checked to open. Returns how many endpoints
+    /// were rewritten.
+    ///
+    /// Fails, naming the setting, when the store holds secrets but no key is configured, or a
+    /// secret was sealed under a key that is not configured (a wrong key) or does not open:
+    /// deliveries are never signed with a secret that could not be read.
+    pub async fn seal_webhook_secrets(&self) -> Result<usize, SecretsError> {
+        let all = self.store().webhook_secrets().await?;
+        let Some(keys) = &self.settings().webhook_secrets else {
+            let sealed = all
+                .iter()
+                .filter(|e| is_sealed(&e.secret) || e.old_secret.as_deref().is_some_and(is_sealed))
+                .count();
+            return match (all.len(), sealed) {
+                (0, _) => Ok(0),
+                (_, 0) => Err(SecretsError::PlaintextWithoutKey {
+                    endpoints: all.len(),
+                }),
+                (_, endpoints) => Err(SecretsError::KeyMissing { endpoints }),
+            };
+        };
+        let mut rewritten = 0;
+        for old in &all {
+            let reseal = |stored: &str| -> Result<Option<String>, SecretsError> {
+                let wrap = |source| SecretsError::Seal {
+                    endpoint: old.id.clone(),
+                    source,
+                };
+                if keys.needs_reseal(&old.id, stored).map_err(wrap)? {
+                    let plain = keys.open(&old.id, stored).map_err(wrap)?;
+                    Ok(Some(keys.seal(&old.id, &plain).map_err(wrap)?))
+                } else {
+                    Ok(None)
+                }
+            };
+            let secret = reseal(&old.secret)?;
+            let old_secret = match old.old_secret.as_deref() {
+                Some(s) => reseal(s)?,
+                None => None,
+            };
+            if secret.is_none() && old_secret.is_none() {
+                continue;
+            }
+            let new = EndpointSecrets {
+                id: old.id.clone(),
+                secret: secret.unwrap_or_else(|| old.secret.clone()),
+                old_secret: old_secret.or_else(|| old.old_secret.clone()),
+            };
+            // A rotation in between (another replica) wrote sealed secrets already.
+            if self.store().replace_webhook_secrets(old, &new).await? {
+                rewritten += 1;
+            }
+        }
+        if rewritten > 0 {
+            tracing::info!(
+                endpoints = rewritten,
+                key = keys.current().id(),
+                "webhook signing secrets encrypted under the current keys.webhook_secrets"
+            );
+        }
+        Ok(rewritten)
+    }
 }
 
 fn parse_page(p: &Page) -> (u64, u32) {
@@ -630,14 +851,19 @@ pub(crate) async fn create(
             format!("at most {MAX_ENDPOINTS} webhook endpoints per provider"),
         ));
     }
+    let keys = f.secrets_keys()?;
     let now = unix_now();
+    let id = format!("we_{}", hex::encode(&B256::random()[..12]));
+    let secret = WebhookSecret::generate().expose_secret();
     let endpoint = Endpoint {
-        id: format!("we_{}", hex::encode(&B256::random()[..12])),
         provider: provider.address,
         url: req.url,
         events,
         description,
-        secret: WebhookSecret::generate().expose_secret(),
+        secret: keys
+            .seal(&id, &secret)
+            .map_err(|e| ApiError::internal(&e))?,
+        id,
         old_secret: None,
         old_secret_expires_at: None,
         enabled: true,
@@ -647,7 +873,10 @@ pub(crate) async fn create(
     };
     f.store().insert_webhook_endpoint(&endpoint).await?;
     tracing::info!(provider = %provider.address, endpoint = %endpoint.id, "webhook endpoint added");
-    Ok((StatusCode::CREATED, Json(EndpointView::of(&endpoint, true))))
+    Ok((
+        StatusCode::CREATED,
+        Json(EndpointView::of(&endpoint, Some(secret))),
+    ))
 }
 
 /// `GET /webhooks/endpoints`.
@@ -657,7 +886,7 @@ pub(crate) async fn list(
 ) -> Result<Json<Vec<EndpointView>>, ApiError> {
     let all = f.store().webhook_endpoints(provider.address).await?;
     Ok(Json(
-        all.iter().map(|e| EndpointView::of(e, false)).collect(),
+        all.iter().map(|e| EndpointView::of(e, None)).collect(),
     ))
 }
 
@@ -671,18 +900,18 @@ async fn owned(f: &Facilitator, provider: Address, id: &str) -> Result<Endpoint,
 /// `GET /webhooks/endpoints/{id}`.
 pub(crate) async fn show(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     provider: Provider,
 ) -> Result<Json<EndpointView>, ApiError> {
     let e = owned(&f, provider.address, &id).await?;
-    Ok(Json(EndpointView::of(&e, false)))
+    Ok(Json(EndpointView::of(&e, None)))
 }
 
 /// `PATCH /webhooks/endpoints/{id}`: url, events, description, enabled (re-enabling clears the
 /// reason it was disabled).
 pub(crate) async fn update(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     provider: Provider,
     ApiJson(req): ApiJson<UpdateEndpoint>,
 ) -> Result<Json<EndpointView>, ApiError> {
@@ -712,16 +941,20 @@ pub(crate) async fn update(
         };
     }
     e.updated_at = unix_now();
+    if let Some(keys) = &f.settings().webhook_secrets {
+        // A secret an older version stored in plaintext is sealed on this write too.
+        seal_plaintext(keys, &mut e).map_err(|e| ApiError::internal(&e))?;
+    }
     if !f.store().update_webhook_endpoint(&e).await? {
         return Err(not_found(&id));
     }
-    Ok(Json(EndpointView::of(&e, false)))
+    Ok(Json(EndpointView::of(&e, None)))
 }
 
 /// `DELETE /webhooks/endpoints/{id}`.
 pub(crate) async fn delete(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     provider: Provider,
 ) -> Result<StatusCode, ApiError> {
     if f.store()
@@ -739,7 +972,7 @@ pub(crate) async fn delete(
 /// signing (deliveries carry both signatures) for the overlap (default 24 h, at most 7 days).
 pub(crate) async fn rotate(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
+    ApiPath(id): ApiPath<String>,
     provider: Provider,
     body: axum::body::Bytes,
 ) -> Result<Json<EndpointView>, ApiError> {
@@ -754,26 +987,32 @@ pub(crate) async fn rotate(
         .overlap_secs
         .unwrap_or(DEFAULT_ROTATION_OVERLAP_SECS)
         .min(7 * 24 * 3600);
+    let keys = f.secrets_keys()?;
     let mut e = owned(&f, provider.address, &id).await?;
     let now = unix_now();
+    let secret = WebhookSecret::generate().expose_secret();
+    // The previous secret moves to `old_secret` as stored: the seal is bound to the endpoint,
+    // not to the column.
     e.old_secret = Some(std::mem::replace(
         &mut e.secret,
-        WebhookSecret::generate().expose_secret(),
+        keys.seal(&e.id, &secret)
+            .map_err(|e| ApiError::internal(&e))?,
     ));
     e.old_secret_expires_at = Some(now + overlap);
+    seal_plaintext(keys, &mut e).map_err(|e| ApiError::internal(&e))?;
     e.updated_at = now;
     if !f.store().update_webhook_endpoint(&e).await? {
         return Err(not_found(&id));
     }
     tracing::info!(provider = %provider.address, endpoint = %id, overlap, "webhook secret rotated");
-    Ok(Json(EndpointView::of(&e, true)))
+    Ok(Json(EndpointView::of(&e, Some(secret))))
 }
 
 /// `GET /webhooks/endpoints/{id}/deliveries?limit=`.
 pub(crate) async fn deliveries(
     State(f): State<Facilitator>,
-    Path(id): Path<String>,
-    Query(p): Query<Page>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(p): ApiQuery<Page>,
     provider: Provider,
 ) -> Result<Json<Vec<DeliveryView>>, ApiError> {
     owned(&f, provider.address, &id).await?;
@@ -785,7 +1024,7 @@ pub(crate) async fn deliveries(
 /// `POST /webhooks/endpoints/{id}/deliveries/{eventId}/redeliver`: back to pending, now.
 pub(crate) async fn redeliver(
     State(f): State<Facilitator>,
-    Path((id, event_id)): Path<(String, String)>,
+    ApiPath((id, event_id)): ApiPath<(String, String)>,
     provider: Provider,
 ) -> Result<StatusCode, ApiError> {
     if f.store()
@@ -803,7 +1042,7 @@ pub(crate) async fn redeliver(
 /// `GET /events?after=&limit=`: the provider's events, oldest first (`after` is a `seq`).
 pub(crate) async fn events(
     State(f): State<Facilitator>,
-    Query(p): Query<Page>,
+    ApiQuery(p): ApiQuery<Page>,
     provider: Provider,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let (after, limit) = parse_page(&p);
@@ -839,6 +1078,8 @@ mod tests {
             "fe80::1",
             "::ffff:127.0.0.1",
             "::ffff:10.0.0.1",
+            "192.88.99.1",
+            "198.18.0.1",
         ] {
             let ip: IpAddr = ip.parse().unwrap();
             assert!(!is_public(&ip), "{ip}");
@@ -847,6 +1088,108 @@ mod tests {
             let ip: IpAddr = ip.parse().unwrap();
             assert!(is_public(&ip), "{ip}");
         }
+    }
+
+    /// Issue 13: every IPv6 form that maps to a refused IPv4 address or is not global unicast.
+    #[test]
+    fn ipv6_forms_of_refused_addresses_are_refused() {
+        for ip in [
+            // The issue's six.
+            "::ffff:0:7f00:1", // IPv4-translated 127.0.0.1
+            "fec0::1",         // site-local
+            "100::1",          // discard-only
+            "::127.0.0.1",     // IPv4-compatible 127.0.0.1
+            "64:ff9b::7f00:1", // NAT64 of 127.0.0.1
+            "2002:7f00:1::1",  // 6to4 of 127.0.0.1
+            // IPv4-mapped, -translated and -compatible, of refused and of public addresses.
+            "::ffff:169.254.169.254",
+            "::ffff:100.64.0.1",
+            "::ffff:0.0.0.0",
+            "::ffff:0:a00:1",
+            "::ffff:0:808:808",
+            "::a00:1",
+            "::808:808",
+            "::",
+            "::1",
+            // NAT64: well-known prefix of refused addresses; the local-use prefix always.
+            "64:ff9b::a00:1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::c0a8:101",
+            "64:ff9b:1::808:808",
+            "64:ff9b:1:7f00:1::",
+            // 6to4 of refused addresses.
+            "2002:a00:1::1",
+            "2002:c0a8:101::1",
+            "2002:a9fe:a9fe::1",
+            "2002::1",
+            // Teredo: a refused server, or a refused client (inverted: 127.0.0.1 = 80ff:fffe).
+            "2001:0:7f00:1::1",
+            "2001:0:808:808:0:0:80ff:fffe",
+            "2001:0:808:808:0:0:f5ff:fffe",
+            // Other IETF protocol assignments: benchmarking, ORCHID, ORCHIDv2, AMT, anycast.
+            "2001:2::1",
+            "2001:10::1",
+            "2001:20::1",
+            "2001:3::1",
+            "2001:1::1",
+            // Documentation.
+            "2001:db8::1",
+            "3fff::1",
+            "3fff:fff::1",
+            // Not global unicast.
+            "fc00::1",
+            "fd12:3456::1",
+            "fe80::1",
+            "febf::1",
+            "fec0:1::1",
+            "feff::1",
+            "ff02::1",
+            "ff0e::1",
+            "5f00::1",
+            "4000::1",
+            "8000::1",
+            "1000::1",
+            "100::",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(!is_public(&ip), "{ip} must be refused");
+        }
+        for ip in [
+            "2606:4700::1111",
+            "2a00:1450:4001::200e",
+            "2001:4860:4860::8888",
+            "3ffe::1",
+            "::ffff:8.8.8.8",
+            "64:ff9b::808:808",
+            "2002:808:808::1",
+            // Teredo with a public server and client (8.8.8.8 inverted is f7f7:f7f7).
+            "2001:0:808:808:0:0:f7f7:f7f7",
+        ] {
+            let ip: IpAddr = ip.parse().unwrap();
+            assert!(is_public(&ip), "{ip} is public");
+        }
+    }
+
+    /// At delivery the client's resolver refuses a name that resolves to a refused address,
+    /// so what is connected to is what was checked.
+    #[tokio::test]
+    async fn the_delivery_resolver_refuses_names_of_private_addresses() {
+        let guarded = GuardedResolver {
+            allow_private: false,
+        };
+        let e = guarded.resolve_checked("localhost").await.unwrap_err();
+        assert!(e.contains("localhost resolves to"), "{e}");
+        let name: reqwest::dns::Name = "localhost".parse().unwrap();
+        assert!(
+            reqwest::dns::Resolve::resolve(&guarded, name)
+                .await
+                .is_err(),
+            "the client's resolver refuses it too"
+        );
+        let dev = GuardedResolver {
+            allow_private: true,
+        };
+        assert!(!dev.resolve_checked("localhost").await.unwrap().is_empty());
     }
 
     #[test]

@@ -200,7 +200,11 @@ impl Facilitator {
         response
     }
 
-    async fn x402_settle_inner(&self, req: &SettleRequest, settler: Option<B256>) -> SettleResponse {
+    async fn x402_settle_inner(
+        &self,
+        req: &SettleRequest,
+        settler: Option<B256>,
+    ) -> SettleResponse {
         let payload = &req.payment_payload;
         let auth = &payload.payload.authorization;
         let network = payload.network.clone();
@@ -278,10 +282,12 @@ impl Facilitator {
             // Settled (or cancelled) outside this facilitator: never ours to answer as a
             // success. Naming the transaction helps an honest retrier; it is named only when
             // its transfer is exactly this payment.
-            return Err(match self.find_transfer(net, new, net.spec.confirmations).await {
-                Ok(Some(receipt)) => (ErrorReason::DuplicateSettlement, Some(receipt.tx_hash)),
-                Ok(None) | Err(_) => (ErrorReason::InvalidTransactionState, None),
-            });
+            return Err(
+                match self.find_transfer(net, new, net.spec.confirmations).await {
+                    Ok(Some(receipt)) => (ErrorReason::DuplicateSettlement, Some(receipt.tx_hash)),
+                    Ok(None) | Err(_) => (ErrorReason::InvalidTransactionState, None),
+                },
+            );
         }
         if let Err(e) = self.inner.store.insert_settlement(new).await {
             tracing::error!(error = %e, "store unavailable during /settle");
@@ -347,11 +353,8 @@ impl Facilitator {
                 if let Ok(Some(r)) = self.find_transfer(net, new, net.spec.confirmations).await {
                     return self.x402_confirmed(new, &r).await;
                 }
-                self.x402_failed(
-                    new.key,
-                    "unexpected_settle_error: the transfer reverted",
-                )
-                .await;
+                self.x402_failed(new.key, "unexpected_settle_error: the transfer reverted")
+                    .await;
                 Err((ErrorReason::UnexpectedSettleError, Some(receipt.tx_hash)))
             }
             Ok(Confirmation::Pending { tx_hash }) => Err(self.x402_pending(new.key, tx_hash).await),
@@ -392,7 +395,9 @@ impl Facilitator {
                     });
                 Err((reason, None))
             }
-            SettlementStatus::Received | SettlementStatus::Submitted | SettlementStatus::Pending => {
+            SettlementStatus::Received
+            | SettlementStatus::Submitted
+            | SettlementStatus::Pending => {
                 // Left by a crash or a slow chain: drive it to its end. Whoever finishes it
                 // first is answered the success.
                 let payload = &serde_json::from_str::<SettleRequest>(&row.new.request)
@@ -401,8 +406,9 @@ impl Facilitator {
                         (ErrorReason::UnexpectedSettleError, None)
                     })?
                     .payment_payload;
-                if let Ok(Some(receipt)) =
-                    self.find_transfer(net, &row.new, net.spec.confirmations).await
+                if let Ok(Some(receipt)) = self
+                    .find_transfer(net, &row.new, net.spec.confirmations)
+                    .await
                 {
                     return self.x402_confirmed(&row.new, &receipt).await;
                 }

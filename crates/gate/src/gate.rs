@@ -1018,9 +1018,9 @@ impl Gate {
             .unwrap_or(ErrorReason::UnexpectedSettleError);
         match (reason, settled.tx_hash()) {
             // Sent, not confirmed yet (Tollgate's facilitator answers a slow settlement so).
-            (ErrorReason::InvalidTransactionState, Some(tx)) => {
-                Err(X402Failure::Pending { transaction: Some(tx) })
-            }
+            (ErrorReason::InvalidTransactionState, Some(tx)) => Err(X402Failure::Pending {
+                transaction: Some(tx),
+            }),
             (reason, _) => Err(X402Failure::Refused(reason)),
         }
     }

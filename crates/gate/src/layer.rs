@@ -460,9 +460,7 @@ impl PaymentGateLayer {
                 tracing::info!(error = %e, "x402 settlement pending; the client's retry picks it up");
                 Err(self.unavailable(
                     "SettlementPending",
-                    &format!(
-                        "{e}: send the same X-PAYMENT again to be served; do not pay again"
-                    ),
+                    &format!("{e}: send the same X-PAYMENT again to be served; do not pay again"),
                 ))
             }
             Err(e) => {

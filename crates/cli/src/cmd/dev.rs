@@ -13,7 +13,10 @@ use tollgate_chain::{
     Chain,
     devnet::{Devnet, DevnetConfig, server},
 };
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+use tollgate_facilitator::{
+    Facilitator, NetworkSpec, Settings, store,
+    webhooks::{SecretsKey, SecretsKeys},
+};
 
 /// Flags of `tollgate dev`.
 #[derive(Debug, clap::Args)]
@@ -29,8 +32,10 @@ Starts, on 127.0.0.1:
     (the demo plan's subscribers, or one-time 1.00), POST /v1/process (subscribers, metered
     0.10 per call from their overage allowance; or one-time 0.10), GET /healthz (free).
 Writes STATE_DIR/dev.json (chainId, network, rpcUrl, facilitatorUrl, apiUrl, contracts,
-accounts with roles relayer/provider/payer, the provider's apiKey, the demo planId). A restart
-with the same state directory keeps all state.
+accounts with roles relayer/provider/payer, the provider's apiKey, the demo planId, and the
+webhookSecretsKey that encrypts webhook signing secrets in the store). A restart with the same
+state directory keeps all state. The state directory is created 0700, and dev.json and the
+databases 0600: they hold keys.
 
 Ports: devnet 8545, facilitator 8402, API 8080; --port-base P uses P, P+1, P+2
 (--port-base 0 picks free ports).
@@ -71,6 +76,10 @@ pub(crate) struct DevInfo {
     pub(crate) contracts: tollgate_chain::Deployment,
     pub(crate) accounts: Vec<DevAccountInfo>,
     pub(crate) api_key: String,
+    /// The key webhook signing secrets are encrypted with in the facilitator's store (64 hex
+    /// digits; `keys.webhook_secrets` in a facilitator config). Kept across restarts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) webhook_secrets_key: Option<String>,
     pub(crate) proof_signer: Address,
     /// The demo plan (`GET /v1/report` and `POST /v1/process` accept its subscriptions).
     pub(crate) plan_id: B256,
@@ -92,7 +101,7 @@ async fn bind(port: u16) -> anyhow::Result<tokio::net::TcpListener> {
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let dir = &args.state_dir;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    super::create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
     let ports: [u16; 3] = match args.port_base {
         None => [8545, 8402, 8080],
         Some(0) => [0, 0, 0],
@@ -128,10 +137,22 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let store = store::open(&store_url)
         .await
         .with_context(|| format!("opening {store_url}"))?;
+    // The webhook-secrets key: kept across restarts in dev.json (0600), like the API key.
+    let path = dir.join("dev.json");
+    let previous = existing_info(&path);
+    let secrets_key = match previous
+        .as_ref()
+        .and_then(|i| i.webhook_secrets_key.as_deref())
+    {
+        Some(hex) => SecretsKey::from_hex(hex)
+            .with_context(|| format!("webhookSecretsKey in {}", path.display()))?,
+        None => SecretsKey::generate()?,
+    };
     let settings = Settings {
         public_url: facilitator_url.clone(),
         // Dev mode: webhook endpoints on this machine are allowed.
         webhook_allow_private: true,
+        webhook_secrets: Some(SecretsKeys::new(secrets_key.clone())),
         ..Settings::default()
     };
     let spec = NetworkSpec {
@@ -151,10 +172,13 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         accounts[PROOF_KEY].private_key,
         store.clone(),
     )?;
+    facilitator
+        .seal_webhook_secrets()
+        .await
+        .with_context(|| format!("the webhook secrets in {store_url}"))?;
 
     // The provider's API key: kept across restarts in dev.json, stored hashed.
-    let path = dir.join("dev.json");
-    let api_key = existing_api_key(&path).unwrap_or_else(new_api_key);
+    let api_key = previous.map(|i| i.api_key).unwrap_or_else(new_api_key);
     store
         .insert_api_key(
             keccak256(api_key.as_bytes()),
@@ -217,6 +241,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             })
             .collect(),
         api_key,
+        webhook_secrets_key: Some(secrets_key.expose_hex()),
         proof_signer,
         plan_id: plan.plan_id,
     };
@@ -253,11 +278,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn existing_api_key(path: &Path) -> Option<String> {
+fn existing_info(path: &Path) -> Option<DevInfo> {
     let bytes = std::fs::read(path).ok()?;
-    serde_json::from_slice::<DevInfo>(&bytes)
-        .ok()
-        .map(|i| i.api_key)
+    serde_json::from_slice::<DevInfo>(&bytes).ok()
 }
 
 fn new_api_key() -> String {

@@ -10,9 +10,11 @@ use tollgate_facilitator::{config::Config, start};
 #[command(after_help = "\
 The config is a TOML file (see examples/facilitator.toml): listen address, public URL, store
 (sqlite://PATH or postgres://...), relayer and proof-signing keys (env:VAR, file:PATH, or inline
-hex — inline keys are warned about), the fee, settlement bounds and the networks (an x402 V1 name
-such as base-sepolia, or a custom one with its chain id; RPC URL, token, router, subscriptions,
-confirmation depth). Unknown keys are errors.
+hex — inline keys are warned about), the webhook-secrets key (keys.webhook_secrets: 32 bytes as
+64 hex digits, e.g. `openssl rand -hex 32`; webhook signing secrets are stored encrypted under
+it, and without it no webhook endpoint can be added), the fee, settlement bounds and the networks
+(an x402 V1 name such as base-sepolia, or a custom one with its chain id; RPC URL, token, router,
+subscriptions, confirmation depth). Unknown keys are errors.
 
 Endpoints: POST /authorize, GET /settlements/{key}, POST /proofs/verify, POST /verify,
 POST /settle, GET /supported, GET /.well-known/tollgate, POST /providers/challenge,

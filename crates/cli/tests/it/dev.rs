@@ -505,3 +505,88 @@ async fn webhooks_cli_manages_endpoints() {
         serde_json::json!([])
     );
 }
+
+/// Issue 13: `tollgate dev` creates its state directory 0700 and every file in it that holds
+/// keys (dev.json: the dev accounts' keys, the API key, the webhook-secrets key; the databases
+/// and their -wal/-shm files: API key hashes, sealed webhook secrets) 0600. Webhook secrets are
+/// stored sealed under the generated key, which a restart keeps.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_state_files_are_private_and_webhook_secrets_sealed() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    tollgate_chain::install_crypto_provider();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("state");
+    let dev = spawn_dev(&dir, &[]).await;
+    let fac = dev.info["facilitatorUrl"].as_str().unwrap().to_owned();
+    let key = dev.info["webhookSecretsKey"].as_str().unwrap().to_owned();
+    assert_eq!(key.len(), 64, "a 32-byte key in dev.json");
+    let http = reqwest::Client::new();
+    let created: serde_json::Value = http
+        .post(format!("{fac}/webhooks/endpoints"))
+        .bearer_auth(dev.info["apiKey"].as_str().unwrap())
+        .json(&serde_json::json!({ "url": "http://127.0.0.1:9/hook" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let secret = created["secret"].as_str().unwrap().to_owned();
+
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&dir), 0o700, "the state directory");
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            files.push(entry.path());
+        }
+    }
+    let names: Vec<String> = files
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for expected in [
+        "dev.json",
+        "facilitator.db",
+        "facilitator.db-wal",
+        "facilitator.db-shm",
+        "gate-memos.db",
+    ] {
+        assert!(
+            names.iter().any(|n| n == expected),
+            "{expected} in {names:?}"
+        );
+    }
+    for file in &files {
+        assert_eq!(mode(file), 0o600, "{}: {:03o}", file.display(), mode(file));
+    }
+
+    // The store holds the secret sealed, not the secret.
+    let store = tollgate_facilitator::store::SqliteStore::connect(&format!(
+        "sqlite://{}",
+        dir.join("facilitator.db").display()
+    ))
+    .await
+    .unwrap();
+    let stored = tollgate_facilitator::store::Store::webhook_secrets(&store)
+        .await
+        .unwrap();
+    assert_eq!(stored.len(), 1);
+    assert!(
+        stored[0].secret.starts_with("enc1:"),
+        "{}",
+        stored[0].secret
+    );
+    assert!(!stored[0].secret.contains(&secret["whsec_".len()..]));
+    drop(store);
+
+    // A restart keeps the key (so the sealed secret still opens: the facilitator starts) and
+    // the files' modes.
+    drop(dev);
+    let dev = spawn_dev(&dir, &[]).await;
+    assert_eq!(dev.info["webhookSecretsKey"].as_str().unwrap(), key);
+    assert_eq!(mode(&dir.join("dev.json")), 0o600);
+}

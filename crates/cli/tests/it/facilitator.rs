@@ -150,6 +150,7 @@ pub(crate) fn write_config(
 [keys]
 relayers = ["env:TOLLGATE_RELAYER_KEY"]
 proof = "env:TOLLGATE_PROOF_KEY"
+webhook_secrets = "0x5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e5e"
 [[networks]]
 name = "tollgate-devnet"
 chain_id = 31337

@@ -362,9 +362,15 @@ async fn concurrent_replays_to_x402_express_are_served_once() {
     let accounts = dev_accounts(10);
     let payer = &accounts[3];
     let pay_to = Address::repeat_byte(0x78);
-    let server =
-        spawn_x402_express_slow(&scripts, &stack.facilitator.url, pay_to, stack.token, PRICE, 500)
-            .await;
+    let server = spawn_x402_express_slow(
+        &scripts,
+        &stack.facilitator.url,
+        pay_to,
+        stack.token,
+        PRICE,
+        500,
+    )
+    .await;
     let weather = format!("{}/weather", server.url);
     let mut cmd = Command::new("node");
     cmd.arg(scripts.join("x402-replay.mjs"))
@@ -393,10 +399,7 @@ async fn concurrent_replays_to_x402_express_are_served_once() {
     assert_eq!(statuses.len(), 20);
     let served: Vec<usize> = (0..20).filter(|&i| statuses[i] == 200).collect();
     assert_eq!(served.len(), 1, "served exactly once: {result}");
-    assert!(
-        statuses.iter().all(|&s| s == 200 || s == 402),
-        "{result}"
-    );
+    assert!(statuses.iter().all(|&s| s == 200 || s == 402), "{result}");
     assert_eq!(result["bodies"][served[0]], weather_body());
     let tx = settled_tx(
         &json!({ "paymentResponse": result["paymentResponses"][served[0]] }),

@@ -32,7 +32,9 @@ pub use renewals::{
     IndexedState, IndexedSubscription, Renewal, RenewalOutcome, Subject, SubscriptionEvent,
 };
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
-pub use webhooks::{Attempt, Delivery, DeliveryState, Endpoint, Event, NewEvent, event_id};
+pub use webhooks::{
+    Attempt, Delivery, DeliveryState, Endpoint, EndpointSecrets, Event, NewEvent, event_id,
+};
 
 /// Store errors. Their text never reaches clients (see [`crate::error`]).
 #[derive(Debug, thiserror::Error)]
@@ -395,6 +397,17 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Deletes an endpoint of `provider` and its deliveries; whether it existed.
     async fn delete_webhook_endpoint(&self, provider: Address, id: &str) -> StoreResult<bool>;
+
+    /// Every endpoint's stored secrets, by id (to seal them under the current key at startup).
+    async fn webhook_secrets(&self) -> StoreResult<Vec<EndpointSecrets>>;
+
+    /// Rewrites an endpoint's stored secrets to `new`'s, only if they are still `old`'s (a
+    /// rotation in between wins); whether they were rewritten.
+    async fn replace_webhook_secrets(
+        &self,
+        old: &EndpointSecrets,
+        new: &EndpointSecrets,
+    ) -> StoreResult<bool>;
 
     /// The oldest pending delivery of each enabled endpoint, when due at `now` (deliveries to one
     /// endpoint go in event order: a later one waits for the earlier), soonest first.

@@ -25,7 +25,9 @@ use super::{
     codec::{self, NewRow, SettlementRow, settlement_columns},
     metering::{self, POSTGRES as MSQL},
     renewals::{self, POSTGRES as RSQL},
-    webhooks::{self as wh, Attempt, Delivery, Endpoint, Event, NewEvent, POSTGRES as WSQL},
+    webhooks::{
+        self as wh, Attempt, Delivery, Endpoint, EndpointSecrets, Event, NewEvent, POSTGRES as WSQL,
+    },
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -984,6 +986,36 @@ impl Store for PostgresStore {
                 .await?;
         }
         tx.commit().await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn webhook_secrets(&self) -> StoreResult<Vec<EndpointSecrets>> {
+        let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(WSQL.select_secrets)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, secret, old_secret)| EndpointSecrets {
+                id,
+                secret,
+                old_secret,
+            })
+            .collect())
+    }
+
+    async fn replace_webhook_secrets(
+        &self,
+        old: &EndpointSecrets,
+        new: &EndpointSecrets,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(WSQL.replace_secrets)
+            .bind(&old.id)
+            .bind(&old.secret)
+            .bind(old.old_secret.as_deref())
+            .bind(&new.secret)
+            .bind(new.old_secret.as_deref())
+            .execute(&self.pool)
+            .await?;
         Ok(done.rows_affected() > 0)
     }
 

@@ -34,7 +34,9 @@ use super::{
     codec::{self, NewRow, SettlementRow, settlement_columns},
     metering::{self, SQLITE as MSQL},
     renewals::{self, SQLITE as RSQL},
-    webhooks::{self as wh, Attempt, Delivery, Endpoint, Event, NewEvent, SQLITE as WSQL},
+    webhooks::{
+        self as wh, Attempt, Delivery, Endpoint, EndpointSecrets, Event, NewEvent, SQLITE as WSQL,
+    },
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -168,6 +170,10 @@ impl SqliteStore {
         {
             create_dir(dir)?;
         }
+        // The file holds provider API key hashes, proofs and (sealed) webhook secrets: created
+        // 0600 here, before SQLite opens it, so it never exists with wider permissions. SQLite
+        // gives the `-wal` and `-shm` files it creates beside it the database file's mode.
+        create_private_file(base.get_filename())?;
         // The writer first: it creates the file and switches it to WAL before any reader opens it.
         let writer = SqlitePoolOptions::new()
             .min_connections(1)
@@ -273,8 +279,55 @@ fn is_in_memory(url: &str) -> bool {
 }
 
 fn create_dir(dir: &Path) -> StoreResult<()> {
-    // Start-up only, once: a blocking call is fine here.
-    std::fs::create_dir_all(dir).map_err(|e| StoreError::Database(sqlx::Error::Io(e)))
+    // Start-up only, once: a blocking call is fine here. Directories it creates are 0700.
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))
+}
+
+/// Creates `path` empty with mode 0600 (owner read/write only, whatever the umask) unless it
+/// exists; an existing file keeps its mode (a warning says when others can read it). SQLite
+/// takes an empty file for a new database.
+fn create_private_file(path: &Path) -> StoreResult<()> {
+    let io = |e| StoreError::Database(sqlx::Error::Io(e));
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(file) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                    .map_err(io)?;
+            }
+            drop(file);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                if let Ok(m) = std::fs::metadata(path)
+                    && m.permissions().mode() & 0o077 != 0
+                {
+                    tracing::warn!(
+                        path = %path.display(),
+                        mode = format_args!("{:03o}", m.permissions().mode() & 0o777),
+                        "the store's database file is readable by group or others; chmod 600 it \
+                         (and its -wal and -shm files)"
+                    );
+                }
+            }
+            Ok(())
+        }
+        Err(e) => Err(io(e)),
+    }
 }
 
 const INSERT: &str = concat!(
@@ -1253,6 +1306,42 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn webhook_secrets(&self) -> StoreResult<Vec<EndpointSecrets>> {
+        let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(WSQL.select_secrets)
+            .fetch_all(&self.reader)
+            .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, secret, old_secret)| EndpointSecrets {
+                id,
+                secret,
+                old_secret,
+            })
+            .collect())
+    }
+
+    async fn replace_webhook_secrets(
+        &self,
+        old: &EndpointSecrets,
+        new: &EndpointSecrets,
+    ) -> StoreResult<bool> {
+        let (old, new) = (old.clone(), new.clone());
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done = sqlx::query(WSQL.replace_secrets)
+                    .bind(&old.id)
+                    .bind(&old.secret)
+                    .bind(old.old_secret.as_deref())
+                    .bind(&new.secret)
+                    .bind(new.old_secret.as_deref())
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
     async fn due_deliveries(&self, now: u64, limit: u32) -> StoreResult<Vec<Delivery>> {
         let rows: Vec<wh::DeliveryRow> = sqlx::query_as(WSQL.select_due)
             .bind(wh::int(now))
@@ -1434,6 +1523,27 @@ mod tests {
             _ => "PRAGMA query_only",
         };
         sqlx::query_scalar(sql).fetch_one(pool).await.unwrap()
+    }
+
+    /// Issue 13: the database, its -wal and -shm files and a directory the store creates are
+    /// private to the owner from the start.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_database_its_wal_files_and_its_directory_are_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state/facilitator.db");
+        let store = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        store.ping().await.unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir.path().join("state")), 0o700);
+        for suffix in ["", "-wal", "-shm"] {
+            let file = dir.path().join(format!("state/facilitator.db{suffix}"));
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
     }
 
     #[tokio::test]

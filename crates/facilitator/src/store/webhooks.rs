@@ -43,9 +43,12 @@ pub struct Endpoint {
     pub events: String,
     /// Free text.
     pub description: String,
-    /// The signing secret (`whsec_…`).
+    /// The signing secret (`whsec_…`) as stored: sealed under the facilitator's
+    /// `keys.webhook_secrets` (`enc1:…`, see [`crate::webhooks::SecretsKeys`]), or plaintext when
+    /// written by an older version. The store neither seals nor opens it.
     pub secret: String,
-    /// The previous secret, still signing until `old_secret_expires_at` (a rotation's overlap).
+    /// The previous secret, still signing until `old_secret_expires_at` (a rotation's overlap);
+    /// stored like `secret`.
     pub old_secret: Option<String>,
     /// Unix seconds.
     pub old_secret_expires_at: Option<u64>,
@@ -65,8 +68,8 @@ impl Endpoint {
         self.events == "*" || self.events.split(',').any(|e| e == kind)
     }
 
-    /// The secrets deliveries are signed with at `now`: the current one, and the previous one
-    /// during a rotation's overlap.
+    /// The secrets deliveries are signed with at `now`, as stored: the current one, and the
+    /// previous one during a rotation's overlap.
     pub fn signing_secrets(&self, now: u64) -> Vec<&str> {
         let mut v = vec![self.secret.as_str()];
         if let (Some(old), Some(until)) = (&self.old_secret, self.old_secret_expires_at)
@@ -76,6 +79,17 @@ impl Endpoint {
         }
         v
     }
+}
+
+/// An endpoint's stored secrets ([`super::Store::webhook_secrets`]), as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointSecrets {
+    /// The endpoint.
+    pub id: String,
+    /// [`Endpoint::secret`].
+    pub secret: String,
+    /// [`Endpoint::old_secret`].
+    pub old_secret: Option<String>,
 }
 
 /// Where a delivery stands.
@@ -294,6 +308,10 @@ pub(super) struct Sql {
     pub(super) update_endpoint: &'static str,
     /// (provider, id).
     pub(super) delete_endpoint: &'static str,
+    /// () → (id, secret, old_secret) of every endpoint.
+    pub(super) select_secrets: &'static str,
+    /// (id, secret, old_secret, new secret, new old_secret): only while both are still as read.
+    pub(super) replace_secrets: &'static str,
     /// (id): its deliveries.
     pub(super) delete_deliveries: &'static str,
     /// (now, limit) → the oldest pending delivery of each enabled endpoint, when due.
@@ -362,6 +380,9 @@ pub(super) const SQLITE: Sql = Sql {
          secret = ?6, old_secret = ?7, old_secret_expires_at = ?8, enabled = ?9, \
          disabled_reason = ?10, updated_at = ?11 WHERE provider = ?1 AND id = ?2",
     delete_endpoint: "DELETE FROM webhook_endpoints WHERE provider = ?1 AND id = ?2",
+    select_secrets: "SELECT id, secret, old_secret FROM webhook_endpoints ORDER BY id",
+    replace_secrets: "UPDATE webhook_endpoints SET secret = ?4, old_secret = ?5 \
+         WHERE id = ?1 AND secret = ?2 AND old_secret IS ?3",
     delete_deliveries: "DELETE FROM webhook_deliveries WHERE endpoint_id = ?1",
     select_due: delivery_select!(
         "JOIN webhook_endpoints w ON w.id = d.endpoint_id \
@@ -431,6 +452,9 @@ pub(super) const POSTGRES: Sql = Sql {
          secret = $6, old_secret = $7, old_secret_expires_at = $8, enabled = $9, \
          disabled_reason = $10, updated_at = $11 WHERE provider = $1 AND id = $2",
     delete_endpoint: "DELETE FROM webhook_endpoints WHERE provider = $1 AND id = $2",
+    select_secrets: "SELECT id, secret, old_secret FROM webhook_endpoints ORDER BY id",
+    replace_secrets: "UPDATE webhook_endpoints SET secret = $4, old_secret = $5 \
+         WHERE id = $1 AND secret = $2 AND old_secret IS NOT DISTINCT FROM $3",
     delete_deliveries: "DELETE FROM webhook_deliveries WHERE endpoint_id = $1",
     // The head of each endpoint in one ordered pass over the pending index (DISTINCT ON),
     // rather than a MIN() subquery per pending row.

@@ -517,6 +517,9 @@ async fn webhook_health_per_endpoint() {
     let h = Harness::with(Backend::Devnet, |s: &mut Settings| {
         s.webhook_allow_private = true;
         s.webhook_retry_schedule = vec![Duration::ZERO; 3];
+        s.webhook_secrets = Some(tollgate_facilitator::webhooks::SecretsKeys::new(
+            tollgate_facilitator::webhooks::SecretsKey::from_bytes([0x5e; 32]),
+        ));
     })
     .await;
     let key = key_for(&h, PROVIDER).await;

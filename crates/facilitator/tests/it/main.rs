@@ -6,6 +6,7 @@ mod authorize;
 mod chain_faults;
 mod config;
 mod edges;
+mod http_errors;
 mod keeper;
 mod metering;
 mod properties;

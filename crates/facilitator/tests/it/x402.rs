@@ -147,7 +147,10 @@ async fn concurrent_settles_transfer_once(backend: Backend) {
         }
         txs.insert(r["transaction"].as_str().unwrap().to_owned());
     }
-    assert_eq!(successes, 1, "exactly one of 20 concurrent settles succeeds");
+    assert_eq!(
+        successes, 1,
+        "exactly one of 20 concurrent settles succeeds"
+    );
     assert_eq!(txs.len(), 1, "every answer names the one transaction");
     assert_eq!(h.token_balance(pay_to).await, before + U256::from(10_000));
     // And every later one fails too.
@@ -177,17 +180,27 @@ async fn settle_answers_only_for_the_settled_payload(backend: Backend) {
         let (_, rb) = h.post("/settle", &body_b).await;
         assert_eq!(rb["success"], false, "B was never settled: {rb}");
         assert_eq!(rb["errorReason"], "invalid_transaction_state", "{rb}");
-        assert_ne!(rb["transaction"], ra["transaction"], "A's transaction is not B's");
+        assert_ne!(
+            rb["transaction"], ra["transaction"],
+            "A's transaction is not B's"
+        );
     }
     // The same payment under other requirements (another resource) is not the settled one either.
     let mut other = h.requirements(attacker, 1);
     other.resource = "http://127.0.0.1/v1/other".into();
     let (_, r) = h
-        .post("/settle", &json!({ "x402Version": 1, "paymentPayload": a, "paymentRequirements": other }))
+        .post(
+            "/settle",
+            &json!({ "x402Version": 1, "paymentPayload": a, "paymentRequirements": other }),
+        )
         .await;
     assert_eq!(r["success"], false, "{r}");
     assert_eq!(r["errorReason"], "invalid_transaction_state");
-    assert_eq!(h.token_balance(provider).await, provider_before, "the provider received nothing");
+    assert_eq!(
+        h.token_balance(provider).await,
+        provider_before,
+        "the provider received nothing"
+    );
 
     // B's nonce settled outside this facilitator's store (a fresh store over the same chain):
     // found on chain, but the transfer there is A's, so B is still refused.
@@ -198,7 +211,10 @@ async fn settle_answers_only_for_the_settled_payload(backend: Backend) {
     assert_eq!(rb.transaction, "", "A's transaction is not named for B");
     let req_a: tollgate_protocol::x402::SettleRequest = serde_json::from_value(body_a).unwrap();
     let ra2 = other_facilitator.x402_settle(&req_a, None).await;
-    assert!(!ra2.success, "settled by someone else: not this facilitator's success");
+    assert!(
+        !ra2.success,
+        "settled by someone else: not this facilitator's success"
+    );
     assert_eq!(ra2.error_reason.unwrap().as_str(), "duplicate_settlement");
     assert_eq!(ra2.transaction, ra["transaction"].as_str().unwrap());
 }
@@ -208,14 +224,23 @@ async fn settle_answers_only_for_the_settled_payload(backend: Backend) {
 async fn idempotency_key_retries_get_the_first_outcome(backend: Backend) {
     let h = Harness::new(backend).await;
     let pay_to = h.account(7).address;
-    let payload = h.x402_payload(2, pay_to, 10_000, B256::repeat_byte(0x32)).await;
+    let payload = h
+        .x402_payload(2, pay_to, 10_000, B256::repeat_byte(0x32))
+        .await;
     let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, 10_000) });
     let settle = |key: Option<&'static str>| {
         let mut r = h.http.post(format!("{}/settle", h.url)).json(&body);
         if let Some(k) = key {
             r = r.header("Idempotency-Key", k);
         }
-        async move { r.send().await.unwrap().json::<serde_json::Value>().await.unwrap() }
+        async move {
+            r.send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
     };
     let first = settle(Some("gate-secret-1")).await;
     assert_eq!(first["success"], true, "{first}");
@@ -255,8 +280,10 @@ async fn only_real_payments_are_stored_or_confirmed(backend: Backend) {
     let signature = sign(&payer.signer(), &auth, &fake).unwrap();
     let mut fake_payload = h.x402_payload(4, pay_to, 250_000_000, nonce).await;
     fake_payload.payload.signature = signature;
-    fake_payload.payload.authorization.valid_after = tollgate_protocol::Amount::from_units(now - 600);
-    fake_payload.payload.authorization.valid_before = tollgate_protocol::Amount::from_units(now + 60);
+    fake_payload.payload.authorization.valid_after =
+        tollgate_protocol::Amount::from_units(now - 600);
+    fake_payload.payload.authorization.valid_before =
+        tollgate_protocol::Amount::from_units(now + 60);
     let mut fake_req = h.requirements(pay_to, 250_000_000);
     fake_req.extra = Some(json!({ "name": "Fake Coin", "version": "9" }));
     let body = json!({ "x402Version": 1, "paymentPayload": fake_payload, "paymentRequirements": fake_req });
@@ -270,7 +297,10 @@ async fn only_real_payments_are_stored_or_confirmed(backend: Backend) {
     let mut plain = body.clone();
     plain["paymentRequirements"]["extra"] = json!({ "name": "USD Coin", "version": "2" });
     let (_, r) = h.post("/settle", &plain).await;
-    assert_eq!(r["errorReason"], "invalid_exact_evm_payload_signature", "{r}");
+    assert_eq!(
+        r["errorReason"], "invalid_exact_evm_payload_signature",
+        "{r}"
+    );
     let key = tollgate_facilitator::settlement_key(
         h.fixture.chain.chain_id(),
         h.fixture.deployment.token,
@@ -278,7 +308,10 @@ async fn only_real_payments_are_stored_or_confirmed(backend: Backend) {
         nonce,
     );
     let store = h.facilitator.store();
-    assert!(store.settlement(key).await.unwrap().is_none(), "nothing stored");
+    assert!(
+        store.settlement(key).await.unwrap().is_none(),
+        "nothing stored"
+    );
 
     // A failed row for a 250.00 payment (as an older version stored it) and a later, valid
     // 1-unit payment with the same nonce: refused, the row stays failed, nothing moves.
@@ -302,7 +335,10 @@ async fn only_real_payments_are_stored_or_confirmed(backend: Backend) {
         created_at: now,
     };
     store.insert_settlement(&row).await.unwrap();
-    store.mark_failed(key, "invalid_transaction_state: reverted", now).await.unwrap();
+    store
+        .mark_failed(key, "invalid_transaction_state: reverted", now)
+        .await
+        .unwrap();
     let before = h.token_balance(pay_to).await;
     let one_unit = h.x402_payload(4, pay_to, 1, nonce).await;
     let body = json!({ "x402Version": 1, "paymentPayload": one_unit, "paymentRequirements": h.requirements(pay_to, 1) });
@@ -332,13 +368,21 @@ async fn only_real_payments_are_stored_or_confirmed(backend: Backend) {
         validBefore: U256::from(years),
         nonce: B256::repeat_byte(0x35),
     };
-    let real = token_domain("USD Coin", "2", h.fixture.chain.chain_id(), h.fixture.deployment.token);
+    let real = token_domain(
+        "USD Coin",
+        "2",
+        h.fixture.chain.chain_id(),
+        h.fixture.deployment.token,
+    );
     long.payload.signature = sign(&payer.signer(), &auth, &real).unwrap();
     long.payload.authorization.valid_after = tollgate_protocol::Amount::from_units(now - 600);
     long.payload.authorization.valid_before = tollgate_protocol::Amount::from_units(years);
     let body = json!({ "x402Version": 1, "paymentPayload": long, "paymentRequirements": h.requirements(pay_to, 10) });
     let (_, r) = h.post("/settle", &body).await;
-    assert_eq!(r["errorReason"], "invalid_exact_evm_payload_authorization_valid_before", "{r}");
+    assert_eq!(
+        r["errorReason"], "invalid_exact_evm_payload_authorization_valid_before",
+        "{r}"
+    );
     assert_eq!(h.token_balance(pay_to).await, before);
 }
 

@@ -111,6 +111,9 @@ impl SqliteMemoStore {
                 .connect_with(options)
                 .await?
         } else {
+            // Created 0600 before SQLite opens it (its -wal and -shm files take the database
+            // file's mode), so the file never exists readable by others.
+            create_private_file(options.get_filename())?;
             // One connection: claims are serialized (and batched) by the writer task anyway.
             SqlitePoolOptions::new()
                 .max_connections(1)
@@ -120,6 +123,29 @@ impl SqliteMemoStore {
         sqlx::raw_sql(SCHEMA).execute(&pool).await?;
         let claims = spawn_writer(pool.clone());
         Ok(Self { pool, claims })
+    }
+}
+
+/// Creates `path` empty with mode 0600 (whatever the umask) unless it exists (then it keeps its
+/// mode). SQLite takes an empty file for a new database.
+fn create_private_file(path: &std::path::Path) -> Result<(), StoreError> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(file) => {
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::PermissionsExt as _;
+                file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                    .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+            }
+            drop(file);
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(StoreError::Database(sqlx::Error::Io(e))),
     }
 }
 
@@ -145,6 +171,14 @@ impl MemoStore for SqliteMemoStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn take(&self, key: B256) -> Result<bool, StoreError> {
+        let done = sqlx::query("DELETE FROM gate_memos WHERE key = ?")
+            .bind(key.as_slice())
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
     }
 
     async fn prune(&self, now: u64) -> Result<u64, StoreError> {
@@ -174,6 +208,23 @@ mod tests {
         assert_eq!(s.prune(100).await.unwrap(), 1);
         assert!(!s.claim(B256::repeat_byte(2), 200).await.unwrap());
         assert!(s.claim(k, u64::MAX).await.unwrap());
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn the_database_and_its_wal_files_are_private() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memos.db");
+        let s = SqliteMemoStore::open(&format!("sqlite://{}", path.display()))
+            .await
+            .unwrap();
+        assert!(s.claim(B256::repeat_byte(1), 100).await.unwrap());
+        for suffix in ["", "-wal", "-shm"] {
+            let file = dir.path().join(format!("memos.db{suffix}"));
+            let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "{}: {mode:03o}", file.display());
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -212,6 +212,12 @@ async fn a_pending_x402_settlement_is_served_on_retry_and_charged_once() {
     assert_eq!(served, 1, "served once");
     assert_eq!(app.hits(), 1);
     assert_eq!(app.pay("/v1/quote", &header).await.status, 402);
-    assert_eq!(h.token_balance(payer).await, before.0 - U256::from(QUOTE_PRICE));
-    assert_eq!(h.token_balance(payee).await, before.1 + U256::from(QUOTE_PRICE));
+    assert_eq!(
+        h.token_balance(payer).await,
+        before.0 - U256::from(QUOTE_PRICE)
+    );
+    assert_eq!(
+        h.token_balance(payee).await,
+        before.1 + U256::from(QUOTE_PRICE)
+    );
 }

@@ -1,23 +1,38 @@
-//! Prometheus metrics without a metrics dependency: a small [`Registry`] of counters, histograms
-//! and closure-backed gauges rendered in the text exposition format (version 0.0.4), and
-//! [`Metrics`], the facilitator's own series on top of it.
+//! The facilitator's Prometheus metrics ([`Metrics`]): series kept in a [`prometheus_client`]
+//! registry and served in the Prometheus text exposition format, version 0.0.4
+//! ([`CONTENT_TYPE`]).
 //!
-//! Every series is registered up front with a fixed label set and handed out as a handle
-//! ([`Counter`], [`Histogram`]) wrapping an `Arc` of atomics, so recording is one or two relaxed
-//! atomic adds with no lock and no allocation. The registry's mutex is taken only to register
-//! and, briefly, to snapshot the series list when rendering; gauge closures run outside it.
+//! The names, HELP texts, label sets and bucket bounds are a contract with dashboards and alerts
+//! (the facilitator's `tests/it/metrics_names.txt` lists them). The crate writes OpenMetrics text;
+//! three details of it are adjusted so that the text stays the 0.0.4 text this endpoint has
+//! always served:
+//!
+//! - a counter is registered under its sample name (`…_total`) and written as plain samples,
+//!   where the crate would name the family without `_total` and append it to every sample;
+//! - a bucket's `le` label is written last, and a finite bound as Rust prints it (`le="4"`), where
+//!   the crate writes it first and as an OpenMetrics float (`le="4.0"`): a query that pins a
+//!   bucket keeps matching;
+//! - no `# EOF` line.
+//!
+//! Every series is created up front with a fixed label set and kept as a handle, so recording is
+//! an atomic add (counters) or one short lock (histograms), with no lookup by label and no
+//! allocation, and label cardinality stays bounded whatever the traffic.
 
 use std::{
     collections::HashMap,
-    fmt::{self, Write as _},
-    sync::{
-        Arc, Mutex, PoisonError,
-        atomic::{AtomicU64, Ordering},
-    },
+    fmt,
+    sync::{Arc, Mutex, PoisonError},
     time::Duration,
 };
 
-/// The `Content-Type` of [`Registry::render`]'s output.
+use prometheus_client::{
+    collector::Collector,
+    encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, text::encode_registry},
+    metrics::{MetricType, counter::Counter, histogram::Histogram},
+    registry::Registry,
+};
+
+/// The `Content-Type` of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// Buckets (seconds) for HTTP request latency.
@@ -31,407 +46,56 @@ pub const SETTLEMENT_BUCKETS: &[f64] = &[
     0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
 ];
 
-/// A monotonically increasing count. Cloning shares the series.
-#[derive(Clone, Debug, Default)]
-pub struct Counter(Arc<AtomicU64>);
+/// The label value used for routes and networks that were not registered.
+pub const OTHER: &str = "other";
 
-impl Counter {
-    /// Adds one.
-    pub fn inc(&self) {
-        self.add(1);
-    }
+// The families. Their HELP texts are given without the final full stop: the registry adds it.
+const SETTLEMENTS: &str = "tollgate_settlements_total";
+const SETTLEMENTS_HELP: &str =
+    "Settlement requests by path (router: /authorize, x402: /settle) and outcome";
+const SETTLEMENT_SECONDS: &str = "tollgate_settlement_seconds";
+const SETTLEMENT_SECONDS_HELP: &str = "Time from receiving a settlement request to answering it";
+const HTTP_SECONDS: &str = "tollgate_http_request_seconds";
+const HTTP_SECONDS_HELP: &str = "HTTP request latency by route template";
+const HTTP_RESPONSES: &str = "tollgate_http_responses_total";
+const HTTP_RESPONSES_HELP: &str = "HTTP responses by route template and status class";
+const CHAIN_ERRORS: &str = "tollgate_chain_errors_total";
+const CHAIN_ERRORS_HELP: &str = "Errors from chain backends by network and kind";
 
-    /// Adds `n`.
-    pub fn add(&self, n: u64) {
-        self.0.fetch_add(n, Ordering::Relaxed);
-    }
+/// The families above, which gauges may not reuse.
+const BUILT_IN: [&str; 5] = [
+    SETTLEMENTS,
+    SETTLEMENT_SECONDS,
+    HTTP_SECONDS,
+    HTTP_RESPONSES,
+    CHAIN_ERRORS,
+];
 
-    /// The current count.
-    pub fn get(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
+/// The histogram families, whose bucket lines [`classic_buckets`] rewrites.
+const HISTOGRAMS: [&str; 2] = [SETTLEMENT_SECONDS, HTTP_SECONDS];
 
-/// A latency histogram with fixed buckets. Observations are durations; the exposition is in
-/// seconds. Cloning shares the series.
-#[derive(Clone, Debug)]
-pub struct Histogram(Arc<HistogramInner>);
+/// The HTTP status classes, `class` label of `tollgate_http_responses_total`.
+const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
-#[derive(Debug)]
-struct HistogramInner {
-    /// Upper bounds in seconds, strictly increasing.
-    bounds: Box<[f64]>,
-    /// The same bounds in nanoseconds, for the hot path.
-    bounds_nanos: Box<[u64]>,
-    /// Per-bucket (not cumulative) counts; the last one is `+Inf`.
-    buckets: Box<[AtomicU64]>,
-    /// Sum of all observations, nanoseconds (wraps after ~584 years of total latency).
-    sum_nanos: AtomicU64,
-}
-
-impl Histogram {
-    fn try_new(bounds: &[f64]) -> Result<Self, MetricsError> {
-        if bounds.is_empty()
-            || bounds.iter().any(|b| !b.is_finite() || *b <= 0.0)
-            || bounds.windows(2).any(|w| w[0] >= w[1])
-        {
-            return Err(MetricsError::Buckets);
-        }
-        let bounds_nanos = bounds.iter().map(|b| (b * 1e9).round() as u64).collect();
-        let buckets = (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect();
-        Ok(Self(Arc::new(HistogramInner {
-            bounds: bounds.into(),
-            bounds_nanos,
-            buckets,
-            sum_nanos: AtomicU64::new(0),
-        })))
-    }
-
-    /// Records one observation.
-    pub fn observe(&self, elapsed: Duration) {
-        let nanos = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        let inner = &*self.0;
-        let i = inner
-            .bounds_nanos
-            .iter()
-            .position(|&b| nanos <= b)
-            .unwrap_or(inner.bounds_nanos.len());
-        inner.buckets[i].fetch_add(1, Ordering::Relaxed);
-        inner.sum_nanos.fetch_add(nanos, Ordering::Relaxed);
-    }
-
-    /// Observations so far.
-    pub fn count(&self) -> u64 {
-        self.0
-            .buckets
-            .iter()
-            .map(|b| b.load(Ordering::Relaxed))
-            .sum()
-    }
-
-    /// Sum of the observations so far.
-    pub fn sum(&self) -> Duration {
-        Duration::from_nanos(self.0.sum_nanos.load(Ordering::Relaxed))
-    }
-}
-
-type GaugeFn = Arc<dyn Fn() -> f64 + Send + Sync>;
-
-/// Why a metric could not be registered.
+/// Why a gauge could not be added.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MetricsError {
     /// Not a Prometheus metric name (`[a-zA-Z_:][a-zA-Z0-9_:]*`).
     #[error("invalid metric name {0:?}")]
     Name(String),
-    /// Not a Prometheus label name, reserved (`__*`), or `le` on a histogram.
+    /// Not a Prometheus label name, reserved (`__*`), or given twice.
     #[error("invalid label name {0:?}")]
     LabelName(String),
-    /// The name is already registered as another type.
+    /// The name is one of the facilitator's counters or histograms.
     #[error("metric {0:?} is already registered with another type")]
     TypeMismatch(String),
     /// The same name and label set twice.
     #[error("metric {0:?} already has a series with these labels")]
     Duplicate(String),
-    /// Histogram buckets that are empty, not positive and finite, or not strictly increasing.
-    #[error("histogram buckets must be positive, finite and strictly increasing")]
-    Buckets,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Counter,
-    Gauge,
-    Histogram,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Counter => "counter",
-            Self::Gauge => "gauge",
-            Self::Histogram => "histogram",
-        }
-    }
-}
-
-#[derive(Clone)]
-enum Value {
-    Counter(Counter),
-    Gauge(GaugeFn),
-    Histogram(Histogram),
-}
-
-#[derive(Clone)]
-struct Series {
-    /// Rendered label pairs without braces: `a="x",b="y"` (empty when there are none).
-    labels: String,
-    value: Value,
-}
-
-#[derive(Clone)]
-struct Family {
-    name: String,
-    help: String,
-    kind: Kind,
-    series: Vec<Series>,
-}
-
-/// A set of metric families, rendered together. Cheap to share behind an `Arc`.
-#[derive(Default)]
-pub struct Registry {
-    families: Mutex<Vec<Family>>,
-}
-
-impl fmt::Debug for Registry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let families = self.families.lock().unwrap_or_else(PoisonError::into_inner);
-        f.debug_list()
-            .entries(families.iter().map(|fam| &fam.name))
-            .finish()
-    }
-}
-
-impl Registry {
-    /// An empty registry.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Registers a counter series. The name should end in `_total`.
-    pub fn counter(
-        &self,
-        name: &str,
-        help: &str,
-        labels: &[(&str, &str)],
-    ) -> Result<Counter, MetricsError> {
-        let counter = Counter::default();
-        self.register(
-            name,
-            help,
-            Kind::Counter,
-            labels,
-            Value::Counter(counter.clone()),
-        )?;
-        Ok(counter)
-    }
-
-    /// Registers a histogram series with upper bucket bounds in seconds (`+Inf` is implied).
-    pub fn histogram(
-        &self,
-        name: &str,
-        help: &str,
-        labels: &[(&str, &str)],
-        buckets: &[f64],
-    ) -> Result<Histogram, MetricsError> {
-        let histogram = Histogram::try_new(buckets)?;
-        self.register(
-            name,
-            help,
-            Kind::Histogram,
-            labels,
-            Value::Histogram(histogram.clone()),
-        )?;
-        Ok(histogram)
-    }
-
-    /// Registers a gauge whose value is read from `read` at each render. `read` runs outside the
-    /// registry's lock, once per scrape: keep it cheap and non-blocking (read an atomic or a
-    /// cached value, never a database).
-    pub fn gauge(
-        &self,
-        name: &str,
-        help: &str,
-        labels: &[(&str, &str)],
-        read: impl Fn() -> f64 + Send + Sync + 'static,
-    ) -> Result<(), MetricsError> {
-        self.register(
-            name,
-            help,
-            Kind::Gauge,
-            labels,
-            Value::Gauge(Arc::new(read)),
-        )
-    }
-
-    fn register(
-        &self,
-        name: &str,
-        help: &str,
-        kind: Kind,
-        labels: &[(&str, &str)],
-        value: Value,
-    ) -> Result<(), MetricsError> {
-        if !valid_metric_name(name) {
-            return Err(MetricsError::Name(name.to_owned()));
-        }
-        let mut rendered = String::new();
-        for (i, (label, value)) in labels.iter().enumerate() {
-            let reserved = label.starts_with("__") || (kind == Kind::Histogram && *label == "le");
-            if !valid_label_name(label) || reserved || labels[..i].iter().any(|(l, _)| l == label) {
-                return Err(MetricsError::LabelName((*label).to_owned()));
-            }
-            if i > 0 {
-                rendered.push(',');
-            }
-            rendered.push_str(label);
-            rendered.push_str("=\"");
-            escape_label_value(&mut rendered, value);
-            rendered.push('"');
-        }
-        let series = Series {
-            labels: rendered,
-            value,
-        };
-
-        let mut families = self.families.lock().unwrap_or_else(PoisonError::into_inner);
-        match families.iter_mut().find(|f| f.name == name) {
-            Some(family) if family.kind != kind => Err(MetricsError::TypeMismatch(name.to_owned())),
-            Some(family) if family.series.iter().any(|s| s.labels == series.labels) => {
-                Err(MetricsError::Duplicate(name.to_owned()))
-            }
-            Some(family) => {
-                family.series.push(series);
-                Ok(())
-            }
-            None => {
-                families.push(Family {
-                    name: name.to_owned(),
-                    help: help.to_owned(),
-                    kind,
-                    series: vec![series],
-                });
-                Ok(())
-            }
-        }
-    }
-
-    /// Renders every family in the Prometheus text exposition format ([`CONTENT_TYPE`]).
-    pub fn render(&self) -> String {
-        // Snapshot (cheap `Arc` clones) so gauge closures run without the lock held.
-        let families = self
-            .families
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        let mut out = String::with_capacity(4096);
-        for family in &families {
-            render_family(&mut out, family);
-        }
-        out
-    }
-}
-
-fn render_family(out: &mut String, family: &Family) {
-    let name = &family.name;
-    out.push_str("# HELP ");
-    out.push_str(name);
-    out.push(' ');
-    escape_help(out, &family.help);
-    out.push('\n');
-    let _ = writeln!(out, "# TYPE {name} {}", family.kind.as_str());
-    for series in &family.series {
-        let labels = &series.labels;
-        match &series.value {
-            Value::Counter(c) => sample(out, name, "", labels, None, &c.get().to_string()),
-            Value::Gauge(read) => sample(out, name, "", labels, None, &format_float(read())),
-            Value::Histogram(h) => {
-                let inner = &*h.0;
-                let mut cumulative = 0u64;
-                for (i, bucket) in inner.buckets.iter().enumerate() {
-                    cumulative += bucket.load(Ordering::Relaxed);
-                    let le = inner
-                        .bounds
-                        .get(i)
-                        .map_or_else(|| "+Inf".to_owned(), |b| format_float(*b));
-                    sample(
-                        out,
-                        name,
-                        "_bucket",
-                        labels,
-                        Some(&le),
-                        &cumulative.to_string(),
-                    );
-                }
-                let sum = inner.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
-                sample(out, name, "_sum", labels, None, &format_float(sum));
-                // `_count` equals the `+Inf` bucket of the same snapshot, even under concurrent
-                // observations.
-                sample(out, name, "_count", labels, None, &cumulative.to_string());
-            }
-        }
-    }
-}
-
-fn sample(out: &mut String, name: &str, suffix: &str, labels: &str, le: Option<&str>, value: &str) {
-    out.push_str(name);
-    out.push_str(suffix);
-    if !labels.is_empty() || le.is_some() {
-        out.push('{');
-        out.push_str(labels);
-        if let Some(le) = le {
-            if !labels.is_empty() {
-                out.push(',');
-            }
-            out.push_str("le=\"");
-            out.push_str(le);
-            out.push('"');
-        }
-        out.push('}');
-    }
-    out.push(' ');
-    out.push_str(value);
-    out.push('\n');
-}
-
-fn format_float(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".to_owned()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.to_owned()
-    } else {
-        v.to_string()
-    }
-}
-
-fn escape_label_value(out: &mut String, v: &str) {
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-fn escape_help(out: &mut String, v: &str) {
-    for c in v.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-fn valid_metric_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_' || b == b':')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
-}
-
-fn valid_label_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    bytes
-        .next()
-        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-// ---- the facilitator's series ----
+// ---- label values ----
 
 /// How a payment was settled: `path` label of the settlement metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -530,8 +194,7 @@ impl ChainErrorKind {
     }
 }
 
-/// The label value used for routes and networks that were not registered.
-pub const OTHER: &str = "other";
+// ---- the facilitator's series ----
 
 /// The facilitator's metrics:
 ///
@@ -546,6 +209,7 @@ pub const OTHER: &str = "other";
 /// `"other"`, so label cardinality stays bounded whatever the traffic.
 pub struct Metrics {
     registry: Registry,
+    gauges: Arc<Gauges>,
     settlements: [[Counter; 4]; 2],
     settlement_seconds: [Histogram; 2],
     routes: HashMap<String, RouteSeries>,
@@ -565,7 +229,9 @@ impl Default for Metrics {
 impl fmt::Debug for Metrics {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Metrics")
-            .field("registry", &self.registry)
+            .field("routes", &self.routes.keys())
+            .field("networks", &self.chain_errors.keys())
+            .field("gauges", &self.gauges)
             .finish_non_exhaustive()
     }
 }
@@ -575,10 +241,6 @@ struct RouteSeries {
     seconds: Histogram,
     responses: [Counter; 5],
 }
-
-// The names and label sets below are constants (and network/route names only appear as label
-// values, which are escaped), so registration cannot fail; the unit tests exercise it.
-const STATIC_OK: &str = "static metric definitions are valid";
 
 impl Metrics {
     /// Registers the series for these networks (their canonical names) and route templates
@@ -590,49 +252,75 @@ impl Metrics {
         R: IntoIterator,
         R::Item: AsRef<str>,
     {
-        let registry = Registry::new();
+        let mut settlement_family = Counters::default();
         let settlements = SettlementPath::ALL.map(|path| {
             SettlementOutcome::ALL.map(|outcome| {
-                registry
-                    .counter(
-                        "tollgate_settlements_total",
-                        "Settlement requests by path (router: /authorize, x402: /settle) and outcome.",
-                        &[("path", path.as_str()), ("outcome", outcome.as_str())],
-                    )
-                    .expect(STATIC_OK)
+                settlement_family.add(vec![
+                    ("path", path.as_str().to_owned()),
+                    ("outcome", outcome.as_str().to_owned()),
+                ])
             })
         });
+        let mut settlement_seconds_family = Histograms::default();
         let settlement_seconds = SettlementPath::ALL.map(|path| {
-            registry
-                .histogram(
-                    "tollgate_settlement_seconds",
-                    "Time from receiving a settlement request to answering it.",
-                    &[("path", path.as_str())],
-                    SETTLEMENT_BUCKETS,
-                )
-                .expect(STATIC_OK)
+            settlement_seconds_family
+                .add(vec![("path", path.as_str().to_owned())], SETTLEMENT_BUCKETS)
         });
 
+        let mut http_seconds = Histograms::default();
+        let mut http_responses = Counters::default();
+        let mut route_series = |route: &str| RouteSeries {
+            seconds: http_seconds.add(vec![("route", route.to_owned())], HTTP_BUCKETS),
+            responses: STATUS_CLASSES.map(|class| {
+                http_responses.add(vec![
+                    ("route", route.to_owned()),
+                    ("class", class.to_owned()),
+                ])
+            }),
+        };
         let mut routes_map = HashMap::new();
         for route in routes {
             let route = route.as_ref();
             if route != OTHER && !routes_map.contains_key(route) {
-                routes_map.insert(route.to_owned(), Self::route_series(&registry, route));
+                routes_map.insert(route.to_owned(), route_series(route));
             }
         }
-        let other_route = Self::route_series(&registry, OTHER);
+        let other_route = route_series(OTHER);
 
+        let mut chain_family = Counters::default();
+        let mut chain_series = |network: &str| {
+            ChainErrorKind::ALL.map(|kind| {
+                chain_family.add(vec![
+                    ("network", network.to_owned()),
+                    ("kind", kind.as_str().to_owned()),
+                ])
+            })
+        };
         let mut chain_errors = HashMap::new();
         for network in networks {
             let network = network.as_ref();
             if network != OTHER && !chain_errors.contains_key(network) {
-                chain_errors.insert(network.to_owned(), Self::chain_series(&registry, network));
+                chain_errors.insert(network.to_owned(), chain_series(network));
             }
         }
-        let other_network = Self::chain_series(&registry, OTHER);
+        let other_network = chain_series(OTHER);
+
+        let mut registry = Registry::default();
+        registry.register(SETTLEMENTS, SETTLEMENTS_HELP, settlement_family);
+        registry.register(
+            SETTLEMENT_SECONDS,
+            SETTLEMENT_SECONDS_HELP,
+            settlement_seconds_family,
+        );
+        registry.register(HTTP_SECONDS, HTTP_SECONDS_HELP, http_seconds);
+        registry.register(HTTP_RESPONSES, HTTP_RESPONSES_HELP, http_responses);
+        registry.register(CHAIN_ERRORS, CHAIN_ERRORS_HELP, chain_family);
+        let gauges = Arc::new(Gauges::default());
+        registry.register_collector(Box::new(Arc::clone(&gauges)));
 
         Self {
             registry,
+            gauges,
             settlements,
             settlement_seconds,
             routes: routes_map,
@@ -642,50 +330,17 @@ impl Metrics {
         }
     }
 
-    fn route_series(registry: &Registry, route: &str) -> RouteSeries {
-        let seconds = registry
-            .histogram(
-                "tollgate_http_request_seconds",
-                "HTTP request latency by route template.",
-                &[("route", route)],
-                HTTP_BUCKETS,
-            )
-            .expect(STATIC_OK);
-        let responses = ["1xx", "2xx", "3xx", "4xx", "5xx"].map(|class| {
-            registry
-                .counter(
-                    "tollgate_http_responses_total",
-                    "HTTP responses by route template and status class.",
-                    &[("route", route), ("class", class)],
-                )
-                .expect(STATIC_OK)
-        });
-        RouteSeries { seconds, responses }
-    }
-
-    fn chain_series(registry: &Registry, network: &str) -> [Counter; 5] {
-        ChainErrorKind::ALL.map(|kind| {
-            registry
-                .counter(
-                    "tollgate_chain_errors_total",
-                    "Errors from chain backends by network and kind.",
-                    &[("network", network), ("kind", kind.as_str())],
-                )
-                .expect(STATIC_OK)
-        })
-    }
-
     /// Counts a settlement request's outcome and records its latency.
     pub fn settlement(&self, path: SettlementPath, outcome: SettlementOutcome, elapsed: Duration) {
         self.settlements[path as usize][outcome as usize].inc();
-        self.settlement_seconds[path as usize].observe(elapsed);
+        self.settlement_seconds[path as usize].observe(elapsed.as_secs_f64());
     }
 
     /// Records an HTTP request by its route template (axum's `MatchedPath`, or anything for
     /// unmatched requests: unknown routes count as `"other"`).
     pub fn http_request(&self, route: &str, status: u16, elapsed: Duration) {
         let series = self.routes.get(route).unwrap_or(&self.other_route);
-        series.seconds.observe(elapsed);
+        series.seconds.observe(elapsed.as_secs_f64());
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         series.responses[class].inc();
     }
@@ -699,8 +354,11 @@ impl Metrics {
         series[kind as usize].inc();
     }
 
-    /// Adds a gauge read at each render (e.g. relayer balances, the webhook outbox depth); see
-    /// [`Registry::gauge`].
+    /// Adds a gauge whose value is read from `read` at each render (e.g. relayer balances, the
+    /// webhook outbox depth). `read` runs once per scrape with no lock held: keep it cheap and
+    /// non-blocking (read an atomic or a cached value, never a database). Gauges of one name
+    /// share its first HELP text. Values are written as the crate writes floats (`3.0`,
+    /// `1.5e18`, `NaN`, and `inf`/`-inf`, which Prometheus also reads).
     pub fn gauge(
         &self,
         name: &str,
@@ -708,18 +366,258 @@ impl Metrics {
         labels: &[(&str, &str)],
         read: impl Fn() -> f64 + Send + Sync + 'static,
     ) -> Result<(), MetricsError> {
-        self.registry.gauge(name, help, labels, read)
-    }
-
-    /// The registry, for components that keep their own series.
-    pub fn registry(&self) -> &Registry {
-        &self.registry
+        if !valid_metric_name(name) {
+            return Err(MetricsError::Name(name.to_owned()));
+        }
+        if BUILT_IN.contains(&name) {
+            return Err(MetricsError::TypeMismatch(name.to_owned()));
+        }
+        for (i, (label, _)) in labels.iter().enumerate() {
+            if !valid_label_name(label)
+                || label.starts_with("__")
+                || labels[..i].iter().any(|(l, _)| l == label)
+            {
+                return Err(MetricsError::LabelName((*label).to_owned()));
+            }
+        }
+        let labels: Vec<(String, String)> = labels
+            .iter()
+            .map(|(l, v)| ((*l).to_owned(), (*v).to_owned()))
+            .collect();
+        self.gauges.add(name, help, labels, Arc::new(read))
     }
 
     /// The exposition text for `GET /metrics` ([`CONTENT_TYPE`]).
     pub fn render(&self) -> String {
-        self.registry.render()
+        let mut text = String::with_capacity(16 * 1024);
+        // Only the writer can fail, and a `String` does not.
+        encode_registry(&mut text, &self.registry).expect("writing to a String cannot fail");
+        classic_buckets(&text)
     }
+}
+
+// ---- families of fixed series ----
+
+type Labels = Vec<(&'static str, String)>;
+
+/// A counter family with fixed label sets, in the 0.0.4 form: registered under its sample name
+/// (`…_total`) and written as plain samples in the order they were added. (The crate's own
+/// counter encoding is OpenMetrics': the family named without `_total`, appended to each
+/// sample.)
+#[derive(Debug, Default)]
+struct Counters(Vec<(Labels, Counter)>);
+
+impl Counters {
+    /// A new series; the handle shares it.
+    fn add(&mut self, labels: Labels) -> Counter {
+        let counter = Counter::default();
+        self.0.push((labels, counter.clone()));
+        counter
+    }
+}
+
+impl EncodeMetric for Counters {
+    fn encode(&self, mut encoder: MetricEncoder<'_>) -> fmt::Result {
+        for (labels, counter) in &self.0 {
+            encoder
+                .encode_family(labels)?
+                .encode_gauge(&counter.get())?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Counter
+    }
+}
+
+/// A histogram family with fixed label sets, written in the order they were added.
+#[derive(Debug, Default)]
+struct Histograms(Vec<(Labels, Histogram)>);
+
+impl Histograms {
+    /// A new series with these upper bucket bounds (`+Inf` is implied); the handle shares it.
+    fn add(&mut self, labels: Labels, buckets: &[f64]) -> Histogram {
+        let histogram = Histogram::new(buckets.iter().copied());
+        self.0.push((labels, histogram.clone()));
+        histogram
+    }
+}
+
+impl EncodeMetric for Histograms {
+    fn encode(&self, mut encoder: MetricEncoder<'_>) -> fmt::Result {
+        for (labels, histogram) in &self.0 {
+            histogram.encode(encoder.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Writes the bucket lines of the facilitator's histograms as this endpoint always has: `le` as
+/// the last label, and a finite bound as Rust's `Display` writes it (`le="4"`, `le="0.25"`), where
+/// the crate writes `le` first and as an OpenMetrics float (`le="4.0"`). Every other line is kept
+/// as it is.
+fn classic_buckets(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        if !rewrite_bucket(&mut out, line) {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+/// Writes `line` rewritten to `out`; false (and nothing written) when it is not a bucket line of
+/// [`HISTOGRAMS`] in the crate's form: `name_bucket{le="4.0",path="x402"} 7`.
+fn rewrite_bucket(out: &mut String, line: &str) -> bool {
+    let Some((name, rest)) = line.split_once('{') else {
+        return false;
+    };
+    if !HISTOGRAMS
+        .iter()
+        .any(|h| name.strip_suffix("_bucket") == Some(*h))
+    {
+        return false;
+    }
+    let Some((bound, rest)) = rest
+        .strip_prefix("le=\"")
+        .and_then(|rest| rest.split_once('"'))
+    else {
+        return false;
+    };
+    // The other labels (escaped values may hold `} `, the count does not) and the count.
+    let Some((labels, count)) = rest.rsplit_once("} ") else {
+        return false;
+    };
+    let labels = labels.strip_prefix(',').unwrap_or(labels);
+    let bound = match bound.parse::<f64>() {
+        Ok(b) if b.is_finite() => b.to_string(),
+        _ => bound.to_owned(), // `+Inf`
+    };
+    out.push_str(name);
+    out.push('{');
+    out.push_str(labels);
+    if !labels.is_empty() {
+        out.push(',');
+    }
+    out.push_str("le=\"");
+    out.push_str(&bound);
+    out.push_str("\"} ");
+    out.push_str(count);
+    true
+}
+
+// ---- gauges read at scrape time ----
+
+type GaugeFn = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+#[derive(Clone)]
+struct GaugeFamily {
+    name: String,
+    /// Escaped for the HELP line.
+    help: String,
+    series: Vec<(Vec<(String, String)>, GaugeFn)>,
+}
+
+/// The gauges added with [`Metrics::gauge`], written after the fixed families. Its lock is held
+/// to add a gauge and to copy the list at a scrape, never while a gauge is read.
+#[derive(Default)]
+struct Gauges(Mutex<Vec<GaugeFamily>>);
+
+impl fmt::Debug for Gauges {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let families = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        f.debug_list()
+            .entries(families.iter().map(|family| &family.name))
+            .finish()
+    }
+}
+
+impl Gauges {
+    fn add(
+        &self,
+        name: &str,
+        help: &str,
+        labels: Vec<(String, String)>,
+        read: GaugeFn,
+    ) -> Result<(), MetricsError> {
+        let mut families = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match families.iter_mut().find(|f| f.name == name) {
+            Some(family) if family.series.iter().any(|(l, _)| *l == labels) => {
+                Err(MetricsError::Duplicate(name.to_owned()))
+            }
+            Some(family) => {
+                family.series.push((labels, read));
+                Ok(())
+            }
+            None => {
+                families.push(GaugeFamily {
+                    name: name.to_owned(),
+                    help: escape_help(help),
+                    series: vec![(labels, read)],
+                });
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Collector for Gauges {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        // A copy (cheap `Arc` clones), so that the gauges are read without the lock held.
+        let families = self
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for family in &families {
+            let mut metric =
+                encoder.encode_descriptor(&family.name, &family.help, None, MetricType::Gauge)?;
+            for (labels, read) in &family.series {
+                // An empty label set would still be written, as `{}`.
+                if labels.is_empty() {
+                    metric.encode_gauge(&read())?;
+                } else {
+                    metric.encode_family(labels)?.encode_gauge(&read())?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The HELP text as the exposition format wants it: backslashes and line feeds escaped. (The
+/// crate writes HELP texts as given; the fixed families' have nothing to escape.)
+fn escape_help(help: &str) -> String {
+    let mut out = String::with_capacity(help.len() + 1);
+    for c in help.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn valid_metric_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_' || b == b':')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+}
+
+fn valid_label_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    bytes
+        .next()
+        .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
 #[cfg(test)]
@@ -970,69 +868,114 @@ mod tests {
     }
 
     #[test]
-    fn registration_errors() {
-        let r = Registry::new();
+    fn gauge_registration_errors() {
+        let m = Metrics::new(["n"], ["/r"]);
+        let gauge = |name: &str, labels: &[(&str, &str)]| m.gauge(name, "", labels, || 0.0);
         assert_eq!(
-            r.counter("1bad", "", &[]).unwrap_err(),
+            gauge("1bad", &[]).unwrap_err(),
             MetricsError::Name("1bad".into())
         );
         assert_eq!(
-            r.counter("a_total", "", &[("bad-label", "x")]).unwrap_err(),
+            gauge("a", &[("bad-label", "x")]).unwrap_err(),
             MetricsError::LabelName("bad-label".into())
         );
         assert_eq!(
-            r.counter("a_total", "", &[("__x", "x")]).unwrap_err(),
+            gauge("a", &[("__x", "x")]).unwrap_err(),
             MetricsError::LabelName("__x".into())
         );
         assert_eq!(
-            r.counter("a_total", "", &[("x", "1"), ("x", "2")])
-                .unwrap_err(),
+            gauge("a", &[("x", "1"), ("x", "2")]).unwrap_err(),
             MetricsError::LabelName("x".into())
         );
         assert_eq!(
-            r.histogram("h", "", &[("le", "1")], &[1.0]).unwrap_err(),
-            MetricsError::LabelName("le".into())
+            gauge("tollgate_settlements_total", &[]).unwrap_err(),
+            MetricsError::TypeMismatch("tollgate_settlements_total".into())
         );
+        gauge("a", &[("x", "1")]).unwrap();
         assert_eq!(
-            r.histogram("h", "", &[], &[2.0, 1.0]).unwrap_err(),
-            MetricsError::Buckets
+            gauge("a", &[("x", "1")]).unwrap_err(),
+            MetricsError::Duplicate("a".into())
         );
-        assert_eq!(
-            r.histogram("h", "", &[], &[]).unwrap_err(),
-            MetricsError::Buckets
-        );
-        r.counter("a_total", "", &[("x", "1")]).unwrap();
-        assert_eq!(
-            r.counter("a_total", "", &[("x", "1")]).unwrap_err(),
-            MetricsError::Duplicate("a_total".into())
-        );
-        assert_eq!(
-            r.gauge("a_total", "", &[], || 0.0).unwrap_err(),
-            MetricsError::TypeMismatch("a_total".into())
-        );
-        // An empty registry renders nothing; a label-less counter renders bare.
-        assert_eq!(Registry::new().render(), "");
-        let r = Registry::new();
-        r.counter("b_total", "B.", &[]).unwrap().add(3);
-        assert_eq!(
-            r.render(),
-            "# HELP b_total B.\n# TYPE b_total counter\nb_total 3\n"
+        gauge("a", &[("x", "2")]).unwrap();
+        // One family, after the fixed ones; a label-less gauge renders bare.
+        m.gauge("b", "B.", &[], || 3.0).unwrap();
+        let text = m.render();
+        assert!(
+            text.ends_with(
+                "# HELP a \n# TYPE a gauge\na{x=\"1\"} 0.0\na{x=\"2\"} 0.0\n\
+                 # HELP b B.\n# TYPE b gauge\nb 3.0\n"
+            ),
+            "{text}"
         );
     }
 
     #[test]
-    fn gauges_may_use_the_registry_while_rendering() {
-        let r = Arc::new(Registry::new());
-        let inner = Arc::downgrade(&r);
-        // Takes the registry's lock from inside a render: must not deadlock.
-        r.gauge("families", "Families.", &[], move || {
-            inner
-                .upgrade()
-                .map_or(0.0, |r| format!("{r:?}").len() as f64)
-        })
-        .unwrap();
-        let samples = parse(&r.render());
-        assert_eq!(value(&samples, "families"), "[\"families\"]".len() as f64);
+    fn renders_the_0_0_4_text_of_the_fixed_families() {
+        let metrics = Metrics::new(["n"], ["/r"]);
+        metrics.settlement(
+            SettlementPath::Router,
+            SettlementOutcome::Pending,
+            Duration::from_secs(3),
+        );
+        metrics.http_request("/r", 204, Duration::from_millis(20));
+        let text = metrics.render();
+        // Counters: the family is named as its samples (0.0.4), not without `_total`
+        // (OpenMetrics); bucket bounds as before (`le="4"`, not `le="4.0"`); no `# EOF`.
+        for expected in [
+            "# HELP tollgate_settlements_total Settlement requests by path (router: /authorize, \
+             x402: /settle) and outcome.\n\
+             # TYPE tollgate_settlements_total counter\n\
+             tollgate_settlements_total{path=\"router\",outcome=\"confirmed\"} 0\n\
+             tollgate_settlements_total{path=\"router\",outcome=\"pending\"} 1\n",
+            "tollgate_settlement_seconds_bucket{path=\"router\",le=\"2\"} 0\n\
+             tollgate_settlement_seconds_bucket{path=\"router\",le=\"4\"} 1\n",
+            "tollgate_settlement_seconds_bucket{path=\"router\",le=\"60\"} 1\n\
+             tollgate_settlement_seconds_bucket{path=\"router\",le=\"+Inf\"} 1\n",
+            "tollgate_http_request_seconds_bucket{route=\"/r\",le=\"0.025\"} 1\n",
+            "# TYPE tollgate_http_responses_total counter\n\
+             tollgate_http_responses_total{route=\"/r\",class=\"1xx\"} 0\n\
+             tollgate_http_responses_total{route=\"/r\",class=\"2xx\"} 1\n",
+            "tollgate_chain_errors_total{network=\"n\",kind=\"unavailable\"} 0\n",
+        ] {
+            assert!(text.contains(expected), "{expected}\nnot in\n{text}");
+        }
+        assert!(!text.contains("# EOF") && !text.contains(".0\"}"), "{text}");
+    }
+
+    #[test]
+    fn only_histogram_bucket_lines_are_rewritten() {
+        let text = "# HELP tollgate_http_request_seconds le=\"1.0\"} x\n\
+                    tollgate_http_request_seconds_sum{route=\"/r\"} 1.0\n\
+                    tollgate_http_request_seconds_bucket{le=\"10.0\",route=\"a\\\"} b\"} 3\n\
+                    tollgate_http_request_seconds_bucket{le=\"0.25\",route=\"/r\"} 3\n\
+                    tollgate_http_request_seconds_bucket{le=\"+Inf\",route=\"/r\"} 3\n\
+                    tollgate_settlement_seconds_bucket{le=\"1.0\"} 0\n\
+                    gauge_bucket{le=\"1.0\",x=\"y\"} 2.0\n";
+        assert_eq!(
+            classic_buckets(text),
+            "# HELP tollgate_http_request_seconds le=\"1.0\"} x\n\
+             tollgate_http_request_seconds_sum{route=\"/r\"} 1.0\n\
+             tollgate_http_request_seconds_bucket{route=\"a\\\"} b\",le=\"10\"} 3\n\
+             tollgate_http_request_seconds_bucket{route=\"/r\",le=\"0.25\"} 3\n\
+             tollgate_http_request_seconds_bucket{route=\"/r\",le=\"+Inf\"} 3\n\
+             tollgate_settlement_seconds_bucket{le=\"1\"} 0\n\
+             gauge_bucket{le=\"1.0\",x=\"y\"} 2.0\n"
+        );
+    }
+
+    #[test]
+    fn gauges_may_use_the_metrics_while_rendering() {
+        let metrics = Arc::new(Metrics::new(["n"], ["/r"]));
+        let weak = Arc::downgrade(&metrics);
+        // Takes the gauges' lock (through `Debug`) from inside a render: must not deadlock.
+        metrics
+            .gauge("families", "Families.", &[], move || {
+                weak.upgrade()
+                    .map_or(0.0, |m| format!("{m:?}").matches("families").count() as f64)
+            })
+            .unwrap();
+        let samples = parse(&metrics.render());
+        assert_eq!(value(&samples, "families"), 1.0);
     }
 
     #[test]

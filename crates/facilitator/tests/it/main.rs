@@ -9,6 +9,7 @@ mod edges;
 mod http_errors;
 mod keeper;
 mod metering;
+mod metrics_names;
 mod properties;
 mod providers;
 mod store;

@@ -14,6 +14,11 @@
 //! - Every request is bounded by [`RpcOptions::request_timeout`]; [`Chain::wait`] by its own
 //!   timeout, after which it reports [`Confirmation::Pending`], and it re-checks the inclusion
 //!   block after the requested depth so a reorged-out transaction is waited for again.
+//! - Credentials in the node URL (a password in the user info, a token in the path, a key in the
+//!   query, as hosted nodes take them) are sent to the node and nowhere else: logs, spans, errors
+//!   and `Debug` name the node by `scheme://host:port` only (see [`RpcChain::endpoint`]). alloy's
+//!   own HTTP transport records the whole URL in a debug-level span and reqwest's errors print
+//!   it, so the requests go through a transport of our own here instead.
 
 use std::{
     borrow::Cow,
@@ -30,13 +35,20 @@ use alloy::{
     network::TransactionBuilder,
     primitives::{Address, B256, Bytes, TxKind, U256},
     providers::{Provider, RootProvider},
-    rpc::types::{Filter, TransactionReceipt, TransactionRequest},
+    rpc::{
+        client::RpcClient,
+        json_rpc::{RequestPacket, ResponsePacket},
+        types::{Filter, TransactionReceipt, TransactionRequest},
+    },
     transports::{
-        RpcError, TransportError, TransportErrorKind, TransportResult, http::reqwest::Url,
+        RpcError, TransportError, TransportErrorKind, TransportFut, TransportResult,
+        utils::guess_local_url,
     },
 };
 use async_trait::async_trait;
+use reqwest::Url;
 use serde_json::Value;
+use tracing::Instrument as _;
 
 use crate::{
     Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest, WaitOptions,
@@ -123,7 +135,13 @@ impl RpcChain {
         // HTTPS nodes: reqwest is built without a bundled crypto provider; install ring once per
         // process (an error only means one is installed already).
         crate::install_crypto_provider();
-        let provider = RootProvider::new_http(parsed);
+        let is_local = guess_local_url(&parsed);
+        let transport = NodeTransport {
+            client: reqwest::Client::new(),
+            url: Arc::new(parsed),
+            endpoint: endpoint.clone().into(),
+        };
+        let provider = RootProvider::new(RpcClient::new(transport, is_local));
         let mut chain = Self {
             provider,
             endpoint,
@@ -565,6 +583,96 @@ impl Chain for RpcChain {
             tokio::time::sleep(self.options.poll_interval.min(Duration::from_millis(10))).await;
         }
         Ok(())
+    }
+}
+
+/// The HTTP transport to a node: JSON-RPC packets POSTed to the full URL (reqwest turns its user
+/// info into `Authorization: Basic`), as alloy's `Http<reqwest::Client>` does, except that the
+/// URL is never logged nor put in an error: the span names the [`redacted`] endpoint and
+/// reqwest's errors lose their URL.
+#[derive(Clone)]
+struct NodeTransport {
+    client: reqwest::Client,
+    /// The full URL, credentials included: only ever handed to reqwest.
+    url: Arc<Url>,
+    /// [`redacted`] URL.
+    endpoint: Arc<str>,
+}
+
+impl fmt::Debug for NodeTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NodeTransport")
+            .field("endpoint", &self.endpoint)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NodeTransport {
+    async fn post(self, packet: RequestPacket) -> TransportResult<ResponsePacket> {
+        // reqwest's errors carry the request URL (and print it): drop it.
+        let transport = |e: reqwest::Error| TransportErrorKind::custom(e.without_url());
+        let body = serde_json::to_vec(&packet).map_err(TransportError::ser_err)?;
+        let response = self
+            .client
+            .post(Url::clone(&self.url))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .headers(packet.headers())
+            .body(body)
+            .send()
+            .await
+            .map_err(transport)?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok())
+            .map(Duration::from_secs);
+        tracing::debug!(%status, "node answered");
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            Err(e) if !status.is_success() => {
+                return Err(TransportErrorKind::http_error_with_retry_after(
+                    status.as_u16(),
+                    format!("<failed to read the body: {}>", e.without_url()),
+                    retry_after,
+                ));
+            }
+            Err(e) => return Err(transport(e)),
+        };
+        tracing::trace!(body = %String::from_utf8_lossy(&body), "node's answer");
+        if !status.is_success() {
+            // A JSON-RPC error in a non-2xx answer is still the node's answer.
+            return match serde_json::from_slice::<ResponsePacket>(&body) {
+                Ok(packet) if packet.is_error() => Ok(packet),
+                _ => Err(TransportErrorKind::http_error_with_retry_after(
+                    status.as_u16(),
+                    String::from_utf8_lossy(&body).into_owned(),
+                    retry_after,
+                )),
+            };
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| TransportError::deser_err(e, String::from_utf8_lossy(&body)))
+    }
+}
+
+impl tower_service::Service<RequestPacket> for NodeTransport {
+    type Response = ResponsePacket;
+    type Error = TransportError;
+    type Future = TransportFut<'static>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::result::Result<(), TransportError>> {
+        // reqwest's client is always ready.
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, packet: RequestPacket) -> Self::Future {
+        let span = tracing::debug_span!("node", endpoint = %self.endpoint);
+        Box::pin(self.clone().post(packet).instrument(span))
     }
 }
 

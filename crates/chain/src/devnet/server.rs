@@ -1,5 +1,6 @@
 //! The devnet's standard Ethereum JSON-RPC listener (HTTP POST, single and batch requests), enough
-//! for alloy, viem and curl. Malformed requests get JSON-RPC error objects, never a crash or a hang.
+//! for alloy, viem and curl. Malformed requests get JSON-RPC error objects, never a crash or a hang;
+//! slow or oversized requests meet the services' HTTP limits ([`serve_with`]).
 
 use std::{future::Future, sync::Arc};
 
@@ -22,6 +23,7 @@ use axum::{
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tollgate_server::Limits;
 
 use super::{BASE_FEE, BlockView, CoreView, Devnet, Simulation, TxEntry};
 use crate::{Error, LogFilter};
@@ -41,15 +43,28 @@ pub fn router(devnet: Arc<Devnet>) -> Router {
         .with_state(devnet)
 }
 
-/// Serves JSON-RPC on `listener` until `shutdown` resolves.
+/// Serves JSON-RPC on `listener` under the default [`Limits`] (the facilitator's defaults) until
+/// `shutdown` resolves.
 pub async fn serve(
     devnet: Arc<Devnet>,
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(devnet))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(devnet, listener, &Limits::default(), shutdown).await
+}
+
+/// Serves JSON-RPC on `listener` under `limits` until `shutdown` resolves, through
+/// [`tollgate_server::serve`] as the facilitator and the gateway are: a header must arrive within
+/// the header read timeout (a slow or idle connection is closed), headers are capped in size and
+/// count (431), a request, its body included, must be answered within the request timeout (408),
+/// connections are capped and clients rate limited. Requests in flight finish on shutdown.
+pub async fn serve_with(
+    devnet: Arc<Devnet>,
+    listener: tokio::net::TcpListener,
+    limits: &Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    tollgate_server::serve(listener, router(devnet), limits, shutdown).await
 }
 
 async fn handle(State(devnet): State<Arc<Devnet>>, body: Body) -> Response {

@@ -2,6 +2,7 @@
 
 mod contracts;
 mod devnet;
+mod devnet_server;
 mod properties;
 mod rpc;
 mod subscriptions;

@@ -38,7 +38,7 @@ state directory keeps all state. The state directory is created 0700, and dev.js
 databases 0600: they hold keys.
 
 Ports: devnet 8545, facilitator 8402, API 8080; --port-base P uses P, P+1, P+2
-(--port-base 0 picks free ports).
+(--port-base 0 picks free ports). The server limits below apply to all three listeners.
 
   tollgate dev
   tollgate dev --network base-sepolia --chain-id 84532   # unmodified x402 clients can pay it")]
@@ -55,6 +55,8 @@ pub(crate) struct Args {
     /// First of three consecutive ports (devnet, facilitator, API); 0 picks free ports.
     #[arg(long)]
     port_base: Option<u16>,
+    #[command(flatten)]
+    server: super::devnet::ServerArgs,
 }
 
 /// Roles of the dev accounts in `dev.json`.
@@ -100,6 +102,7 @@ async fn bind(port: u16) -> anyhow::Result<tokio::net::TcpListener> {
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
+    let limits = args.server.limits()?;
     let dir = &args.state_dir;
     super::create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
     let ports: [u16; 3] = match args.port_base {
@@ -153,6 +156,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         // Dev mode: webhook endpoints on this machine are allowed.
         webhook_allow_private: true,
         webhook_secrets: Some(SecretsKeys::new(secrets_key.clone())),
+        server: limits.clone(),
         ..Settings::default()
     };
     let spec = NetworkSpec {
@@ -205,11 +209,10 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let stop = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
-    let rpc_task = tokio::spawn(server::serve(
-        devnet.clone(),
-        rpc_listener,
-        stop(stop_rx.clone()),
-    ));
+    let rpc_task = tokio::spawn({
+        let (devnet, limits, stopped) = (devnet.clone(), limits.clone(), stop(stop_rx.clone()));
+        async move { server::serve_with(devnet, rpc_listener, &limits, stopped).await }
+    });
     // Renewals and overage charges are collected automatically, as in production; the keeper
     // stops with this scope.
     let _keeper = facilitator.spawn_keeper();
@@ -258,7 +261,6 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     )
     .await?;
     let api_task = tokio::spawn(async move {
-        let limits = tollgate_server::Limits::default();
         tollgate_server::serve(api_listener, api, &limits, stop(stop_rx)).await
     });
     print_guide(&info, &path);

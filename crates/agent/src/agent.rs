@@ -16,8 +16,11 @@ use reqwest::{StatusCode, header::HeaderValue};
 use tollgate_chain::authorization::{
     ReceiveWithAuthorization, TransferWithAuthorization, router_nonce, sign, token_domain,
 };
+use tollgate_client::{Authorization, Discovered, FacilitatorClient};
 use tollgate_protocol::{
-    Amount, AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, ErrorCode, SignedPayment,
+    Amount, ApiErrorCode, AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, ErrorCode,
+    SignedPayment,
+    api::{authorize::settlement_key, discovery::WellKnown},
     network,
     x402::{
         ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements, SCHEME_EXACT,
@@ -28,16 +31,13 @@ use tollgate_protocol::{
 use crate::{
     Error, PaidResponse, PayRequest, Payment, PaymentKind, Result, SpendPolicy,
     error::{Malformed, Refusal},
-    facilitator::{self, Answer, WellKnown},
+    facilitator,
     on_subscription::{Held, OnSubscription},
     policy::{Budget, Reservation},
     terms::{self, Offer, Terms},
 };
 
-/// The header a payment travels in.
-pub const X_PAYMENT: &str = "x-payment";
-/// The header a paid response's settlement travels in.
-pub const X_PAYMENT_RESPONSE: &str = "x-payment-response";
+pub use tollgate_protocol::headers::{X_PAYMENT, X_PAYMENT_RESPONSE};
 
 /// The largest 402 body the agent reads (a hostile server cannot make it buffer more).
 pub const DEFAULT_MAX_402_BODY: usize = 64 * 1024;
@@ -73,7 +73,8 @@ pub(crate) struct Inner {
     pub(crate) settle_timeout: Duration,
     pub(crate) max_402_body: usize,
     max_body: usize,
-    well_known: Mutex<HashMap<String, Arc<WellKnown>>>,
+    /// One client per facilitator base URL (with its discovery cache).
+    clients: Mutex<HashMap<String, FacilitatorClient>>,
     pub(crate) held: Held,
 }
 
@@ -237,7 +238,7 @@ impl Agent {
                             // may be spent on a failed settlement).
                             tracing::warn!(error = %e, "validity window refused; reading the chain's clock again");
                             clock_read_again = true;
-                            self.cache().remove(&facilitator);
+                            self.forget_well_known(&facilitator);
                             let response = self.send(&request, None).await?;
                             if response.status() != StatusCode::PAYMENT_REQUIRED {
                                 return self.finish_after(response, None, made).await;
@@ -361,18 +362,15 @@ impl Agent {
         let Some(settled) = &attempt.settled else {
             return Recovered::Proof(held);
         };
-        let answer = async {
-            let response = self.inner.http.get(&settled.status_url).send().await?;
-            let status = response.status();
-            let limit = self.inner.max_402_body;
-            let body = read_limited(response, limit)
-                .await?
-                .ok_or(Error::ResponseTooLarge { limit })?;
-            facilitator::answer(status, &body)
-        }
-        .await;
+        let answer = match self.facilitator_client(&settled.base) {
+            Ok(client) => client
+                .settlement_at(&settled.status_url)
+                .await
+                .map_err(facilitator::error_from),
+            Err(e) => Err(e),
+        };
         match answer {
-            Ok(Answer::Confirmed(confirmed)) => {
+            Ok(Authorization::Confirmed(confirmed)) => {
                 let checked = match self.well_known(&settled.base).await {
                     Ok(wk) => {
                         self.check_proof(&confirmed, &settled.requirements, settled.memo, &wk)
@@ -395,7 +393,7 @@ impl Agent {
                 code,
                 message,
             }) => Recovered::Failed(format!("{code}: {message}")),
-            Ok(Answer::Pending(_)) => Recovered::Proof(held),
+            Ok(Authorization::Pending(_)) => Recovered::Proof(held),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the settlement's status; sending the proof held");
                 Recovered::Proof(held)
@@ -552,43 +550,33 @@ impl Agent {
         (trusted && http).then(|| base.to_owned())
     }
 
-    pub(crate) async fn well_known(&self, base: &str) -> Result<Arc<WellKnown>> {
-        if let Some(wk) = self.cache().get(base) {
-            return Ok(Arc::clone(wk));
+    /// The client of the facilitator at `base` (one per base URL, sharing the agent's HTTP
+    /// client and keeping its discovery document until forgotten).
+    pub(crate) fn facilitator_client(&self, base: &str) -> Result<FacilitatorClient> {
+        // A cache: a poisoned map is still a valid map.
+        let mut clients = self.inner.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(client) = clients.get(base) {
+            return Ok(client.clone());
         }
-        let response = self
-            .inner
-            .http
-            .get(format!("{base}/.well-known/tollgate"))
-            .send()
-            .await?;
-        let status = response.status();
-        let limit = self.inner.max_402_body;
-        let body = read_limited(response, limit)
-            .await?
-            .ok_or(Error::ResponseTooLarge { limit })?;
-        if !status.is_success() {
-            return Err(facilitator::error_from(status, &body));
-        }
-        let wk: WellKnown = serde_json::from_slice(&body).map_err(|e| Error::Facilitator {
-            status: status.as_u16(),
-            code: "Unreadable".into(),
-            message: format!("/.well-known/tollgate: {e}"),
-        })?;
-        let wk = Arc::new(WellKnown {
-            read_at: unix_now(),
-            ..wk
-        });
-        self.cache().insert(base.to_owned(), Arc::clone(&wk));
-        Ok(wk)
+        let client = facilitator::client(&self.inner.http, base, self.inner.max_402_body)?;
+        clients.insert(base.to_owned(), client.clone());
+        Ok(client)
     }
 
-    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<WellKnown>>> {
-        // A cache: a poisoned map is still a valid map.
-        self.inner
-            .well_known
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+    /// The facilitator's `/.well-known/tollgate`, read once and kept (until
+    /// [`forget_well_known`](Self::forget_well_known)).
+    pub(crate) async fn well_known(&self, base: &str) -> Result<Arc<Discovered>> {
+        self.facilitator_client(base)?
+            .discovery()
+            .await
+            .map_err(facilitator::error_from)
+    }
+
+    /// Reads the facilitator's document afresh next time.
+    fn forget_well_known(&self, base: &str) {
+        if let Ok(client) = self.facilitator_client(base) {
+            client.forget_discovery();
+        }
     }
 
     /// Pays through a Tollgate facilitator and returns the receipt with the proof, and where
@@ -673,43 +661,55 @@ impl Agent {
         // off the chain; kept across the resends of this one payment, and for recovering its
         // proof from the status URL.
         let claim = B256::random();
-        let status_url = facilitator::status_url(
-            base,
-            net.chain_id,
-            net.token,
-            self.inner.address,
-            authorization.nonce,
+        let client = self.facilitator_client(base)?;
+        let status_url = client.status_url(
+            settlement_key(
+                net.chain_id,
+                net.token,
+                self.inner.address,
+                authorization.nonce,
+            ),
             claim,
         );
-        let posted = facilitator::post_until_answered(
-            &self.inner.http,
-            &format!("{base}/authorize"),
-            &AuthorizeRequest {
-                signed_payment,
-                resource: Some(r.resource.clone()).filter(|r| !r.is_empty()),
-                claim: Some(claim),
-            },
+        let request = AuthorizeRequest {
+            signed_payment,
+            resource: Some(r.resource.clone()).filter(|r| !r.is_empty()),
+            claim: Some(claim),
+        };
+        let posted = facilitator::until_answered(
+            "/authorize",
             Instant::now() + self.inner.settle_timeout,
+            || client.authorize(&request),
         )
         .await;
-        let sent = match posted.sent {
-            Ok(sent) => sent,
-            Err(e) => {
+        let first = match posted.result {
+            Ok(first) => Ok(first),
+            Err(e) if e.transport().is_some() => {
                 if !posted.never_sent {
                     reservation.commit();
                 }
-                return Err(e.into());
+                return Err(facilitator::error_from(e));
             }
+            Err(e) => Err(facilitator::error_from(e)),
         };
-        let confirmed = self.await_proof(sent).await;
+        let confirmed = match first {
+            Ok(first) => self.await_proof(&client, first).await,
+            Err(e) => Err(e),
+        };
         match &confirmed {
             // Refused as expired by the chain's clock: it can never be settled.
-            Err(Error::Facilitator { code, .. }) if code == "AuthorizationExpired" => {
+            Err(Error::Facilitator {
+                code: ApiErrorCode::AuthorizationExpired,
+                ..
+            }) => {
                 drop(reservation);
             }
-            Err(Error::Facilitator { code, .. }) if code == "NonceMismatch" => {
+            Err(Error::Facilitator {
+                code: ApiErrorCode::NonceMismatch,
+                ..
+            }) => {
                 // The fee changed: read the terms afresh next time.
-                self.cache().remove(base);
+                client.forget_discovery();
                 reservation.commit();
             }
             _ => reservation.commit(),
@@ -742,19 +742,18 @@ impl Agent {
     }
 
     /// The proof from an `/authorize` answer, polling its status URL while pending.
-    async fn await_proof(&self, response: reqwest::Response) -> Result<AuthorizeResponse> {
+    async fn await_proof(
+        &self,
+        client: &FacilitatorClient,
+        first: Authorization,
+    ) -> Result<AuthorizeResponse> {
         let deadline = Instant::now() + self.inner.settle_timeout;
         let mut delay = Duration::ZERO;
-        let mut response = response;
+        let mut answer = first;
         loop {
-            let status = response.status();
-            let limit = self.inner.max_402_body;
-            let body = read_limited(response, limit)
-                .await?
-                .ok_or(Error::ResponseTooLarge { limit })?;
-            let pending = match facilitator::answer(status, &body)? {
-                Answer::Confirmed(r) => return Ok(*r),
-                Answer::Pending(p) => p,
+            let pending = match answer {
+                Authorization::Confirmed(r) => return Ok(*r),
+                Authorization::Pending(p) => p,
             };
             delay = facilitator::backoff(delay);
             if Instant::now() + delay > deadline {
@@ -766,20 +765,16 @@ impl Agent {
             tokio::time::sleep(delay).await;
             // A lost answer or a facilitator restarting does not end the wait: the status URL
             // answers again until the deadline.
-            response = loop {
-                match self.inner.http.get(&pending.status_url).send().await {
-                    Ok(r)
-                        if !matches!(
-                            r.status(),
-                            StatusCode::BAD_GATEWAY
-                                | StatusCode::SERVICE_UNAVAILABLE
-                                | StatusCode::GATEWAY_TIMEOUT
-                        ) =>
-                    {
-                        break r;
+            answer = loop {
+                match client.settlement_at(&pending.status_url).await {
+                    Ok(a) => break a,
+                    Err(e) if facilitator::unavailable_now(&e) => {
+                        tracing::debug!(status = ?e.status(), "status URL unavailable");
                     }
-                    Ok(r) => tracing::debug!(status = %r.status(), "status URL unavailable"),
-                    Err(e) => tracing::debug!(error = %e, "status URL unreachable"),
+                    Err(e) if e.transport().is_some() => {
+                        tracing::debug!(error = %e, "status URL unreachable");
+                    }
+                    Err(e) => return Err(facilitator::error_from(e)),
                 }
                 delay = facilitator::backoff(delay);
                 if Instant::now() + delay > deadline {
@@ -908,10 +903,15 @@ enum Recovered {
 
 /// Whether the facilitator refused an authorization's validity window (by the chain's clock).
 fn window_refused(e: &Error) -> bool {
-    matches!(e, Error::Facilitator { code, .. } if matches!(
-        code.as_str(),
-        "AuthorizationExpired" | "AuthorizationNotYetValid" | "ValidityTooLong"
-    ))
+    matches!(
+        e,
+        Error::Facilitator {
+            code: ApiErrorCode::AuthorizationExpired
+                | ApiErrorCode::AuthorizationNotYetValid
+                | ApiErrorCode::ValidityTooLong,
+            ..
+        }
+    )
 }
 
 /// How an option is paid.
@@ -998,7 +998,7 @@ impl AgentBuilder {
                 settle_timeout: self.settle_timeout,
                 max_402_body: self.max_402_body,
                 max_body: self.max_body,
-                well_known: Mutex::new(HashMap::new()),
+                clients: Mutex::new(HashMap::new()),
                 held: Held::default(),
             }),
         })
@@ -1037,8 +1037,5 @@ fn unix_now() -> u64 {
 /// The spec's error name a 402 `error` carries, if it is one (x402's `insufficient_funds` reads
 /// as `InsufficientFunds`).
 pub(crate) fn spec_code(reason: &str) -> Option<ErrorCode> {
-    if reason == "insufficient_funds" {
-        return Some(ErrorCode::InsufficientFunds);
-    }
-    serde_json::from_value(serde_json::Value::String(reason.to_owned())).ok()
+    ErrorCode::parse(reason)
 }

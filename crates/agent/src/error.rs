@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use alloy::primitives::{Address, B256};
-use tollgate_protocol::Amount;
+use tollgate_protocol::{Amount, ApiErrorCode};
 
 use crate::Payment;
 
@@ -132,8 +132,10 @@ pub enum Error {
     Facilitator {
         /// HTTP status (0 when the answer was a 2xx that failed the agent's checks).
         status: u16,
-        /// The error code (`{"error": {"code"}}`), or the agent's reason.
-        code: String,
+        /// The error code (`{"error": {"code"}}`), or the agent's reason (`Unreadable`: the
+        /// answer was not the expected shape; `ProofMismatch`, `WrongSubscription`, …: a 2xx
+        /// that failed the agent's checks).
+        code: ApiErrorCode,
         /// The explanation.
         message: String,
     },

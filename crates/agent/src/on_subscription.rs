@@ -17,8 +17,7 @@ use crate::{
     terms::{Offer, Terms},
 };
 
-/// The header a subscription id travels in.
-pub const X_SERVICE_SUB: &str = "x-service-sub";
+pub use tollgate_protocol::headers::X_SERVICE_SUB;
 
 /// Where a held subscription serves: through this facilitator, on this network, for this plan.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

@@ -4,17 +4,13 @@
 use std::time::{Duration, Instant};
 
 use alloy::primitives::{B256, U256};
-use reqwest::StatusCode;
-use serde::Deserialize;
 use tollgate_chain::authorization::{Action, ActionKind, sign, subscriptions_domain};
-use tollgate_protocol::{Amount, RaiseAllowanceRequest, SubscriptionStatus, SubscriptionView};
-
-use crate::{
-    Agent, Error, Result, Subscription,
-    agent::read_limited,
-    facilitator,
-    subscribe::{MAX_ANSWER, subscription_error},
+use tollgate_client::FacilitatorClient;
+use tollgate_protocol::{
+    Amount, ApiErrorCode, RaiseAllowanceRequest, SubscriptionStatus, SubscriptionView,
 };
+
+use crate::{Agent, Error, Result, Subscription, facilitator, subscribe::subscription_error};
 
 /// How long the `Action` signature is valid (seconds after the chain's clock).
 const ACTION_VALIDITY_SECS: u64 = 600;
@@ -156,41 +152,40 @@ impl Agent {
             signature,
         };
 
-        let url = format!("{base}/subscriptions/{id}/allowance");
-        let (status, bytes) = match self.post_raise(&url, &body).await {
-            Ok(answer) => answer,
+        let client = self.facilitator_client(&base)?;
+        let raised = match self.post_raise(&client, id, &body).await {
+            Ok(raised) => {
+                reservation.commit();
+                raised
+            }
+            Err((e, _)) if e.is_refusal() => {
+                // Refused: nothing was raised, the reservation is released.
+                let status = e.status();
+                return Err(match subscription_error(e) {
+                    Error::Facilitator {
+                        code: ApiErrorCode::AllowanceNotRaised,
+                        ..
+                    } => Error::AllowanceNotRaised { cap, requested },
+                    Error::Facilitator { code, .. }
+                        if code == ApiErrorCode::UnknownSubscription || status == Some(404) =>
+                    {
+                        Error::UnknownSubscription { id }
+                    }
+                    other => other,
+                });
+            }
+            Err((e, _)) if e.status().is_some() => {
+                // An answer that does not say whether the raise was relayed.
+                reservation.commit();
+                return Err(subscription_error(e));
+            }
             Err((e, sent)) => {
                 if sent {
                     reservation.commit();
                 }
-                return Err(e);
+                return Err(facilitator::error_from(e));
             }
         };
-        if status.is_client_error() {
-            // Refused: nothing was raised, the reservation is released.
-            return Err(match subscription_error(status, &bytes) {
-                Error::Facilitator { code, .. } if code == "AllowanceNotRaised" => {
-                    Error::AllowanceNotRaised { cap, requested }
-                }
-                Error::Facilitator { code, .. }
-                    if code == "UnknownSubscription" || status == StatusCode::NOT_FOUND =>
-                {
-                    Error::UnknownSubscription { id }
-                }
-                other => other,
-            });
-        }
-        // A success, or an answer that does not say whether the raise was relayed.
-        reservation.commit();
-        if status != StatusCode::OK {
-            return Err(subscription_error(status, &bytes));
-        }
-        let raised: SubscriptionView =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Facilitator {
-                status: status.as_u16(),
-                code: "Unreadable".into(),
-                message: format!("/subscriptions/{id}/allowance: {e}"),
-            })?;
         if raised.id != id
             || raised.subscriber != self.inner.address
             || raised.allowance.cap < requested
@@ -212,56 +207,32 @@ impl Agent {
     /// out. On failure, says whether the request may have reached the facilitator.
     async fn post_raise(
         &self,
-        url: &str,
+        client: &FacilitatorClient,
+        id: B256,
         body: &RaiseAllowanceRequest,
-    ) -> Result<(StatusCode, Vec<u8>), (Error, bool)> {
+    ) -> Result<SubscriptionView, (tollgate_client::Error, bool)> {
         let started = Instant::now();
         let mut delay = Duration::ZERO;
         let mut sent = false;
         loop {
-            let outcome = match self.inner.http.post(url).json(body).send().await {
-                Ok(response) => {
+            let outcome = client.raise_allowance(id, body).await;
+            let again = match &outcome {
+                Ok(_) => {
                     sent = true;
-                    let status = response.status();
-                    match read_limited(response, MAX_ANSWER).await {
-                        Ok(Some(bytes)) => Ok((status, bytes)),
-                        Ok(None) => Err(Error::ResponseTooLarge { limit: MAX_ANSWER }),
-                        Err(e) => Err(e),
-                    }
+                    false
                 }
                 Err(e) => {
-                    sent |= !e.is_connect();
-                    Err(Error::Http(e))
+                    sent |= !e.never_sent();
+                    (e.status() == Some(503) && e.code() == Some(&ApiErrorCode::Pending))
+                        || e.transport().is_some_and(reqwest::Error::is_timeout)
                 }
-            };
-            let again = match &outcome {
-                Ok((status, bytes)) => {
-                    *status == StatusCode::SERVICE_UNAVAILABLE && error_code(bytes) == "Pending"
-                }
-                Err(Error::Http(e)) => e.is_timeout(),
-                Err(_) => false,
             };
             delay = facilitator::backoff(delay);
             if !again || started.elapsed() + delay > self.inner.settle_timeout {
                 return outcome.map_err(|e| (e, sent));
             }
-            tracing::debug!(%url, "allowance raise pending; sending it again");
+            tracing::debug!(%id, "allowance raise pending; sending it again");
             tokio::time::sleep(delay).await;
         }
     }
-}
-
-/// The `{"error": {"code"}}` of a facilitator answer, or `""`.
-fn error_code(body: &[u8]) -> String {
-    #[derive(Deserialize)]
-    struct Body {
-        error: Code,
-    }
-    #[derive(Deserialize)]
-    struct Code {
-        code: String,
-    }
-    serde_json::from_slice::<Body>(body)
-        .map(|b| b.error.code)
-        .unwrap_or_default()
 }

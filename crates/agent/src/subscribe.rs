@@ -1,20 +1,15 @@
 //! [`Agent::subscribe`]: the spec's subscription flow from the subscriber's side.
 
 use alloy::primitives::{B256, U256};
-use reqwest::StatusCode;
 use tollgate_chain::authorization::{
     Permit, Subscribe as SubscribeIntent, sign, subscriptions_domain, token_domain,
 };
 use tollgate_protocol::{
-    Amount, PermitSignature, PlanView, SubscribeRequest, SubscriptionQuote, SubscriptionStatus,
-    SubscriptionView,
+    Amount, ApiErrorCode, PermitSignature, PlanView, QuoteQuery, SubscribeRequest,
+    SubscriptionQuote, SubscriptionStatus, SubscriptionView, api::discovery::NetworkInfo,
 };
 
-use crate::{
-    Agent, Error, Result,
-    agent::read_limited,
-    facilitator::{self, NetworkInfo},
-};
+use crate::{Agent, Error, Result, facilitator};
 
 /// How many cycles (plan amount plus the overage cap each) the standing EIP-2612 permit covers.
 ///
@@ -29,8 +24,6 @@ pub const PERMIT_CYCLES: u64 = 12;
 const INTENT_VALIDITY_SECS: u64 = 600;
 /// How long the permit is valid.
 const PERMIT_VALIDITY_SECS: u64 = 3600;
-/// The largest facilitator answer read.
-pub(crate) const MAX_ANSWER: usize = 64 * 1024;
 
 /// What [`Agent::subscribe`] subscribes to.
 ///
@@ -217,38 +210,32 @@ impl Agent {
         };
         // The same signed intent until answered: the facilitator returns the subscription it
         // created for it, so a crash or a lost answer never leads to a second one.
-        let posted = crate::facilitator::post_until_answered(
-            &self.inner.http,
-            &format!("{base}/subscriptions"),
-            &body,
+        let client = self.facilitator_client(&base)?;
+        let posted = facilitator::until_answered(
+            "/subscriptions",
             std::time::Instant::now() + self.inner.settle_timeout,
+            || client.subscribe(&body),
         )
         .await;
-        let response = match posted.sent {
-            Ok(response) => response,
-            Err(e) => {
+        let view = match posted.result {
+            Ok(view) => view,
+            Err(e) if e.transport().is_some() => {
                 if !posted.never_sent {
                     // Perhaps created: keep the budget reserved rather than spend it twice.
                     reservation.commit();
                 }
-                return Err(e.into());
+                return Err(facilitator::error_from(e));
+            }
+            Err(e @ tollgate_client::Error::Decode { status: 200, .. }) => {
+                reservation.commit();
+                return Err(subscription_error(e));
+            }
+            Err(e) => {
+                // Refused: nothing was created, the reservation is released.
+                return Err(subscription_error(e));
             }
         };
-        let status = response.status();
-        let bytes = read_limited(response, MAX_ANSWER)
-            .await?
-            .ok_or(Error::ResponseTooLarge { limit: MAX_ANSWER })?;
-        if status != StatusCode::OK {
-            // Refused: nothing was created, the reservation is released.
-            return Err(subscription_error(status, &bytes));
-        }
         reservation.commit();
-        let view: SubscriptionView =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Facilitator {
-                status: status.as_u16(),
-                code: "Unreadable".into(),
-                message: format!("/subscriptions: {e}"),
-            })?;
         if view.plan_id != plan.id || view.subscriber != self.inner.address {
             return Err(Error::Facilitator {
                 status: 0,
@@ -278,16 +265,9 @@ impl Agent {
                 .network(name)
                 .filter(|i| i.subscriptions.is_some())
                 .map(|i| (name.to_owned(), i.clone())),
-            None => {
-                let mut with = wk
-                    .networks
-                    .iter()
-                    .filter(|(_, i)| i.subscriptions.is_some());
-                match (with.next(), with.next()) {
-                    (Some((n, i)), None) => Some((n.clone(), i.clone())),
-                    _ => None,
-                }
-            }
+            None => wk
+                .only_subscription_network()
+                .map(|(n, i)| (n.to_owned(), i.clone())),
         }
         .ok_or_else(|| Error::NoSubscriptionNetwork {
             network: asked.unwrap_or("any network").to_owned(),
@@ -301,26 +281,16 @@ impl Agent {
         network: &str,
         id: B256,
     ) -> Result<SubscriptionView> {
-        let url = url::Url::parse_with_params(
-            &format!("{base}/subscriptions/{id}"),
-            [("network", network)],
-        )?;
-        let response = self.inner.http.get(url).send().await?;
-        let status = response.status();
-        let bytes = read_limited(response, MAX_ANSWER)
-            .await?
-            .ok_or(Error::ResponseTooLarge { limit: MAX_ANSWER })?;
-        if status == StatusCode::NOT_FOUND {
-            return Err(Error::UnknownSubscription { id });
-        }
-        if status != StatusCode::OK {
-            return Err(subscription_error(status, &bytes));
-        }
-        let view: SubscriptionView =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Facilitator {
-                status: status.as_u16(),
-                code: "Unreadable".into(),
-                message: format!("/subscriptions/{id}: {e}"),
+        let view = self
+            .facilitator_client(base)?
+            .subscription(id, Some(network))
+            .await
+            .map_err(|e| {
+                if e.status() == Some(404) {
+                    Error::UnknownSubscription { id }
+                } else {
+                    subscription_error(e)
+                }
             })?;
         if view.id != id {
             return Err(Error::Facilitator {
@@ -352,28 +322,15 @@ impl Agent {
         info: &NetworkInfo,
         plan_id: B256,
     ) -> Result<SubscriptionQuote> {
-        let url = url::Url::parse_with_params(
-            &format!("{base}/subscriptions/quote"),
-            [
-                ("network", network.to_owned()),
-                ("planId", plan_id.to_string()),
-                ("subscriber", self.inner.address.to_string()),
-            ],
-        )?;
-        let response = self.inner.http.get(url).send().await?;
-        let status = response.status();
-        let bytes = read_limited(response, MAX_ANSWER)
-            .await?
-            .ok_or(Error::ResponseTooLarge { limit: MAX_ANSWER })?;
-        if status != StatusCode::OK {
-            return Err(subscription_error(status, &bytes));
-        }
-        let quote: SubscriptionQuote =
-            serde_json::from_slice(&bytes).map_err(|e| Error::Facilitator {
-                status: status.as_u16(),
-                code: "Unreadable".into(),
-                message: format!("/subscriptions/quote: {e}"),
-            })?;
+        let quote = self
+            .facilitator_client(base)?
+            .quote(&QuoteQuery::new(
+                Some(network.to_owned()),
+                plan_id,
+                self.inner.address,
+            ))
+            .await
+            .map_err(subscription_error)?;
         let mismatch = |what: &str| Error::Facilitator {
             status: 0,
             code: "InconsistentQuote".into(),
@@ -414,14 +371,12 @@ pub(crate) struct Created {
 }
 
 /// The typed error of a refused subscription call: the spec's `PlanDeprecated`,
-/// `SubscriptionNotActive` and `InsufficientFunds` by name, anything else as
-/// [`Error::Facilitator`].
-pub(crate) fn subscription_error(status: StatusCode, body: &[u8]) -> Error {
-    match facilitator::error_from(status, body) {
-        Error::Facilitator { code, .. } if code == "PlanDeprecated" => Error::PlanDeprecated,
-        Error::Facilitator { code, .. } if code == "SubscriptionNotActive" => {
-            Error::SubscriptionNotActive
-        }
-        other => other,
+/// `SubscriptionNotActive` and `InsufficientFunds` by name, anything else as the agent's
+/// facilitator error ([`facilitator::error_from`]).
+pub(crate) fn subscription_error(e: tollgate_client::Error) -> Error {
+    match e.code() {
+        Some(ApiErrorCode::PlanDeprecated) => Error::PlanDeprecated,
+        Some(ApiErrorCode::SubscriptionNotActive) => Error::SubscriptionNotActive,
+        _ => facilitator::error_from(e),
     }
 }

@@ -25,7 +25,11 @@ use std::collections::BTreeMap;
 
 use alloy::primitives::{Address, B256};
 use axum::{Json, extract::State};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+pub use tollgate_protocol::api::analytics::{
+    Bucket, EndpointReport, MeteredPoint, MeteredReport, PlanReport, Ranked, RecentPayment, Report,
+    ReportParams, SubscriptionPoint, SubscriptionReport, VolumePoint, VolumeReport, VolumeView,
+};
 
 use crate::{
     error::{ApiError, ApiQuery},
@@ -34,11 +38,7 @@ use crate::{
     store::{AnalyticsData, AnalyticsQuery, Volume},
 };
 
-const HOUR: u64 = 3_600;
 const DAY: u64 = 86_400;
-const WEEK: u64 = 7 * DAY;
-/// 1970-01-05, the first Monday: where weeks start, modulo a week.
-const MONDAY: u64 = 4 * DAY;
 /// The recurring revenue period.
 const THIRTY_DAYS: u64 = 30 * DAY;
 /// The latest time a range may reach: 10000-01-01 00:00:00 UTC, so that every date in a report
@@ -98,24 +98,6 @@ pub fn is_invisible(c: char) -> bool {
     )
 }
 
-/// `GET /analytics` query parameters, as text (parsed by [`ReportParams::query`] into typed
-/// errors).
-#[derive(Clone, Debug, Default, Deserialize)]
-pub struct ReportParams {
-    /// Start, unix seconds.
-    pub from: Option<String>,
-    /// End, unix seconds (exclusive).
-    pub to: Option<String>,
-    /// `24h`, `7d`, `30d` or `90d`.
-    pub range: Option<String>,
-    /// `hour`, `day` or `week`.
-    pub bucket: Option<String>,
-    /// Top list length.
-    pub top: Option<String>,
-    /// Latest payments listed.
-    pub recent: Option<String>,
-}
-
 fn invalid(message: impl Into<String>) -> ApiError {
     ApiError::bad_request("InvalidQuery", message)
 }
@@ -132,56 +114,59 @@ fn number(name: &str, v: Option<&str>) -> Result<Option<u64>, ApiError> {
         .transpose()
 }
 
-impl ReportParams {
-    /// The store query these parameters ask for, for `provider`, at `now`.
-    pub fn query(&self, provider: Address, now: u64) -> Result<(AnalyticsQuery, Bucket), ApiError> {
-        // `to` is exclusive: by default the current second is in.
-        let to = time("to", self.to.as_deref())?.unwrap_or(now.saturating_add(1));
-        let span = match self.range.as_deref().filter(|s| !s.is_empty()) {
-            None | Some("30d") => 30 * DAY,
-            Some("24h") => DAY,
-            Some("7d") => 7 * DAY,
-            Some("90d") => 90 * DAY,
-            Some(other) => {
-                return Err(invalid(format!(
-                    "range: expected 24h, 7d, 30d or 90d, got {other:.40?}"
-                )));
-            }
-        };
-        let from = time("from", self.from.as_deref())?.unwrap_or(to.saturating_sub(span));
-        if from >= to {
-            return Err(invalid(format!("from ({from}) must be before to ({to})")));
-        }
-        let bucket = match self.bucket.as_deref().filter(|s| !s.is_empty()) {
-            None if to - from <= 2 * DAY => Bucket::Hour,
-            None => Bucket::Day,
-            Some("hour") => Bucket::Hour,
-            Some("day") => Bucket::Day,
-            Some("week") => Bucket::Week,
-            Some(other) => {
-                return Err(invalid(format!(
-                    "bucket: expected hour, day or week, got {other:.40?}"
-                )));
-            }
-        };
-        let q = AnalyticsQuery {
-            provider,
-            from,
-            to,
-            bucket_secs: bucket.secs(),
-            bucket_offset: bucket.offset(),
-            top: bounded("top", self.top.as_deref(), 10, 1)?,
-            recent: bounded("recent", self.recent.as_deref(), 20, 0)?,
-        };
-        let buckets = (q.bucket_of(to - 1) - q.bucket_of(from)) / q.bucket_secs + 1;
-        if buckets > MAX_BUCKETS {
+/// The store query `params` ask for, for `provider`, at `now`; a parameter that does not parse,
+/// is out of range or contradicts another is 400 `InvalidQuery`, naming it.
+pub fn report_query(
+    params: &ReportParams,
+    provider: Address,
+    now: u64,
+) -> Result<(AnalyticsQuery, Bucket), ApiError> {
+    // `to` is exclusive: by default the current second is in.
+    let to = time("to", params.to.as_deref())?.unwrap_or(now.saturating_add(1));
+    let span = match params.range.as_deref().filter(|s| !s.is_empty()) {
+        None | Some("30d") => 30 * DAY,
+        Some("24h") => DAY,
+        Some("7d") => 7 * DAY,
+        Some("90d") => 90 * DAY,
+        Some(other) => {
             return Err(invalid(format!(
-                "{buckets} {} buckets in the range; at most {MAX_BUCKETS}: use a wider bucket",
-                bucket.name()
+                "range: expected 24h, 7d, 30d or 90d, got {other:.40?}"
             )));
         }
-        Ok((q, bucket))
+    };
+    let from = time("from", params.from.as_deref())?.unwrap_or(to.saturating_sub(span));
+    if from >= to {
+        return Err(invalid(format!("from ({from}) must be before to ({to})")));
     }
+    let bucket = match params.bucket.as_deref().filter(|s| !s.is_empty()) {
+        None if to - from <= 2 * DAY => Bucket::Hour,
+        None => Bucket::Day,
+        Some("hour") => Bucket::Hour,
+        Some("day") => Bucket::Day,
+        Some("week") => Bucket::Week,
+        Some(other) => {
+            return Err(invalid(format!(
+                "bucket: expected hour, day or week, got {other:.40?}"
+            )));
+        }
+    };
+    let q = AnalyticsQuery {
+        provider,
+        from,
+        to,
+        bucket_secs: bucket.secs(),
+        bucket_offset: bucket.offset(),
+        top: bounded("top", params.top.as_deref(), 10, 1)?,
+        recent: bounded("recent", params.recent.as_deref(), 20, 0)?,
+    };
+    let buckets = (q.bucket_of(to - 1) - q.bucket_of(from)) / q.bucket_secs + 1;
+    if buckets > MAX_BUCKETS {
+        return Err(invalid(format!(
+            "{buckets} {} buckets in the range; at most {MAX_BUCKETS}: use a wider bucket",
+            bucket.name()
+        )));
+    }
+    Ok((q, bucket))
 }
 
 /// A time parameter: unix seconds up to [`MAX_TIME`].
@@ -202,56 +187,6 @@ fn bounded(name: &str, v: Option<&str>, default: u32, min: u32) -> Result<u32, A
     }
 }
 
-/// A report's bucket width.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Bucket {
-    /// One hour.
-    Hour,
-    /// One UTC day.
-    Day,
-    /// One week, from Monday 00:00 UTC.
-    Week,
-}
-
-impl Bucket {
-    /// Its width in seconds.
-    pub fn secs(self) -> u64 {
-        match self {
-            Self::Hour => HOUR,
-            Self::Day => DAY,
-            Self::Week => WEEK,
-        }
-    }
-
-    fn offset(self) -> u64 {
-        if self == Self::Week { MONDAY } else { 0 }
-    }
-
-    /// `hour`, `day` or `week`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Hour => "hour",
-            Self::Day => "day",
-            Self::Week => "week",
-        }
-    }
-}
-
-/// Settled volume of a group, amounts as decimal strings.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VolumeView {
-    /// Settled payments.
-    pub payments: u64,
-    /// What payers paid.
-    pub gross: String,
-    /// The facilitator's fees out of it.
-    pub fees: String,
-    /// What reached the payee (`gross - fees`).
-    pub net: String,
-}
-
 impl From<&Volume> for VolumeView {
     fn from(v: &Volume) -> Self {
         Self {
@@ -261,222 +196,6 @@ impl From<&Volume> for VolumeView {
             net: v.gross.saturating_sub(v.fees).to_string(),
         }
     }
-}
-
-/// One bucket of the volume series.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VolumePoint {
-    /// The bucket's start, unix seconds.
-    pub start: u64,
-    /// Its volume.
-    #[serde(flatten)]
-    pub volume: VolumeView,
-}
-
-/// One entry of a top list.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Ranked {
-    /// The resource URL, network name or payer address (`""`: the client did not report the
-    /// resource).
-    pub key: String,
-    /// Its volume.
-    #[serde(flatten)]
-    pub volume: VolumeView,
-}
-
-/// Settled volume.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct VolumeReport {
-    /// Over the whole range.
-    pub total: VolumeView,
-    /// Payments that failed for good in the range (`payment.failed` events).
-    pub failed: u64,
-    /// Every bucket of the range, oldest first, empty ones included.
-    pub series: Vec<VolumePoint>,
-    /// Top resources by gross.
-    pub by_resource: Vec<Ranked>,
-    /// Top networks by gross.
-    pub by_network: Vec<Ranked>,
-    /// Top payers by gross (whole UTC days).
-    pub by_payer: Vec<Ranked>,
-}
-
-/// One plan's subscriptions.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PlanReport {
-    /// Network name.
-    pub network: String,
-    /// The plan.
-    pub plan_id: B256,
-    /// Price per cycle, when its `plan.created` event is known.
-    pub amount: Option<String>,
-    /// Cycle length in seconds, likewise.
-    pub interval_secs: Option<u64>,
-    /// Active subscriptions now.
-    pub active: u64,
-    /// Paused now.
-    pub paused: u64,
-    /// Cancelled.
-    pub cancelled: u64,
-    /// `active × amount` per 30 days.
-    pub recurring_revenue: String,
-}
-
-/// Subscription lifecycle counts of one bucket.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SubscriptionPoint {
-    /// The bucket's start.
-    pub start: u64,
-    /// Subscriptions created.
-    pub new: u64,
-    /// Renewals collected.
-    pub renewed: u64,
-    /// Cancellations.
-    pub cancelled: u64,
-    /// Pauses (by the subscriber or a failed renewal).
-    pub paused: u64,
-}
-
-/// Subscriptions to the provider's plans.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SubscriptionReport {
-    /// Active now.
-    pub active: u64,
-    /// Paused now.
-    pub paused: u64,
-    /// Cancelled (all time).
-    pub cancelled: u64,
-    /// Created in the range.
-    pub new: u64,
-    /// Renewals collected in the range.
-    pub renewed: u64,
-    /// Renewals that failed in the range.
-    pub renewal_failed: u64,
-    /// Cancelled in the range.
-    pub cancelled_in_range: u64,
-    /// Paused in the range.
-    pub paused_in_range: u64,
-    /// Resumed in the range.
-    pub resumed_in_range: u64,
-    /// The active subscriptions' plan amounts per 30 days.
-    pub recurring_revenue: String,
-    /// Per bucket.
-    pub series: Vec<SubscriptionPoint>,
-    /// Per plan.
-    pub by_plan: Vec<PlanReport>,
-}
-
-/// Metered usage of one bucket.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MeteredPoint {
-    /// The bucket's start.
-    pub start: u64,
-    /// Deductions.
-    pub deductions: u64,
-    /// Amount deducted.
-    pub used: String,
-}
-
-/// Metered usage of subscriptions to the provider's plans.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MeteredReport {
-    /// Deductions in the range.
-    pub deductions: u64,
-    /// Amount deducted in the range.
-    pub used: String,
-    /// Overage charged on-chain (confirmed) in the range.
-    pub charged: String,
-    /// Overage whose charge failed for good in the range.
-    pub unpaid: String,
-    /// Deductions refused at the cap (`allowance.exhausted`) in the range.
-    pub exhausted: u64,
-    /// Allowances raised in the range.
-    pub raised: u64,
-    /// Per bucket.
-    pub series: Vec<MeteredPoint>,
-}
-
-/// One endpoint's delivery health.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct EndpointReport {
-    /// Endpoint id.
-    pub id: String,
-    /// URL.
-    pub url: String,
-    /// Deliveries go out.
-    pub enabled: bool,
-    /// Why not.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disabled_reason: Option<String>,
-    /// Waiting.
-    pub pending: u64,
-    /// Waiting after a failed attempt.
-    pub retrying: u64,
-    /// Given up on (dead letter).
-    pub dead: u64,
-    /// Acknowledged in the range.
-    pub delivered: u64,
-}
-
-/// One recent payment.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RecentPayment {
-    /// Settlement key (`GET /settlements/{key}`).
-    pub key: B256,
-    /// `router` (`/authorize`) or `x402` (`/settle`).
-    pub path: &'static str,
-    /// Network name.
-    pub network: String,
-    /// Payer, checksummed.
-    pub payer: String,
-    /// Gross amount.
-    pub amount: String,
-    /// Fee.
-    pub fee: String,
-    /// `received`, `submitted`, `pending`, `confirmed` or `failed`.
-    pub status: String,
-    /// The resource, when reported.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resource: Option<String>,
-    /// The transaction, once known.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tx_hash: Option<B256>,
-    /// Unix seconds of its last change.
-    pub at: u64,
-}
-
-/// `GET /analytics`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    /// The provider (payee) reported on, checksummed.
-    pub provider: String,
-    /// Range start.
-    pub from: u64,
-    /// Range end (exclusive).
-    pub to: u64,
-    /// Bucket width.
-    pub bucket: Bucket,
-    /// Settled volume.
-    pub volume: VolumeReport,
-    /// Subscriptions.
-    pub subscriptions: SubscriptionReport,
-    /// Metered usage.
-    pub metered: MeteredReport,
-    /// Webhook endpoints.
-    pub webhooks: Vec<EndpointReport>,
-    /// Latest payments, newest first.
-    pub recent_payments: Vec<RecentPayment>,
 }
 
 /// Terms of a plan read from its `plan.created` event data.
@@ -680,7 +399,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
             .iter()
             .map(|s| RecentPayment {
                 key: s.new.key,
-                path: s.new.kind.as_str(),
+                path: s.new.kind.as_str().to_owned(),
                 network: s.new.network.clone(),
                 payer: s.new.payer.to_checksum(None),
                 amount: s.new.amount.to_string(),
@@ -701,7 +420,7 @@ impl Facilitator {
         provider: Address,
         params: &ReportParams,
     ) -> Result<Report, ApiError> {
-        let (q, bucket) = params.query(provider, unix_now())?;
+        let (q, bucket) = report_query(params, provider, unix_now())?;
         let data = self.store().analytics(&q).await?;
         Ok(report(&q, bucket, &data))
     }
@@ -757,18 +476,19 @@ mod tests {
     #[test]
     fn parameters_default_and_refuse_with_typed_errors() {
         let now = 1_800_000_000;
-        let (q, b) = ReportParams::default().query(Address::ZERO, now).unwrap();
+        let (q, b) = report_query(&ReportParams::default(), Address::ZERO, now).unwrap();
         assert_eq!(
             (q.from, q.to, b, q.top, q.recent),
             (now + 1 - 30 * DAY, now + 1, Bucket::Day, 10, 20)
         );
-        let (_, b) = params(&[("range", "24h")])
-            .query(Address::ZERO, now)
-            .unwrap();
+        let (_, b) = report_query(&params(&[("range", "24h")]), Address::ZERO, now).unwrap();
         assert_eq!(b, Bucket::Hour);
-        let (q, _) = params(&[("from", "253402297200"), ("to", "253402300800")])
-            .query(Address::ZERO, now)
-            .unwrap();
+        let (q, _) = report_query(
+            &params(&[("from", "253402297200"), ("to", "253402300800")]),
+            Address::ZERO,
+            now,
+        )
+        .unwrap();
         assert_eq!(q.to, MAX_TIME);
         for bad in [
             params(&[("from", "10"), ("to", "10")]),
@@ -784,7 +504,7 @@ mod tests {
             params(&[("from", "99999999999999")]),
             params(&[("range", "999999999d")]),
         ] {
-            let e = bad.query(Address::ZERO, now).unwrap_err();
+            let e = report_query(&bad, Address::ZERO, now).unwrap_err();
             assert_eq!(
                 (e.status.as_u16(), &*e.code),
                 (400, "InvalidQuery"),

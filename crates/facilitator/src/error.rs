@@ -31,8 +31,7 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use serde::de::DeserializeOwned;
-use serde_json::json;
-use tollgate_protocol::ErrorCode;
+use tollgate_protocol::{ApiErrorBody, ErrorCode};
 
 /// An error answered to a client.
 #[derive(Debug)]
@@ -132,7 +131,7 @@ impl std::fmt::Display for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": { "code": self.code, "message": self.message } });
+        let body = ApiErrorBody::new(self.code.as_ref(), self.message);
         (self.status, Json(body)).into_response()
     }
 }

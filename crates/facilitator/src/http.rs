@@ -11,10 +11,13 @@ use axum::{
     response::{IntoResponse, Response},
     routing::{get, post},
 };
-use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tollgate_protocol::{
-    AuthorizeRequest, AuthorizeResponse, PaymentProof, PendingResponse, SettlementStatus,
+    Amount, AuthorizeRequest, AuthorizeResponse, PaymentProof, PendingResponse, SettlementStatus,
+    api::{
+        authorize::{StatusQuery, VerifyProofRequest, VerifyProofResponse},
+        discovery::{NONCE_DERIVATION, NetworkInfo, WellKnown},
+        health::{Health, Readiness},
+    },
 };
 
 use crate::{
@@ -186,12 +189,6 @@ async fn authorize(
     Ok(outcome_response(&f, outcome, req.claim.map(keccak256)))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct StatusQuery {
-    token: Option<B256>,
-}
-
 async fn settlement_status(
     State(f): State<Facilitator>,
     ApiPath(key): ApiPath<String>,
@@ -205,22 +202,6 @@ async fn settlement_status(
     })?;
     let outcome = f.settlement_status(key, query.token).await?;
     Ok(outcome_response(&f, outcome, query.token))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct VerifyProofRequest {
-    proof: String,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct VerifyProofResponse {
-    valid: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payment: Option<PaymentProof>,
 }
 
 /// `POST /proofs/verify`: for gates that prefer to ask. Checks the proof's signature against this
@@ -277,8 +258,8 @@ async fn verify_proof(
     }
 }
 
-async fn well_known(State(f): State<Facilitator>) -> Json<serde_json::Value> {
-    let mut networks = serde_json::Map::new();
+async fn well_known(State(f): State<Facilitator>) -> Json<WellKnown> {
+    let mut networks = std::collections::BTreeMap::new();
     for n in f.networks() {
         // The chain's clock, read now (devnets travel in time): clients sign validity windows
         // by it, since this facilitator and the token check them by it.
@@ -291,63 +272,61 @@ async fn well_known(State(f): State<Facilitator>) -> Json<serde_json::Value> {
         };
         networks.insert(
             n.name.clone(),
-            json!({
-                "chainId": n.chain_id,
-                "token": n.token,
-                "tokenName": n.token_name,
-                "tokenVersion": n.token_version,
-                "decimals": 6,
-                "router": n.router,
-                "subscriptions": n.subscriptions,
-                "fee": f.settings().fee.to_string(),
-                "confirmations": n.confirmations,
-                "chainTime": chain_time,
-            }),
+            NetworkInfo {
+                chain_id: n.chain_id,
+                chain_time: Some(chain_time),
+                confirmations: n.confirmations,
+                decimals: 6,
+                fee: Amount(f.settings().fee),
+                router: n.router,
+                subscriptions: n.subscriptions,
+                token: n.token,
+                token_name: n.token_name.clone(),
+                token_version: n.token_version.clone(),
+            },
         );
     }
-    Json(json!({
-        "x402Version": 1,
-        "facilitator": f.settings().public_url,
-        "proofSigners": [f.proof_signer()],
-        "nonce": "keccak256(abi.encode(payTo, memo, fee))",
-        "networks": networks,
-    }))
+    Json(WellKnown {
+        facilitator: f.settings().public_url.clone(),
+        networks,
+        nonce: NONCE_DERIVATION.to_owned(),
+        proof_signers: vec![f.proof_signer()],
+        x402_version: 1,
+    })
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
+async fn healthz() -> Json<Health> {
+    Json(Health::ok())
 }
 
 /// Ready when every chain answers and the store takes a write.
 async fn readyz(State(f): State<Facilitator>) -> Response {
-    let mut checks = serde_json::Map::new();
+    let mut checks = std::collections::BTreeMap::new();
     let mut ready = true;
     for n in f.inner.networks.values() {
         let ok = n.chain.block_number().await;
         ready &= ok.is_ok();
         checks.insert(
             format!("chain:{}", n.spec.name),
-            json!(
-                ok.map(|b| format!("block {b}"))
-                    .unwrap_or_else(|e| e.to_string())
-            ),
+            ok.map(|b| format!("block {b}"))
+                .unwrap_or_else(|e| e.to_string()),
         );
     }
     let store = f.store().ping().await;
     ready &= store.is_ok();
     checks.insert(
         "store".into(),
-        json!(store.map(|()| "writable".to_owned()).unwrap_or_else(|e| {
+        store.map(|()| "writable".to_owned()).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "store not ready");
             "unavailable".to_owned()
-        })),
+        }),
     );
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (status, Json(json!({ "ready": ready, "checks": checks }))).into_response()
+    (status, Json(Readiness { checks, ready })).into_response()
 }
 
 async fn metrics(State(f): State<Facilitator>) -> Response {

@@ -36,13 +36,13 @@ use alloy::{
     sol_types::{SolCall, SolValue},
 };
 use axum::{Json, extract::State, http::StatusCode};
-use serde::Deserialize;
 use tollgate_chain::{
     Confirmation, Error as ChainError, Revert, TxRequest, WaitOptions,
     contracts::{self, Subscriptions},
 };
 use tollgate_protocol::{
     AllowanceUsage, Amount, DeductRequest, ErrorCode, RaiseAllowanceRequest, SubscriptionView,
+    api::plans::NetworkQuery,
 };
 
 use crate::{
@@ -640,12 +640,6 @@ impl Facilitator {
         }
         Ok(Sent::Finished(ok))
     }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct NetworkQuery {
-    network: Option<String>,
 }
 
 /// `POST /subscriptions/{id}/usage`.

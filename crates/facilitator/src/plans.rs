@@ -13,12 +13,14 @@ use alloy::{
     sol_types::{SolCall, SolValue},
 };
 use axum::{Json, extract::State, http::StatusCode};
-use serde::{Deserialize, Serialize};
 use tollgate_chain::{
     Confirmation, Error as ChainError, TxRequest, WaitOptions,
     contracts::{self, Revert, Subscriptions},
 };
-use tollgate_protocol::Amount;
+use tollgate_protocol::{
+    Amount,
+    api::plans::{CreatePlanRequest, NetworkQuery, Plan},
+};
 
 use crate::{
     error::{ApiError, ApiJson, ApiPath, ApiQuery},
@@ -28,49 +30,8 @@ use crate::{
     store::PlanOwner,
 };
 
-/// The default billing interval: 30 days, in seconds.
-pub(crate) const DEFAULT_INTERVAL: u64 = 30 * 24 * 3600;
-
 /// Longest idempotency key accepted, in bytes.
 const MAX_IDEMPOTENCY_KEY: usize = 200;
-
-/// A plan as the API shows it: the on-chain terms and the owning provider.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct PlanView {
-    plan_id: B256,
-    network: String,
-    token: Address,
-    pay_to: Address,
-    amount: Amount,
-    interval: u64,
-    deprecated: bool,
-    /// The provider that created it through this facilitator, else its on-chain creator.
-    provider: Address,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct CreatePlanRequest {
-    network: String,
-    amount: Amount,
-    #[serde(default = "default_interval")]
-    interval: u64,
-    #[serde(default)]
-    pay_to: Option<Address>,
-    idempotency_key: String,
-}
-
-fn default_interval() -> u64 {
-    DEFAULT_INTERVAL
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NetworkQuery {
-    #[serde(default)]
-    network: Option<String>,
-}
 
 /// The salt of a provider's plan: `keccak256(abi.encode(provider, idempotencyKey))`.
 pub(crate) fn plan_salt(provider: Address, idempotency_key: &str) -> B256 {
@@ -123,7 +84,7 @@ impl Facilitator {
         net: &Network,
         subscriptions: Address,
         plan_id: B256,
-    ) -> Result<Option<PlanView>, ApiError> {
+    ) -> Result<Option<Plan>, ApiError> {
         let p = contracts::read(
             &*net.chain,
             subscriptions,
@@ -135,7 +96,7 @@ impl Facilitator {
             return Ok(None);
         }
         let owner = self.store().plan_owner(&net.spec.name, plan_id).await?;
-        Ok(Some(PlanView {
+        Ok(Some(Plan {
             plan_id,
             network: net.spec.name.clone(),
             token: p.token,
@@ -179,7 +140,7 @@ pub(crate) async fn create(
     State(f): State<Facilitator>,
     provider: Provider,
     ApiJson(req): ApiJson<CreatePlanRequest>,
-) -> Result<(StatusCode, Json<PlanView>), ApiError> {
+) -> Result<(StatusCode, Json<Plan>), ApiError> {
     if req.idempotency_key.is_empty() || req.idempotency_key.len() > MAX_IDEMPOTENCY_KEY {
         return Err(ApiError::bad_request(
             "InvalidField",
@@ -266,7 +227,7 @@ pub(crate) async fn show(
     State(f): State<Facilitator>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<NetworkQuery>,
-) -> Result<Json<PlanView>, ApiError> {
+) -> Result<Json<Plan>, ApiError> {
     let plan_id = parse_plan_id(&id)?;
     let (net, subscriptions) = f.plan_network(q.network.as_deref())?;
     f.read_plan(net, subscriptions, plan_id)
@@ -281,7 +242,7 @@ pub(crate) async fn deprecate(
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<NetworkQuery>,
     provider: Provider,
-) -> Result<Json<PlanView>, ApiError> {
+) -> Result<Json<Plan>, ApiError> {
     let plan_id = parse_plan_id(&id)?;
     let (net, subscriptions) = f.plan_network(q.network.as_deref())?;
     let Some(plan) = f.read_plan(net, subscriptions, plan_id).await? else {

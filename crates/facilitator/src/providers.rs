@@ -14,14 +14,16 @@
 //! Authenticated endpoints take `Authorization: Bearer <key>` through the [`Provider`]
 //! extractor; `POST /providers/keys/revoke` revokes the presented key.
 
-use alloy::primitives::{Address, B256, Bytes, Signature, hex, keccak256};
+use alloy::primitives::{Address, B256, Signature, hex, keccak256};
 use axum::{
     Json,
     extract::{FromRequestParts, State},
     http::{StatusCode, header, request::Parts},
 };
-use serde::{Deserialize, Serialize};
-use serde_json::json;
+use tollgate_protocol::api::providers::{
+    API_KEY_PREFIX, ChallengeRequest, ChallengeResponse, RegisterRequest, RegisterResponse,
+    RevokeResponse,
+};
 
 use crate::{
     error::{ApiError, ApiJson},
@@ -30,9 +32,6 @@ use crate::{
 
 /// How long a registration challenge stays valid (seconds).
 pub(crate) const CHALLENGE_TTL_SECS: u64 = 300;
-
-/// The prefix of every API key.
-const KEY_PREFIX: &str = "tg_";
 
 /// The label stored with a self-registered key.
 const SELF_REGISTERED: &str = "self-registered";
@@ -57,19 +56,6 @@ fn challenge_text(facilitator: &str, address: Address, nonce: B256, expires_at: 
 /// The keccak-256 under which an API key is stored.
 pub(crate) fn key_hash(key: &str) -> B256 {
     keccak256(key.as_bytes())
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ChallengeRequest {
-    address: Address,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct ChallengeResponse {
-    challenge: String,
-    expires_at: u64,
 }
 
 /// `POST /providers/challenge`.
@@ -100,22 +86,6 @@ pub(crate) async fn challenge(
     }))
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RegisterRequest {
-    address: Address,
-    challenge: String,
-    /// The 65-byte `personal_sign` signature (`r ‖ s ‖ v`), 0x-hex.
-    signature: Bytes,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct RegisterResponse {
-    api_key: String,
-    provider: Address,
-}
-
 /// `POST /providers/register`.
 pub(crate) async fn register(
     State(f): State<Facilitator>,
@@ -142,7 +112,7 @@ pub(crate) async fn register(
             "challenge: unknown, issued to another address, expired or already used; request a new one",
         ));
     }
-    let api_key = format!("{KEY_PREFIX}{}", hex::encode(B256::random()));
+    let api_key = format!("{API_KEY_PREFIX}{}", hex::encode(B256::random()));
     f.store()
         .insert_api_key(key_hash(&api_key), req.address, SELF_REGISTERED, now)
         .await?;
@@ -154,6 +124,35 @@ pub(crate) async fn register(
             provider: req.address,
         }),
     ))
+}
+
+impl Facilitator {
+    /// Issues a new API key (`tg_` and 64 hex digits) for `provider`, stored hashed under
+    /// `label`; the key is returned this once. For operators (and `tollgate dev`): providers get
+    /// theirs by registering (`POST /providers/register`).
+    pub async fn issue_api_key(
+        &self,
+        provider: Address,
+        label: &str,
+    ) -> Result<String, crate::store::StoreError> {
+        let api_key = format!("{API_KEY_PREFIX}{}", hex::encode(B256::random()));
+        self.restore_api_key(&api_key, provider, label).await?;
+        Ok(api_key)
+    }
+
+    /// Stores `api_key` (hashed) as a key of `provider` under `label`: a key issued earlier and
+    /// kept by its holder (`tollgate dev` keeps its provider's key across restarts). Storing a
+    /// key that is stored already changes nothing.
+    pub async fn restore_api_key(
+        &self,
+        api_key: &str,
+        provider: Address,
+        label: &str,
+    ) -> Result<(), crate::store::StoreError> {
+        self.store()
+            .insert_api_key(key_hash(api_key), provider, label, unix_now())
+            .await
+    }
 }
 
 /// An authenticated provider: `Authorization: Bearer <API key>` naming an unrevoked key.
@@ -203,15 +202,16 @@ pub(crate) async fn bearer_provider(
 pub(crate) async fn revoke(
     State(f): State<Facilitator>,
     provider: Provider,
-) -> Result<Json<serde_json::Value>, ApiError> {
+) -> Result<Json<RevokeResponse>, ApiError> {
     let revoked = f
         .store()
         .revoke_api_key(provider.key_hash, unix_now())
         .await?;
     tracing::info!(provider = %provider.address, "API key revoked");
-    Ok(Json(
-        json!({ "revoked": revoked, "provider": provider.address }),
-    ))
+    Ok(Json(RevokeResponse {
+        provider: provider.address,
+        revoked,
+    }))
 }
 
 #[cfg(test)]

@@ -15,15 +15,14 @@ use alloy::{
     sol_types::{SolCall, SolEvent},
 };
 use axum::{Json, extract::State, http::StatusCode};
-use serde::Deserialize;
 use tollgate_chain::{
     Confirmation, LogFilter, TxRequest, WaitOptions,
     authorization::{Subscribe, recover, subscriptions_domain},
     contracts::{self, Subscriptions, Token},
 };
 use tollgate_protocol::{
-    AllowanceView, Amount, ErrorCode, PlanView, SubscribeRequest, SubscriptionQuote,
-    SubscriptionStatus, SubscriptionView,
+    AllowanceView, Amount, ErrorCode, PlanView, QuoteQuery, SubscribeRequest, SubscriptionQuote,
+    SubscriptionStatus, SubscriptionView, api::plans::NetworkQuery,
 };
 
 use crate::{
@@ -44,12 +43,6 @@ pub(crate) async fn create(
     f.subscribe(&req).await.map(Json)
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct NetworkQuery {
-    network: Option<String>,
-}
-
 /// `GET /subscriptions/{id}?network=`.
 pub(crate) async fn show(
     State(f): State<Facilitator>,
@@ -67,14 +60,6 @@ pub(crate) async fn show(
         Some(view) => Ok(Json(view)),
         None => Err(ApiError::not_found(format!("no subscription {id}"))),
     }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct QuoteQuery {
-    network: Option<String>,
-    plan_id: String,
-    subscriber: String,
 }
 
 /// `GET /subscriptions/quote?network=&planId=&subscriber=`.

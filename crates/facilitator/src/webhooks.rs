@@ -55,17 +55,23 @@ use std::{
 
 use alloy::primitives::{Address, B256, hex};
 use axum::{Json, extract::State, http::StatusCode};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tollgate_protocol::webhook::{
-    WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, WebhookSecret, signature_header,
+use tollgate_protocol::{
+    api::webhooks::{
+        self as api, CreateEndpoint, Delivery as DeliveryView, Endpoint as EndpointView,
+        EventFilter, EventRecord, Page, Rotate, UpdateEndpoint,
+    },
+    webhook::{
+        WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, WebhookEvent, WebhookSecret,
+        signature_header,
+    },
 };
 
 use crate::{
     error::{ApiError, ApiJson, ApiPath, ApiQuery},
     facilitator::{Facilitator, unix_now},
     providers::Provider,
-    store::{Attempt, Delivery, Endpoint, EndpointSecrets, Event, StoreError},
+    store::{Attempt, Delivery, DeliveryState, Endpoint, EndpointSecrets, Event, StoreError},
 };
 
 mod secrets;
@@ -149,56 +155,20 @@ impl Drop for WebhookHandle {
     }
 }
 
-/// An endpoint as the API shows it (the secret only when created or rotated).
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct EndpointView {
-    id: String,
-    url: String,
-    events: Vec<String>,
-    description: String,
-    enabled: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    disabled_reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    secret: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    previous_secret_expires_at: Option<u64>,
-    created_at: u64,
-    updated_at: u64,
-}
-
-impl EndpointView {
-    /// The view of `e`, with `secret` (its plaintext: only when created or rotated).
-    fn of(e: &Endpoint, secret: Option<String>) -> Self {
-        Self {
-            id: e.id.clone(),
-            url: e.url.clone(),
-            events: e.events.split(',').map(str::to_owned).collect(),
-            description: e.description.clone(),
-            enabled: e.enabled,
-            disabled_reason: e.disabled_reason.clone(),
-            secret,
-            previous_secret_expires_at: e.old_secret_expires_at.filter(|t| *t > unix_now()),
-            created_at: e.created_at,
-            updated_at: e.updated_at,
-        }
+/// An endpoint as the API shows it, with `secret` (its plaintext: only when created or rotated).
+fn endpoint_view(e: &Endpoint, secret: Option<String>) -> EndpointView {
+    EndpointView {
+        id: e.id.clone(),
+        url: e.url.clone(),
+        events: e.events.split(',').map(str::to_owned).collect(),
+        description: e.description.clone(),
+        enabled: e.enabled,
+        disabled_reason: e.disabled_reason.clone(),
+        secret,
+        previous_secret_expires_at: e.old_secret_expires_at.filter(|t| *t > unix_now()),
+        created_at: e.created_at,
+        updated_at: e.updated_at,
     }
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct DeliveryView {
-    event_id: String,
-    r#type: String,
-    state: &'static str,
-    attempts: u32,
-    next_attempt_at: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_status: Option<u16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    last_error: Option<String>,
-    updated_at: u64,
 }
 
 impl From<&Delivery> for DeliveryView {
@@ -206,7 +176,11 @@ impl From<&Delivery> for DeliveryView {
         Self {
             event_id: d.event.new.id.clone(),
             r#type: d.event.new.r#type.clone(),
-            state: d.state.as_str(),
+            state: match d.state {
+                DeliveryState::Pending => api::DeliveryState::Pending,
+                DeliveryState::Delivered => api::DeliveryState::Delivered,
+                DeliveryState::Dead => api::DeliveryState::Dead,
+            },
             attempts: d.attempts,
             next_attempt_at: d.next_attempt_at,
             last_status: d.last_status,
@@ -222,19 +196,12 @@ fn body(e: &Event) -> Value {
     json!({ "id": e.new.id, "type": e.new.r#type, "createdAt": e.new.created_at, "data": data })
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum EventFilter {
-    All(String),
-    Some(Vec<String>),
-}
-
 fn parse_filter(f: Option<EventFilter>) -> Result<String, ApiError> {
     let list = match f {
         None => return Ok("*".into()),
-        Some(EventFilter::All(s)) if s == "*" => return Ok("*".into()),
-        Some(EventFilter::All(s)) => vec![s],
-        Some(EventFilter::Some(v)) => v,
+        Some(EventFilter::One(s)) if s == "*" => return Ok("*".into()),
+        Some(EventFilter::One(s)) => vec![s],
+        Some(EventFilter::List(v)) => v,
     };
     if list.is_empty() {
         return Err(ApiError::bad_request(
@@ -260,45 +227,6 @@ fn parse_filter(f: Option<EventFilter>) -> Result<String, ApiError> {
     list.sort();
     list.dedup();
     Ok(list.join(","))
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct CreateEndpoint {
-    url: String,
-    #[serde(default)]
-    events: Option<EventFilter>,
-    #[serde(default)]
-    description: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct UpdateEndpoint {
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    events: Option<EventFilter>,
-    #[serde(default)]
-    description: Option<String>,
-    #[serde(default)]
-    enabled: Option<bool>,
-}
-
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct Rotate {
-    #[serde(default)]
-    overlap_secs: Option<u64>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(crate) struct Page {
-    #[serde(default)]
-    after: Option<u64>,
-    #[serde(default)]
-    limit: Option<u32>,
 }
 
 impl Facilitator {
@@ -875,7 +803,7 @@ pub(crate) async fn create(
     tracing::info!(provider = %provider.address, endpoint = %endpoint.id, "webhook endpoint added");
     Ok((
         StatusCode::CREATED,
-        Json(EndpointView::of(&endpoint, Some(secret))),
+        Json(endpoint_view(&endpoint, Some(secret))),
     ))
 }
 
@@ -885,9 +813,7 @@ pub(crate) async fn list(
     provider: Provider,
 ) -> Result<Json<Vec<EndpointView>>, ApiError> {
     let all = f.store().webhook_endpoints(provider.address).await?;
-    Ok(Json(
-        all.iter().map(|e| EndpointView::of(e, None)).collect(),
-    ))
+    Ok(Json(all.iter().map(|e| endpoint_view(e, None)).collect()))
 }
 
 async fn owned(f: &Facilitator, provider: Address, id: &str) -> Result<Endpoint, ApiError> {
@@ -904,7 +830,7 @@ pub(crate) async fn show(
     provider: Provider,
 ) -> Result<Json<EndpointView>, ApiError> {
     let e = owned(&f, provider.address, &id).await?;
-    Ok(Json(EndpointView::of(&e, None)))
+    Ok(Json(endpoint_view(&e, None)))
 }
 
 /// `PATCH /webhooks/endpoints/{id}`: url, events, description, enabled (re-enabling clears the
@@ -948,7 +874,7 @@ pub(crate) async fn update(
     if !f.store().update_webhook_endpoint(&e).await? {
         return Err(not_found(&id));
     }
-    Ok(Json(EndpointView::of(&e, None)))
+    Ok(Json(endpoint_view(&e, None)))
 }
 
 /// `DELETE /webhooks/endpoints/{id}`.
@@ -1005,7 +931,7 @@ pub(crate) async fn rotate(
         return Err(not_found(&id));
     }
     tracing::info!(provider = %provider.address, endpoint = %id, overlap, "webhook secret rotated");
-    Ok(Json(EndpointView::of(&e, Some(secret))))
+    Ok(Json(endpoint_view(&e, Some(secret))))
 }
 
 /// `GET /webhooks/endpoints/{id}/deliveries?limit=`.
@@ -1044,15 +970,19 @@ pub(crate) async fn events(
     State(f): State<Facilitator>,
     ApiQuery(p): ApiQuery<Page>,
     provider: Provider,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<EventRecord>>, ApiError> {
     let (after, limit) = parse_page(&p);
     let all = f.store().events(provider.address, after, limit).await?;
     Ok(Json(
         all.iter()
-            .map(|e| {
-                let mut v = body(e);
-                v["seq"] = json!(e.seq);
-                v
+            .map(|e| EventRecord {
+                seq: e.seq,
+                event: WebhookEvent {
+                    id: e.new.id.clone(),
+                    r#type: e.new.r#type.clone(),
+                    created_at: e.new.created_at,
+                    data: serde_json::from_str(&e.new.data).unwrap_or(Value::Null),
+                },
             })
             .collect(),
     ))
@@ -1195,13 +1125,13 @@ mod tests {
     #[test]
     fn filters_are_checked_and_normalised() {
         assert_eq!(parse_filter(None).unwrap(), "*");
-        let f = EventFilter::Some(vec!["plan.created".into(), "payment.settled".into()]);
+        let f = EventFilter::List(vec!["plan.created".into(), "payment.settled".into()]);
         assert_eq!(
             parse_filter(Some(f)).unwrap(),
             "payment.settled,plan.created"
         );
-        assert!(parse_filter(Some(EventFilter::Some(vec!["nope".into()]))).is_err());
-        assert!(parse_filter(Some(EventFilter::Some(vec![]))).is_err());
+        assert!(parse_filter(Some(EventFilter::List(vec!["nope".into()]))).is_err());
+        assert!(parse_filter(Some(EventFilter::List(vec![]))).is_err());
     }
 
     #[test]

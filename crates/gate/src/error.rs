@@ -52,6 +52,22 @@ pub enum ProofError {
 }
 
 impl ProofError {
+    /// The error of a value [`tollgate_protocol::decode_x_payment`] could not read (an x402 V1
+    /// payload that is malformed is [`ProofError::X402Payload`]: the x402 path reports it).
+    pub(crate) fn from_x_payment(e: tollgate_protocol::XPaymentError) -> Self {
+        use tollgate_protocol::XPaymentError as E;
+        match e {
+            E::TooLarge { len, max } => Self::TooLarge { len, max },
+            E::NotBase64(e) => Self::NotBase64(e),
+            E::NotJson(e) => Self::NotJson(e),
+            E::UnknownProofVersion(v) => Self::UnknownVersion(v),
+            E::MalformedProof(e) => Self::Malformed(e),
+            _ => Self::X402Payload {
+                x402_version: Some(1),
+            },
+        }
+    }
+
     /// A stable snake_case code for the 402 body's `reason`.
     pub fn code(&self) -> &'static str {
         match self {
@@ -260,37 +276,10 @@ pub enum StoreError {
     Config(String),
 }
 
-/// The facilitator could not be asked, or answered something unusable.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum FacilitatorError {
-    /// No answer: connection refused, timeout, or a broken response.
-    #[error("facilitator request to {url} failed")]
-    Request {
-        /// The URL asked.
-        url: String,
-        /// What happened.
-        #[source]
-        source: reqwest::Error,
-    },
-    /// An HTTP error status: 5xx means unavailable, 4xx that it refused this request.
-    #[error("facilitator answered {status} to {url}{}", code.as_deref().map(|c| format!(" ({c})")).unwrap_or_default())]
-    Status {
-        /// The URL asked.
-        url: String,
-        /// The HTTP status.
-        status: u16,
-        /// The `error.code` of its error body, when there was one.
-        code: Option<String>,
-    },
-}
-
-impl FacilitatorError {
-    /// `true` when the facilitator refused this request itself (a 4xx), rather than being down.
-    pub fn is_refusal(&self) -> bool {
-        matches!(self, Self::Status { status, .. } if (400..500).contains(status))
-    }
-}
+/// The facilitator could not be asked, or answered something unusable: the
+/// [`tollgate_client`] error ([`FacilitatorError::is_refusal`]: the facilitator refused the
+/// request itself, a 4xx, rather than being down).
+pub use tollgate_client::Error as FacilitatorError;
 
 /// Why [`crate::Gate::deduct_allowance`] deducted nothing.
 #[derive(Debug, thiserror::Error)]

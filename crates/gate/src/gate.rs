@@ -25,7 +25,7 @@ use tollgate_protocol::{
 
 use crate::{
     BuildError, DeductError, FacilitatorError, InvalidProof, StoreError, SubscriptionError,
-    facilitator::FacilitatorClient,
+    facilitator,
     memo::{self, MemoCheck, MemoSecret, MemoTerms},
     store::{self, MemoStore},
     subscription::{
@@ -179,7 +179,7 @@ pub(crate) struct Inner {
     secret: MemoSecret,
     memo_ttl: Duration,
     plans: Vec<PlanTerms>,
-    facilitator: FacilitatorClient,
+    facilitator: tollgate_client::FacilitatorClient,
     store: Arc<dyn MemoStore>,
     chain: Option<Arc<dyn Chain>>,
     subscriptions: Option<Checker>,
@@ -451,13 +451,14 @@ impl GateBuilder {
                 problem: "must be positive".into(),
             });
         }
-        // reqwest is built without a bundled TLS provider (see tollgate-chain).
-        tollgate_chain::install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .timeout(self.facilitator_timeout)
-            .connect_timeout(self.facilitator_timeout.min(Duration::from_secs(3)))
-            .build()
-            .map_err(BuildError::Http)?;
+        let api_key = self.api_key.filter(|k| !k.is_empty());
+        let facilitator = facilitator::client(
+            &facilitator_url,
+            api_key.as_deref(),
+            self.facilitator_timeout,
+            self.signers_ttl,
+            self.signers_min_refresh,
+        )?;
         let store = match (self.store, self.store_url) {
             (Some(s), _) => s,
             (None, Some(url)) => store::open(&url).await?,
@@ -502,12 +503,7 @@ impl GateBuilder {
                 token_name,
                 token_version,
                 pay_to,
-                facilitator: FacilitatorClient::new(
-                    facilitator_url.clone(),
-                    http,
-                    self.signers_ttl,
-                    self.signers_min_refresh,
-                ),
+                facilitator,
                 facilitator_url,
                 public_url,
                 secret: MemoSecret(secret),
@@ -516,7 +512,7 @@ impl GateBuilder {
                 store,
                 chain: self.chain,
                 subscriptions,
-                api_key: self.api_key.filter(|k| !k.is_empty()),
+                api_key,
                 last_prune: AtomicU64::new(0),
             }),
         })
@@ -653,17 +649,19 @@ impl Gate {
         amount: Amount,
         idempotency_key: Option<String>,
     ) -> Result<AllowanceUsage, DeductError> {
-        let key = self
-            .inner
-            .api_key
-            .as_deref()
-            .ok_or(DeductError::NotConfigured)?;
+        if self.inner.api_key.is_none() {
+            return Err(DeductError::NotConfigured);
+        }
         let req = DeductRequest {
             network: Some(self.inner.network.clone()),
             amount,
             idempotency_key,
         };
-        self.inner.facilitator.deduct(key, id, &req).await
+        self.inner
+            .facilitator
+            .deduct(id, &req)
+            .await
+            .map_err(facilitator::deduct_error)
     }
 
     /// How many times this gate has read a subscription from the chain (cache misses).
@@ -782,7 +780,7 @@ impl Gate {
             });
         }
         if let Some(chain) = &i.chain {
-            check_on_chain(&**chain, proof, published.and_then(|n| n.router)).await?;
+            check_on_chain(&**chain, proof, published.map(|n| n.router)).await?;
         }
         self.maybe_prune(now);
         match i.store.claim(proof.memo, memo_expiry).await {
@@ -998,7 +996,7 @@ impl Gate {
                 ));
             }
         }
-        let settled = match f.settle(&req, settler).await {
+        let settled = match f.settle(&req, Some(settler)).await {
             Ok(s) => s,
             Err(e) if e.is_refusal() => {
                 tracing::warn!(error = %e, "the facilitator refused an x402 settlement");

@@ -11,7 +11,7 @@ use std::{
 use http::{HeaderValue, Request, Response, StatusCode, header, request::Parts};
 use serde::Serialize;
 use tollgate_protocol::{
-    Amount, ErrorCode, PaymentRequired,
+    Amount, ErrorCode, PaymentRequired, XPayment, XPaymentError, decode_x_payment,
     x402::{ErrorReason, PaymentPayload, SettlementResponseHeader},
 };
 use tower_layer::Layer;
@@ -21,16 +21,10 @@ use alloy::primitives::B256;
 
 use crate::{
     DeductError, Expected, Gate, Offer, Pricing, ProofError, SubscriptionError,
-    VerifiedSubscription, X_SERVICE_SUB, X402Failure, gate::path_of, parse_payment_proof,
-    parse_subscription_id,
+    VerifiedSubscription, X_SERVICE_SUB, X402Failure, gate::path_of, parse_subscription_id,
 };
 
-/// The request header carrying a payment: a Tollgate proof or an x402 V1 payload.
-pub const X_PAYMENT: &str = "x-payment";
-/// The response header of a paid response: base64 JSON `{success, transaction, network, payer}`.
-pub const X_PAYMENT_RESPONSE: &str = "x-payment-response";
-/// The x402 V2 request header; V2 is not supported.
-pub const PAYMENT_SIGNATURE: &str = "payment-signature";
+pub use tollgate_protocol::headers::{PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE};
 
 /// The `error` of a first 402 (no payment sent): a stable code, as every 402 `error` is (see
 /// [`PaymentGateLayer`]'s table); the prose is in `message`.
@@ -397,8 +391,8 @@ impl PaymentGateLayer {
                 "X-PAYMENT is not visible ASCII".into(),
             ));
         };
-        match parse_payment_proof(value) {
-            Ok(proof) => {
+        match decode_x_payment(value) {
+            Ok(XPayment::Proof(proof)) => {
                 let Some(price) = self.config.one_time else {
                     return Err(invalid(
                         "one_time_not_offered",
@@ -422,25 +416,23 @@ impl PaymentGateLayer {
                     }
                 }
             }
-            Err(ProofError::X402Payload {
-                x402_version: Some(1),
-            }) => self.x402(parts, value).await,
-            Err(ProofError::X402Payload { .. }) => Err(self.v2_unsupported(parts)),
-            Err(e) => Err(invalid(e.code(), e.to_string())),
+            Ok(XPayment::X402(payload)) => self.x402(parts, &payload).await,
+            Err(XPaymentError::MalformedPayload(e)) => {
+                Err(self.x402_refused(parts, &e.reason(), Some(e.to_string())))
+            }
+            Ok(XPayment::UnsupportedVersion { .. }) => Err(self.v2_unsupported(parts)),
+            Err(e) => {
+                let e = ProofError::from_x_payment(e);
+                Err(invalid(e.code(), e.to_string()))
+            }
         }
     }
 
     async fn x402(
         &self,
         parts: &Parts,
-        value: &str,
+        payload: &PaymentPayload,
     ) -> Result<SettlementResponseHeader, Response<String>> {
-        let payload = match PaymentPayload::decode_header(value) {
-            Ok(p) => p,
-            Err(e) => {
-                return Err(self.x402_refused(parts, &e.reason(), Some(e.to_string())));
-            }
-        };
         let Some(price) = self.config.one_time else {
             return Err(self.x402_refused(
                 parts,
@@ -450,7 +442,7 @@ impl PaymentGateLayer {
         };
         let url = self.resource_url(parts);
         let offer = self.offer(parts, &url);
-        match self.gate.settle_x402(&payload, &offer, price).await {
+        match self.gate.settle_x402(payload, &offer, price).await {
             Ok(settled) => Ok(SettlementResponseHeader::from(&settled)),
             Err(X402Failure::Refused(reason)) => {
                 tracing::debug!(%reason, "x402 payment refused");
@@ -588,7 +580,7 @@ impl PaymentGateLayer {
 
 impl PaymentGateLayer {
     fn error_response(&self, status: StatusCode, code: &str, message: &str) -> Response<String> {
-        let json = serde_json::json!({ "error": { "code": code, "message": message } }).to_string();
+        let json = tollgate_protocol::ApiErrorBody::new(code, message).to_json();
         let mut res = Response::new(json);
         *res.status_mut() = status;
         res.headers_mut().insert(

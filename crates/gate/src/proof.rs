@@ -1,22 +1,12 @@
 //! `parse_payment_proof`: the spec's `parsePaymentProof`.
 
-use base64::{
-    Engine as _, alphabet,
-    engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig},
-};
-use serde_json::Value;
-use tollgate_protocol::{MAX_PAYMENT_HEADER, PaymentProof, x402::MAX_PAYLOAD_HEADER};
+use tollgate_protocol::{PaymentProof, XPayment, XPaymentError, decode_x_payment};
 
 use crate::ProofError;
 
-/// Standard alphabet; padding optional on input.
-const LENIENT_STANDARD: GeneralPurpose = GeneralPurpose::new(
-    &alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
-
 /// Parses the value of an `X-PAYMENT` header as a Tollgate payment proof (base64 JSON, as
-/// [`PaymentProof::encode`] writes it).
+/// [`PaymentProof::encode`] writes it), with the protocol's one `X-PAYMENT` decoder
+/// ([`tollgate_protocol::decode_x_payment`]).
 ///
 /// Every way the value can be wrong has its own [`ProofError`]; an x402 payment payload (JSON with
 /// `x402Version`) is reported as [`ProofError::X402Payload`] so that a caller can route it to the
@@ -32,42 +22,25 @@ const LENIENT_STANDARD: GeneralPurpose = GeneralPurpose::new(
 /// ));
 /// ```
 pub fn parse_payment_proof(header_value: &str) -> Result<PaymentProof, ProofError> {
-    let value = header_value.trim();
-    // x402 payloads may be larger than proofs (smart-wallet signatures); the proof limit is
-    // applied once the value is known to be a proof.
-    if value.len() > MAX_PAYLOAD_HEADER {
-        return Err(ProofError::TooLarge {
-            len: value.len(),
-            max: MAX_PAYLOAD_HEADER,
-        });
+    match decode_x_payment(header_value) {
+        Ok(XPayment::Proof(proof)) => Ok(*proof),
+        Ok(XPayment::X402(_)) | Err(XPaymentError::MalformedPayload(_)) => {
+            Err(ProofError::X402Payload {
+                x402_version: Some(1),
+            })
+        }
+        Ok(XPayment::UnsupportedVersion { x402_version }) => {
+            Err(ProofError::X402Payload { x402_version })
+        }
+        Err(e) => Err(ProofError::from_x_payment(e)),
     }
-    let bytes = LENIENT_STANDARD
-        .decode(value)
-        .map_err(ProofError::NotBase64)?;
-    let json: Value = serde_json::from_slice(&bytes).map_err(ProofError::NotJson)?;
-    if let Some(v) = json.get("x402Version") {
-        return Err(ProofError::X402Payload {
-            x402_version: v.as_u64(),
-        });
-    }
-    if value.len() > MAX_PAYMENT_HEADER {
-        return Err(ProofError::TooLarge {
-            len: value.len(),
-            max: MAX_PAYMENT_HEADER,
-        });
-    }
-    match json.get("version").and_then(Value::as_u64) {
-        Some(1) => {}
-        other => return Err(ProofError::UnknownVersion(other)),
-    }
-    serde_json::from_value(json).map_err(ProofError::Malformed)
 }
 
 #[cfg(test)]
 mod tests {
     use alloy::primitives::{Address, B256, Bytes};
-    use base64::engine::general_purpose::STANDARD;
-    use tollgate_protocol::Amount;
+    use base64::{Engine as _, engine::general_purpose::STANDARD};
+    use tollgate_protocol::{Amount, MAX_PAYMENT_HEADER, x402::MAX_PAYLOAD_HEADER};
 
     use super::*;
 

@@ -40,8 +40,7 @@ use tollgate_chain::{
 
 use crate::SubscriptionError;
 
-/// The request header carrying a subscription id (`0x` and 64 hex digits).
-pub const X_SERVICE_SUB: &str = "x-service-sub";
+pub use tollgate_protocol::headers::X_SERVICE_SUB;
 /// Default bound on how long a subscription's on-chain status is reused without reading it again.
 pub const DEFAULT_SUBSCRIPTION_CACHE_TTL: Duration = Duration::from_secs(5);
 /// Default interval at which the watcher polls the subscriptions contract's events.

@@ -400,7 +400,7 @@ fn with_path(uri: &Uri, path: &str) -> Option<Uri> {
 
 /// A refusal in the error shape of Tollgate's services, `{"error": {"code", "message"}}`.
 fn refusal(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = serde_json::json!({ "error": { "code": code, "message": message } });
+    let body = tollgate_protocol::ApiErrorBody::new(code, message);
     (status, axum::Json(body)).into_response()
 }
 

@@ -137,20 +137,32 @@ impl PaymentProof {
         STANDARD.encode(serde_json::to_vec(self).expect("a proof serializes"))
     }
 
-    /// Parses the `X-PAYMENT` form.
+    /// Parses the `X-PAYMENT` form of a proof, with [`crate::decode_x_payment`] (the one
+    /// decoder of `X-PAYMENT`): anything but a version 1 proof is an error.
     pub fn decode(header: &str) -> Result<Self, ProofDecodeError> {
+        use crate::{XPayment, XPaymentError};
         if header.len() > MAX_PAYMENT_HEADER {
             return Err(ProofDecodeError::TooLarge(header.len()));
         }
-        let bytes = STANDARD
-            .decode(header.trim())
-            .map_err(|e| ProofDecodeError::Base64(e.to_string()))?;
-        let proof: Self =
-            serde_json::from_slice(&bytes).map_err(|e| ProofDecodeError::Json(e.to_string()))?;
-        if proof.version != 1 {
-            return Err(ProofDecodeError::Version(proof.version));
+        match crate::decode_x_payment(header) {
+            Ok(XPayment::Proof(proof)) => Ok(*proof),
+            Ok(XPayment::X402(_) | XPayment::UnsupportedVersion { .. })
+            | Err(XPaymentError::MalformedPayload(_)) => Err(ProofDecodeError::Json(
+                "an x402 payment payload, not a payment proof".into(),
+            )),
+            Err(XPaymentError::TooLarge { len, .. }) => Err(ProofDecodeError::TooLarge(len)),
+            Err(XPaymentError::NotBase64(e)) => Err(ProofDecodeError::Base64(e.to_string())),
+            Err(XPaymentError::NotJson(e) | XPaymentError::MalformedProof(e)) => {
+                Err(ProofDecodeError::Json(e.to_string()))
+            }
+            Err(XPaymentError::UnknownProofVersion(Some(v))) => Err(u8::try_from(v).map_or_else(
+                |_| ProofDecodeError::Json(format!("unknown proof version {v}")),
+                ProofDecodeError::Version,
+            )),
+            Err(XPaymentError::UnknownProofVersion(None)) => {
+                Err(ProofDecodeError::Json("no integer proof version".into()))
+            }
         }
-        Ok(proof)
     }
 }
 

@@ -45,7 +45,6 @@ use hyper_util::{
     rt::{TokioIo, TokioTimer},
     service::TowerToHyperService,
 };
-use serde_json::json;
 use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
 
@@ -152,7 +151,7 @@ async fn within(timeout: Duration, req: Request, next: Next) -> Response {
 
 /// A refusal in the facilitator's error shape.
 pub(crate) fn refusal(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = json!({ "error": { "code": code, "message": message } });
+    let body = tollgate_protocol::ApiErrorBody::new(code, message);
     (status, axum::Json(body)).into_response()
 }
 

@@ -12,6 +12,7 @@ use axum::{
 use serde_json::{Value, json};
 use tollgate_chain::{Chain, accounts::DevAccount};
 use tollgate_gate::{Amount, Gate, PlanTerms, Pricing, VerifiedSubscription};
+use tollgate_protocol::api::plans::CreatePlanRequest;
 
 use super::dev::DevInfo;
 
@@ -36,30 +37,21 @@ pub(crate) async fn publish_plan(
     api_key: &str,
     network: &str,
 ) -> anyhow::Result<PlanTerms> {
-    let body = json!({
-        "network": network,
-        "amount": PLAN_AMOUNT.to_string(),
-        "interval": PLAN_INTERVAL,
-        "idempotencyKey": PLAN_KEY,
-    });
-    let plan = super::plan::call(
-        reqwest::Client::new()
-            .post(format!("{facilitator_url}/plans"))
-            .bearer_auth(api_key)
-            .json(&body),
-    )
-    .await
-    .context("publishing the demo plan")?;
-    let field = |name: &str| -> anyhow::Result<&str> {
-        plan[name]
-            .as_str()
-            .with_context(|| format!("the facilitator's plan has no {name}"))
-    };
+    let plan = super::plan::client(facilitator_url, Some(api_key))?
+        .create_plan(&CreatePlanRequest {
+            network: network.to_owned(),
+            amount: Amount::from_units(PLAN_AMOUNT),
+            interval: PLAN_INTERVAL,
+            pay_to: None,
+            idempotency_key: PLAN_KEY.to_owned(),
+        })
+        .await
+        .context("publishing the demo plan")?;
     Ok(PlanTerms {
-        plan_id: field("planId")?.parse().context("planId")?,
-        amount: field("amount")?.parse().context("amount")?,
-        interval: plan["interval"].as_u64().context("interval")?,
-        token: field("token")?.parse().context("token")?,
+        plan_id: plan.plan_id,
+        amount: plan.amount,
+        interval: plan.interval,
+        token: plan.token,
     })
 }
 

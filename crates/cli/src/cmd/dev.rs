@@ -6,7 +6,7 @@ use std::{
     sync::Arc,
 };
 
-use alloy::primitives::{Address, B256, keccak256};
+use alloy::primitives::{Address, B256};
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use tollgate_chain::{
@@ -174,24 +174,24 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         vec![(spec, devnet.clone() as Arc<dyn Chain>)],
         vec![accounts[RELAYER].address],
         accounts[PROOF_KEY].private_key,
-        store.clone(),
+        store,
     )?;
     facilitator
         .seal_webhook_secrets()
         .await
         .with_context(|| format!("the webhook secrets in {store_url}"))?;
 
-    // The provider's API key: kept across restarts in dev.json, stored hashed.
-    let api_key = previous.map(|i| i.api_key).unwrap_or_else(new_api_key);
-    store
-        .insert_api_key(
-            keccak256(api_key.as_bytes()),
-            accounts[PROVIDER].address,
-            "tollgate dev",
-            unix_now(),
-        )
-        .await
-        .context("storing the provider's API key")?;
+    // The provider's API key: issued by the facilitator (stored hashed), kept across restarts
+    // in dev.json.
+    let provider = accounts[PROVIDER].address;
+    let api_key = match previous {
+        Some(i) => facilitator
+            .restore_api_key(&i.api_key, provider, DEV_KEY_LABEL)
+            .await
+            .map(|()| i.api_key),
+        None => facilitator.issue_api_key(provider, DEV_KEY_LABEL).await,
+    }
+    .context("storing the provider's API key")?;
 
     let role = |i: usize| {
         if i == RELAYER {
@@ -285,16 +285,8 @@ fn existing_info(path: &Path) -> Option<DevInfo> {
     serde_json::from_slice::<DevInfo>(&bytes).ok()
 }
 
-fn new_api_key() -> String {
-    format!("tg_dev_{}", B256::random())
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+/// The label the provider's dev API key is stored under.
+const DEV_KEY_LABEL: &str = "tollgate dev";
 
 #[allow(clippy::print_stdout)]
 fn print_guide(info: &DevInfo, path: &Path) {

@@ -1,9 +1,11 @@
 //! `tollgate plan create|show|deprecate`: plans published through the facilitator.
 
-use std::io::Write as _;
+use std::{io::Write as _, time::Duration};
 
+use alloy::primitives::B256;
 use anyhow::Context as _;
-use serde_json::{Value, json};
+use tollgate_client::FacilitatorClient;
+use tollgate_protocol::{Amount, api::plans::CreatePlanRequest};
 
 /// Flags of `tollgate plan`.
 #[derive(Debug, clap::Args)]
@@ -64,7 +66,7 @@ struct CreateArgs {
     network: String,
     /// The amount per cycle, in the token's smallest unit.
     #[arg(long, value_name = "UNITS", value_parser = parse_units)]
-    amount: String,
+    amount: Amount,
     /// The cycle length in seconds (default 30 days).
     #[arg(long, value_name = "SECS", default_value_t = 2_592_000)]
     interval: u64,
@@ -79,7 +81,7 @@ struct CreateArgs {
 #[derive(Debug, clap::Args)]
 struct ShowArgs {
     /// The plan id (0x + 64 hex digits).
-    id: String,
+    id: B256,
     #[command(flatten)]
     common: Common,
     /// The network (optional when the facilitator serves one).
@@ -90,7 +92,7 @@ struct ShowArgs {
 #[derive(Debug, clap::Args)]
 struct DeprecateArgs {
     /// The plan id (0x + 64 hex digits).
-    id: String,
+    id: B256,
     #[command(flatten)]
     common: Common,
     #[command(flatten)]
@@ -100,95 +102,67 @@ struct DeprecateArgs {
     network: Option<String>,
 }
 
-fn parse_units(s: &str) -> Result<String, String> {
+fn parse_units(s: &str) -> Result<Amount, String> {
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        Ok(s.to_owned())
+        s.parse()
+            .map_err(|e: tollgate_protocol::AmountError| e.to_string())
     } else {
         Err("an integer amount in the token's smallest unit".into())
     }
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
     let plan = match args.command {
         Command::Create(a) => {
             let key = a.idempotency_key.unwrap_or_else(|| {
-                let key = alloy::primitives::B256::random().to_string();
+                let key = B256::random().to_string();
                 let _ = writeln!(std::io::stderr(), "idempotency key: {key}");
                 key
             });
-            let mut body = json!({
-                "network": a.network,
-                "amount": a.amount,
-                "interval": a.interval,
-                "idempotencyKey": key,
-            });
-            if let Some(pay_to) = a.pay_to {
-                body["payTo"] = json!(pay_to);
-            }
-            call(
-                http.post(format!("{}/plans", base(&a.common)))
-                    .bearer_auth(&a.auth.api_key)
-                    .json(&body),
-            )
-            .await?
+            client(&a.common.facilitator, Some(&a.auth.api_key))?
+                .create_plan(&CreatePlanRequest {
+                    network: a.network,
+                    amount: a.amount,
+                    interval: a.interval,
+                    pay_to: a.pay_to,
+                    idempotency_key: key,
+                })
+                .await?
         }
         Command::Show(a) => {
-            let url = plan_url(&a.common, &a.id, "", a.network.as_deref())?;
-            call(http.get(url)).await?
+            client(&a.common.facilitator, None)?
+                .plan(a.id, a.network.as_deref())
+                .await?
         }
         Command::Deprecate(a) => {
-            let url = plan_url(&a.common, &a.id, "/deprecate", a.network.as_deref())?;
-            call(http.post(url).bearer_auth(&a.auth.api_key)).await?
+            client(&a.common.facilitator, Some(&a.auth.api_key))?
+                .deprecate_plan(a.id, a.network.as_deref())
+                .await?
         }
     };
+    print_json(&plan)
+}
+
+/// A client of the facilitator at `base` (with the provider's API key, for the provider calls).
+/// Calls wait for on-chain confirmations, so they are bounded generously.
+pub(super) fn client(base: &str, api_key: Option<&str>) -> anyhow::Result<FacilitatorClient> {
+    let mut builder = FacilitatorClient::builder(base)
+        .timeouts(Duration::from_secs(120), Duration::from_secs(10))
+        .user_agent(concat!("tollgate/", env!("CARGO_PKG_VERSION")));
+    if let Some(key) = api_key {
+        builder = builder.api_key(key);
+    }
+    builder
+        .build()
+        .with_context(|| format!("invalid facilitator URL {base:?}"))
+}
+
+/// Writes `value` to stdout as pretty JSON.
+pub(super) fn print_json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     writeln!(
         std::io::stdout(),
         "{}",
-        serde_json::to_string_pretty(&plan)?
+        serde_json::to_string_pretty(value)?
     )?;
     Ok(())
-}
-
-/// `{facilitator}/plans/{id}{suffix}?network=...`, the id and network escaped.
-fn plan_url(
-    c: &Common,
-    id: &str,
-    suffix: &str,
-    network: Option<&str>,
-) -> anyhow::Result<tollgate_agent::Url> {
-    let mut url = tollgate_agent::Url::parse(base(c))
-        .with_context(|| format!("invalid facilitator URL {:?}", c.facilitator))?;
-    url.path_segments_mut()
-        .map_err(|()| anyhow::anyhow!("the facilitator URL cannot take a path"))?
-        .pop_if_empty()
-        .push("plans")
-        .push(id);
-    if !suffix.is_empty() {
-        url.set_path(&format!("{}{suffix}", url.path()));
-    }
-    if let Some(n) = network {
-        url.query_pairs_mut().append_pair("network", n);
-    }
-    Ok(url)
-}
-
-fn base(c: &Common) -> &str {
-    c.facilitator.trim_end_matches('/')
-}
-
-/// Sends `req` and returns its JSON body, or the facilitator's error as an error.
-pub(super) async fn call(req: reqwest::RequestBuilder) -> anyhow::Result<Value> {
-    let response = req.send().await.context("reaching the facilitator")?;
-    let status = response.status();
-    let body: Value = response
-        .json()
-        .await
-        .with_context(|| format!("the facilitator answered {status} without JSON"))?;
-    if !status.is_success() {
-        let code = body["error"]["code"].as_str().unwrap_or("Error");
-        let message = body["error"]["message"].as_str().unwrap_or("");
-        anyhow::bail!("the facilitator answered {status}: {code}: {message}");
-    }
-    Ok(body)
 }

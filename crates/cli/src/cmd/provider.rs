@@ -4,7 +4,7 @@ use std::{io::Write as _, path::PathBuf};
 
 use alloy::signers::SignerSync as _;
 use anyhow::Context as _;
-use serde_json::{Value, json};
+use tollgate_protocol::api::providers::RegisterRequest;
 
 /// Flags of `tollgate provider`.
 #[derive(Debug, clap::Args)]
@@ -58,32 +58,20 @@ async fn register(args: RegisterArgs) -> anyhow::Result<()> {
             Err(_) => anyhow::bail!("no key: pass --key-file FILE, --key HEX or set TOLLGATE_KEY"),
         },
     };
-    let base = args.facilitator.trim_end_matches('/');
-    let http = reqwest::Client::new();
+    let facilitator = super::plan::client(&args.facilitator, None)?;
     let address = signer.address();
-    let challenge = super::plan::call(
-        http.post(format!("{base}/providers/challenge"))
-            .json(&json!({ "address": address })),
-    )
-    .await?;
-    let text = challenge["challenge"]
-        .as_str()
-        .context("the facilitator's challenge has no text")?;
+    let challenge = facilitator.challenge(address).await?;
     let signature = signer
-        .sign_message_sync(text.as_bytes())
+        .sign_message_sync(challenge.challenge.as_bytes())
         .context("signing the challenge")?;
-    let registered: Value = super::plan::call(
-        http.post(format!("{base}/providers/register"))
-            .json(&json!({
-                "address": address,
-                "challenge": text,
-                "signature": alloy::primitives::hex::encode_prefixed(signature.as_bytes()),
-            })),
-    )
-    .await?;
-    let key = registered["apiKey"]
-        .as_str()
-        .context("the facilitator returned no apiKey")?;
+    let registered = facilitator
+        .register(&RegisterRequest {
+            address,
+            challenge: challenge.challenge,
+            signature: signature.as_bytes().into(),
+        })
+        .await?;
+    let key = registered.api_key;
     writeln!(std::io::stdout(), "{key}")?;
     let _ = writeln!(
         std::io::stderr(),

@@ -1,10 +1,8 @@
 //! `tollgate webhooks …`: a provider's webhook endpoints, their deliveries and its event log,
 //! through the facilitator's API.
 
-use std::io::Write as _;
-
 use anyhow::Context as _;
-use serde_json::{Value, json};
+use tollgate_protocol::api::webhooks::{CreateEndpoint, EventFilter, Page, Rotate, UpdateEndpoint};
 
 /// Flags of `tollgate webhooks`.
 #[derive(Debug, clap::Args)]
@@ -117,123 +115,98 @@ enum Command {
     },
 }
 
-fn types(list: Option<String>) -> Option<Value> {
-    list.map(|l| {
-        if l.trim() == "*" {
-            json!("*")
-        } else {
-            json!(
-                l.split(',')
-                    .map(str::trim)
-                    .filter(|s| !s.is_empty())
-                    .collect::<Vec<_>>()
-            )
-        }
-    })
+fn types(list: Option<String>) -> Option<EventFilter> {
+    list.map(|l| EventFilter::from_comma_list(&l))
+}
+
+/// What a call without a body answers: its HTTP status.
+#[derive(serde::Serialize)]
+struct Done {
+    status: u16,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let base = args
         .facilitator
-        .context("--facilitator URL (or TOLLGATE_FACILITATOR) is required")?
-        .trim_end_matches('/')
-        .to_owned();
+        .context("--facilitator URL (or TOLLGATE_FACILITATOR) is required")?;
     let key = args
         .api_key
         .context("--api-key (or TOLLGATE_API_KEY) is required")?;
-    let http = reqwest::Client::new();
-    let url = |path: &str| format!("{base}{path}");
-    let endpoint = |id: &str, rest: &str| -> anyhow::Result<String> {
+    let f = super::plan::client(&base, Some(&key))?;
+    let id_ok = |what: &str, id: &str| -> anyhow::Result<()> {
         anyhow::ensure!(
             id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
-            "not an id: {id:?}"
+            "not {what}: {id:?}"
         );
-        Ok(url(&format!("/webhooks/endpoints/{id}{rest}")))
+        Ok(())
     };
-    let req = match args.command {
+    use super::plan::print_json as print;
+    match args.command {
         Command::Create {
-            url: target,
+            url,
             events,
             description,
-        } => {
-            let mut body = json!({ "url": target });
-            if let Some(e) = types(events) {
-                body["events"] = e;
-            }
-            if let Some(d) = description {
-                body["description"] = json!(d);
-            }
-            http.post(url("/webhooks/endpoints")).json(&body)
+        } => print(
+            &f.create_endpoint(&CreateEndpoint {
+                url,
+                events: types(events),
+                description,
+            })
+            .await?,
+        ),
+        Command::List => print(&f.endpoints().await?),
+        Command::Show { id } => {
+            id_ok("an id", &id)?;
+            print(&f.endpoint(&id).await?)
         }
-        Command::List => http.get(url("/webhooks/endpoints")),
-        Command::Show { id } => http.get(endpoint(&id, "")?),
         Command::Update {
             id,
-            url: target,
+            url,
             events,
             description,
             enabled,
         } => {
-            let mut body = json!({});
-            if let Some(u) = target {
-                body["url"] = json!(u);
-            }
-            if let Some(e) = types(events) {
-                body["events"] = e;
-            }
-            if let Some(d) = description {
-                body["description"] = json!(d);
-            }
-            if let Some(e) = enabled {
-                body["enabled"] = json!(e);
-            }
-            http.patch(endpoint(&id, "")?).json(&body)
+            id_ok("an id", &id)?;
+            let change = UpdateEndpoint {
+                url,
+                events: types(events),
+                description,
+                enabled,
+            };
+            print(&f.update_endpoint(&id, &change).await?)
         }
-        Command::Delete { id } => http.delete(endpoint(&id, "")?),
+        Command::Delete { id } => {
+            id_ok("an id", &id)?;
+            f.delete_endpoint(&id).await?;
+            print(&Done { status: 204 })
+        }
         Command::Rotate { id, overlap } => {
-            let mut body = json!({});
-            if let Some(o) = overlap {
-                body["overlapSecs"] = json!(o);
-            }
-            http.post(endpoint(&id, "/rotate")?).json(&body)
+            id_ok("an id", &id)?;
+            let rotate = Rotate {
+                overlap_secs: overlap,
+            };
+            print(&f.rotate_endpoint_secret(&id, &rotate).await?)
         }
-        Command::Deliveries { id, limit } => http.get(endpoint(
-            &id,
-            &format!("/deliveries?limit={}", limit.unwrap_or(100)),
-        )?),
+        Command::Deliveries { id, limit } => {
+            id_ok("an id", &id)?;
+            let page = Page {
+                after: None,
+                limit: Some(limit.unwrap_or(100)),
+            };
+            print(&f.deliveries(&id, &page).await?)
+        }
         Command::Redeliver { id, event } => {
-            anyhow::ensure!(
-                event
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'_'),
-                "not an event id: {event:?}"
-            );
-            http.post(endpoint(&id, &format!("/deliveries/{event}/redeliver"))?)
+            id_ok("an id", &id)?;
+            id_ok("an event id", &event)?;
+            f.redeliver(&id, &event).await?;
+            print(&Done { status: 202 })
         }
-        Command::Events { after, limit } => http.get(url(&format!(
-            "/events?after={}&limit={}",
-            after.unwrap_or(0),
-            limit.unwrap_or(100)
-        ))),
-    };
-    let response = req
-        .bearer_auth(&key)
-        .send()
-        .await
-        .context("reaching the facilitator")?;
-    let status = response.status();
-    let text = response.text().await.unwrap_or_default();
-    if !status.is_success() {
-        let body: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        let code = body["error"]["code"].as_str().unwrap_or("Error");
-        let message = body["error"]["message"].as_str().unwrap_or("");
-        anyhow::bail!("the facilitator answered {status}: {code}: {message}");
+        Command::Events { after, limit } => {
+            let page = Page {
+                after: Some(after.unwrap_or(0)),
+                limit: Some(limit.unwrap_or(100)),
+            };
+            print(&f.events(&page).await?)
+        }
     }
-    let out = if text.is_empty() {
-        json!({ "status": status.as_u16() })
-    } else {
-        serde_json::from_str(&text).context("the facilitator answered without JSON")?
-    };
-    writeln!(std::io::stdout(), "{}", serde_json::to_string_pretty(&out)?)?;
-    Ok(())
 }

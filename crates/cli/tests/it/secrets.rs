@@ -214,6 +214,13 @@ async fn no_secret_appears_in_logs_or_error_bodies() {
         })
         .collect();
     secrets.push(("API key".into(), api_key.clone()));
+    secrets.push((
+        "webhook-secrets key".into(),
+        info["webhookSecretsKey"]
+            .as_str()
+            .expect("dev.json holds the webhook-secrets key")
+            .to_owned(),
+    ));
     let mut bodies: Vec<(String, String)> = Vec::new();
 
     // A one-time payment (the payer signs; the relayer settles; the proof key signs).

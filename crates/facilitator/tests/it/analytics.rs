@@ -621,7 +621,7 @@ async fn store_report(s: &dyn Store, from: u64, to: u64) -> Value {
         bucket: Some("hour".into()),
         ..ReportParams::default()
     };
-    let (q, bucket) = params.query(Address::repeat_byte(0x72), to).unwrap();
+    let (q, bucket) = analytics::report_query(&params, Address::repeat_byte(0x72), to).unwrap();
     let data = s.analytics(&q).await.unwrap();
     serde_json::to_value(analytics::report(&q, bucket, &data)).unwrap()
 }

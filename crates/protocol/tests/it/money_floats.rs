@@ -16,6 +16,7 @@ use std::{
 const MONEY_CRATES: &[&str] = &[
     "protocol",
     "chain",
+    "client",
     "facilitator",
     "gate",
     "gateway",

@@ -1,5 +1,8 @@
 //! The subscription relay's messages: the client-signed `POST /subscriptions` body, the
-//! subscription as the facilitator reports it, and the quote an agent signs against.
+//! subscription as the facilitator reports it (`GET /subscriptions/{id}?network=`), the quote
+//! an agent signs against (`GET /subscriptions/quote`), metered usage
+//! (`POST`/`GET /subscriptions/{id}/usage`) and allowance raises
+//! (`POST /subscriptions/{id}/allowance`).
 
 use alloy::primitives::{Address, B256, Bytes};
 use serde::{Deserialize, Serialize};
@@ -186,6 +189,31 @@ pub struct RaiseAllowanceRequest {
     pub deadline: u64,
     /// The subscriber's 65-byte `Action` signature.
     pub signature: Bytes,
+}
+
+/// The query of `GET /subscriptions/quote`. `planId` and `subscriber` travel as text so that
+/// the facilitator can name the one that does not parse.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QuoteQuery {
+    /// Network name; default: the facilitator's only network with a subscriptions contract.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<String>,
+    /// The plan (0x-hex, 32 bytes).
+    pub plan_id: String,
+    /// The subscriber's address.
+    pub subscriber: String,
+}
+
+impl QuoteQuery {
+    /// The quote of `plan_id` for `subscriber` on `network`.
+    pub fn new(network: Option<String>, plan_id: B256, subscriber: Address) -> Self {
+        Self {
+            network,
+            plan_id: plan_id.to_string(),
+            subscriber: subscriber.to_string(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,20 @@
+//! The HTTP header names of the wire contract, lowercase (as `http::HeaderName` stores them;
+//! header names are case-insensitive on the wire).
+
+/// The client's payment: a Tollgate proof or an x402 V1 payment payload, base64 JSON
+/// ([`crate::decode_x_payment`]).
+pub const X_PAYMENT: &str = "x-payment";
+
+/// A paid response's settlement: base64 JSON of `{success, transaction, network, payer}`
+/// ([`crate::x402::SettlementResponseHeader`]).
+pub const X_PAYMENT_RESPONSE: &str = "x-payment-response";
+
+/// A subscription id (`0x` and 64 hex digits) a request is served on.
+pub const X_SERVICE_SUB: &str = "x-service-sub";
+
+/// The x402 V2 payment header. Tollgate speaks V1: a gate answers it with a 402 naming V1.
+pub const PAYMENT_SIGNATURE: &str = "payment-signature";
+
+/// Names the caller of a retried facilitator call (`POST /settle`), so that its retries get the
+/// first outcome again.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";

@@ -133,43 +133,7 @@ pub struct Keys {
 
 /// Where a webhook-secrets key comes from (`keys.webhook_secrets`): `"env:VAR"`, `"file:PATH"`
 /// or an inline 64-hex-digit key, read like a [`SecretSource`].
-#[derive(Clone, Debug)]
-#[non_exhaustive]
-pub enum SecretsKeySource {
-    /// `"env:VAR"`: the environment variable `VAR`, holding the key as hex.
-    Env(String),
-    /// `"file:PATH"`: a file holding the key as hex (the same permission rules as
-    /// [`SecretSource::File`]).
-    File(PathBuf),
-    /// An inline key (reported as a [`KeyWarning`]).
-    Literal(SecretsKey),
-}
-
-impl SecretsKeySource {
-    /// Parses a source string; errors never contain the input.
-    pub fn parse(s: &str) -> Result<Self, SecretSourceError> {
-        if s.starts_with("env:") || s.starts_with("file:") {
-            return match SecretSource::parse(s)? {
-                SecretSource::Env(var) => Ok(Self::Env(var)),
-                SecretSource::File(path) => Ok(Self::File(path)),
-                SecretSource::Literal(_) => Err(SecretSourceError::EnvName),
-            };
-        }
-        SecretsKey::from_hex(s)
-            .map(Self::Literal)
-            .map_err(SecretSourceError::Literal)
-    }
-}
-
-impl fmt::Display for SecretsKeySource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Env(var) => write!(f, "env:{var}"),
-            Self::File(path) => write!(f, "file:{}", path.display()),
-            Self::Literal(_) => f.write_str("[redacted inline key]"),
-        }
-    }
-}
+pub type SecretsKeySource = KeySource<SecretsKey>;
 
 /// `[fees]`.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
@@ -415,10 +379,28 @@ impl fmt::Display for StoreUrl {
     }
 }
 
+/// A key that is written as hex in `[keys]`: a secp256k1 [`Secret`] or a [`SecretsKey`].
+pub trait HexKey: Sized {
+    /// Parses the key from hex; errors never contain the input.
+    fn from_hex(s: &str) -> Result<Self, KeyError>;
+}
+
+impl HexKey for Secret {
+    fn from_hex(s: &str) -> Result<Self, KeyError> {
+        Secret::from_hex(s)
+    }
+}
+
+impl HexKey for SecretsKey {
+    fn from_hex(s: &str) -> Result<Self, KeyError> {
+        SecretsKey::from_hex(s)
+    }
+}
+
 /// Where a key comes from, as written in `[keys]`.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
-pub enum SecretSource {
+pub enum KeySource<K> {
     /// `"env:VAR"`: the environment variable `VAR` (read through the lookup closure given to
     /// [`Config::resolve`]), holding the key as hex.
     Env(String),
@@ -428,10 +410,13 @@ pub enum SecretSource {
     File(PathBuf),
     /// An inline `"0x…"` key. Allowed for development; [`Config::resolve`] reports it as a
     /// [`KeyWarning`] for the binary to log.
-    Literal(Secret),
+    Literal(K),
 }
 
-impl SecretSource {
+/// Where a secp256k1 key (a relayer's, the proof signer's) comes from.
+pub type SecretSource = KeySource<Secret>;
+
+impl<K: HexKey> KeySource<K> {
     /// Parses a source string. Anything that does not start with `env:` or `file:` is taken as an
     /// inline key; errors never contain the input.
     pub fn parse(s: &str) -> Result<Self, SecretSourceError> {
@@ -449,12 +434,56 @@ impl SecretSource {
             }
             Ok(Self::File(PathBuf::from(path)))
         } else {
-            Secret::from_hex(s)
+            K::from_hex(s)
                 .map(Self::Literal)
                 .map_err(SecretSourceError::Literal)
         }
     }
 
+    /// Reads the key named by this source (`key` is its setting, for errors and warnings).
+    fn resolve(
+        &self,
+        key: &str,
+        lookup: &impl Fn(&str) -> Option<String>,
+        warnings: &mut Vec<KeyWarning>,
+    ) -> Result<K, ConfigError>
+    where
+        K: Clone,
+    {
+        let invalid = |error| ConfigError::InvalidKey {
+            key: key.to_owned(),
+            source_name: self.to_string(),
+            error,
+        };
+        match self {
+            Self::Literal(secret) => {
+                warnings.push(KeyWarning::Inline {
+                    key: key.to_owned(),
+                });
+                Ok(secret.clone())
+            }
+            Self::Env(var) => {
+                let value = lookup(var).ok_or_else(|| ConfigError::SecretNotSet {
+                    key: key.to_owned(),
+                    var: var.clone(),
+                })?;
+                K::from_hex(&value).map_err(invalid)
+            }
+            Self::File(path) => {
+                check_key_file(key, path, warnings)?;
+                let value =
+                    std::fs::read_to_string(path).map_err(|error| ConfigError::SecretFile {
+                        key: key.to_owned(),
+                        path: path.clone(),
+                        error,
+                    })?;
+                K::from_hex(&value).map_err(invalid)
+            }
+        }
+    }
+}
+
+impl SecretSource {
     /// Whether two sources certainly name the same key without resolving them (same variable,
     /// same path, same inline key).
     fn same_as(&self, other: &Self) -> bool {
@@ -467,7 +496,7 @@ impl SecretSource {
     }
 }
 
-impl fmt::Display for SecretSource {
+impl<K> fmt::Display for KeySource<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Env(var) => write!(f, "env:{var}"),
@@ -806,7 +835,7 @@ impl Config {
         let mut relayers = Vec::with_capacity(self.keys.relayers.len());
         for (i, source) in self.keys.relayers.iter().enumerate() {
             let key = format!("keys.relayers[{i}]");
-            let secret = resolve_one(&key, source, &lookup, &mut warnings)?;
+            let secret = source.resolve(&key, &lookup, &mut warnings)?;
             if let Some(j) = relayers
                 .iter()
                 .position(|r: &Secret| r.address() == secret.address())
@@ -818,7 +847,7 @@ impl Config {
             }
             relayers.push(secret);
         }
-        let proof = resolve_one("keys.proof", &self.keys.proof, &lookup, &mut warnings)?;
+        let proof = self.keys.proof.resolve("keys.proof", &lookup, &mut warnings)?;
         if let Some(i) = relayers.iter().position(|r| r.address() == proof.address()) {
             return Err(ConfigError::SameKey {
                 key: "keys.proof".into(),
@@ -829,11 +858,11 @@ impl Config {
             None => None,
             Some(source) => {
                 let current =
-                    resolve_secrets_key("keys.webhook_secrets", source, &lookup, &mut warnings)?;
+                    source.resolve("keys.webhook_secrets", &lookup, &mut warnings)?;
                 let mut previous = Vec::with_capacity(self.keys.webhook_secrets_previous.len());
                 for (i, source) in self.keys.webhook_secrets_previous.iter().enumerate() {
                     let key = format!("keys.webhook_secrets_previous[{i}]");
-                    previous.push(resolve_secrets_key(&key, source, &lookup, &mut warnings)?);
+                    previous.push(source.resolve(&key, &lookup, &mut warnings)?);
                 }
                 Some(SecretsKeys::new(current).with_previous(previous))
             }
@@ -844,81 +873,6 @@ impl Config {
             webhook_secrets,
             warnings,
         })
-    }
-}
-
-fn resolve_one(
-    key: &str,
-    source: &SecretSource,
-    lookup: &impl Fn(&str) -> Option<String>,
-    warnings: &mut Vec<KeyWarning>,
-) -> Result<Secret, ConfigError> {
-    let invalid = |error| ConfigError::InvalidKey {
-        key: key.to_owned(),
-        source_name: source.to_string(),
-        error,
-    };
-    match source {
-        SecretSource::Literal(secret) => {
-            warnings.push(KeyWarning::Inline {
-                key: key.to_owned(),
-            });
-            Ok(secret.clone())
-        }
-        SecretSource::Env(var) => {
-            let value = lookup(var).ok_or_else(|| ConfigError::SecretNotSet {
-                key: key.to_owned(),
-                var: var.clone(),
-            })?;
-            Secret::from_hex(&value).map_err(invalid)
-        }
-        SecretSource::File(path) => {
-            check_key_file(key, path, warnings)?;
-            let value = std::fs::read_to_string(path).map_err(|error| ConfigError::SecretFile {
-                key: key.to_owned(),
-                path: path.clone(),
-                error,
-            })?;
-            Secret::from_hex(&value).map_err(invalid)
-        }
-    }
-}
-
-/// [`resolve_one`] for a webhook-secrets key.
-fn resolve_secrets_key(
-    key: &str,
-    source: &SecretsKeySource,
-    lookup: &impl Fn(&str) -> Option<String>,
-    warnings: &mut Vec<KeyWarning>,
-) -> Result<SecretsKey, ConfigError> {
-    let invalid = |error| ConfigError::InvalidKey {
-        key: key.to_owned(),
-        source_name: source.to_string(),
-        error,
-    };
-    match source {
-        SecretsKeySource::Literal(k) => {
-            warnings.push(KeyWarning::Inline {
-                key: key.to_owned(),
-            });
-            Ok(k.clone())
-        }
-        SecretsKeySource::Env(var) => {
-            let value = lookup(var).ok_or_else(|| ConfigError::SecretNotSet {
-                key: key.to_owned(),
-                var: var.clone(),
-            })?;
-            SecretsKey::from_hex(&value).map_err(invalid)
-        }
-        SecretsKeySource::File(path) => {
-            check_key_file(key, path, warnings)?;
-            let value = std::fs::read_to_string(path).map_err(|error| ConfigError::SecretFile {
-                key: key.to_owned(),
-                path: path.clone(),
-                error,
-            })?;
-            SecretsKey::from_hex(&value).map_err(invalid)
-        }
     }
 }
 

@@ -32,7 +32,7 @@ pub use tollgate_protocol::api::analytics::{
 };
 
 use crate::{
-    error::{ApiError, ApiQuery},
+    error::{ApiError, ApiQuery, Error, Result},
     facilitator::{Facilitator, unix_now},
     providers::Provider,
     store::{AnalyticsData, AnalyticsQuery, Volume},
@@ -98,11 +98,11 @@ pub fn is_invisible(c: char) -> bool {
     )
 }
 
-fn invalid(message: impl Into<String>) -> ApiError {
-    ApiError::bad_request("InvalidQuery", message)
+fn invalid(message: impl Into<String>) -> Error {
+    Error::InvalidQuery(message.into())
 }
 
-fn number(name: &str, v: Option<&str>) -> Result<Option<u64>, ApiError> {
+fn number(name: &str, v: Option<&str>) -> Result<Option<u64>> {
     v.filter(|s| !s.is_empty())
         .map(|s| {
             s.parse::<u64>().map_err(|_| {
@@ -120,7 +120,7 @@ pub fn report_query(
     params: &ReportParams,
     provider: Address,
     now: u64,
-) -> Result<(AnalyticsQuery, Bucket), ApiError> {
+) -> Result<(AnalyticsQuery, Bucket)> {
     // `to` is exclusive: by default the current second is in.
     let to = time("to", params.to.as_deref())?.unwrap_or(now.saturating_add(1));
     let span = match params.range.as_deref().filter(|s| !s.is_empty()) {
@@ -170,7 +170,7 @@ pub fn report_query(
 }
 
 /// A time parameter: unix seconds up to [`MAX_TIME`].
-fn time(name: &str, v: Option<&str>) -> Result<Option<u64>, ApiError> {
+fn time(name: &str, v: Option<&str>) -> Result<Option<u64>> {
     match number(name, v)? {
         Some(t) if t > MAX_TIME => Err(invalid(format!(
             "{name}: {t} is after 10000-01-01 (at most {MAX_TIME})"
@@ -179,7 +179,7 @@ fn time(name: &str, v: Option<&str>) -> Result<Option<u64>, ApiError> {
     }
 }
 
-fn bounded(name: &str, v: Option<&str>, default: u32, min: u32) -> Result<u32, ApiError> {
+fn bounded(name: &str, v: Option<&str>, default: u32, min: u32) -> Result<u32> {
     match number(name, v)? {
         None => Ok(default),
         Some(n) if n >= u64::from(min) && n <= 100 => Ok(n as u32),
@@ -415,11 +415,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
 
 impl Facilitator {
     /// `provider`'s report for `params` at the current time.
-    pub async fn analytics(
-        &self,
-        provider: Address,
-        params: &ReportParams,
-    ) -> Result<Report, ApiError> {
+    pub async fn analytics(&self, provider: Address, params: &ReportParams) -> Result<Report> {
         let (q, bucket) = report_query(params, provider, unix_now())?;
         let data = self.store().analytics(&q).await?;
         Ok(report(&q, bucket, &data))
@@ -504,7 +500,7 @@ mod tests {
             params(&[("from", "99999999999999")]),
             params(&[("range", "999999999d")]),
         ] {
-            let e = report_query(&bad, Address::ZERO, now).unwrap_err();
+            let e = ApiError::from(report_query(&bad, Address::ZERO, now).unwrap_err());
             assert_eq!(
                 (e.status.as_u16(), &*e.code),
                 (400, "InvalidQuery"),

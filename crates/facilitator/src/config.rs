@@ -847,7 +847,10 @@ impl Config {
             }
             relayers.push(secret);
         }
-        let proof = self.keys.proof.resolve("keys.proof", &lookup, &mut warnings)?;
+        let proof = self
+            .keys
+            .proof
+            .resolve("keys.proof", &lookup, &mut warnings)?;
         if let Some(i) = relayers.iter().position(|r| r.address() == proof.address()) {
             return Err(ConfigError::SameKey {
                 key: "keys.proof".into(),
@@ -857,8 +860,7 @@ impl Config {
         let webhook_secrets = match &self.keys.webhook_secrets {
             None => None,
             Some(source) => {
-                let current =
-                    source.resolve("keys.webhook_secrets", &lookup, &mut warnings)?;
+                let current = source.resolve("keys.webhook_secrets", &lookup, &mut warnings)?;
                 let mut previous = Vec::with_capacity(self.keys.webhook_secrets_previous.len());
                 for (i, source) in self.keys.webhook_secrets_previous.iter().enumerate() {
                     let key = format!("keys.webhook_secrets_previous[{i}]");

@@ -33,6 +33,74 @@ use axum::{
 use serde::de::DeserializeOwned;
 use tollgate_protocol::{ApiErrorBody, ErrorCode};
 
+use crate::store::StoreError;
+
+/// What a [`Facilitator`](crate::Facilitator) method fails with: a domain error, mapped to an
+/// HTTP status, code and message in exactly one place ([`Error::parts`], through
+/// `From<Error> for ApiError`), which is also where server-side failures are logged.
+///
+/// Migration state: the analytics methods return it; the other modules still build an
+/// [`ApiError`] directly and reach this type through [`Error::Http`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A query parameter that does not parse, is out of range or contradicts another (400
+    /// `InvalidQuery`); the message names it.
+    #[error("invalid query: {0}")]
+    InvalidQuery(String),
+    /// The store failed (503 `Unavailable`; the cause is logged, never sent).
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// An error already in its HTTP shape, from a module not yet migrated to domain variants.
+    #[error("{0}")]
+    Http(ApiError),
+}
+
+/// A [`Facilitator`](crate::Facilitator) method's result.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The one mapping from a domain error to what the client sees: status, code and message.
+    /// Server-side failures are logged here, their cause never sent.
+    fn into_api(self) -> ApiError {
+        match self {
+            Self::InvalidQuery(message) => ApiError::bad_request("InvalidQuery", message),
+            Self::Store(e) => ApiError::unavailable("the store", &e),
+            Self::Http(e) => e,
+        }
+    }
+}
+
+impl Error {
+    /// Whether this is the facilitator's failure (a 5xx: a dependency down or a bug) rather than
+    /// the request's.
+    pub fn is_server_error(&self) -> bool {
+        match self {
+            Self::InvalidQuery(_) => false,
+            Self::Store(_) => true,
+            Self::Http(e) => e.status.is_server_error(),
+        }
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        e.into_api()
+    }
+}
+
+impl From<ApiError> for Error {
+    fn from(e: ApiError) -> Self {
+        Self::Http(e)
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        self.into_api().into_response()
+    }
+}
+
 /// An error answered to a client.
 #[derive(Debug)]
 pub struct ApiError {
@@ -263,6 +331,34 @@ mod tests {
         let (mut parts, ()) = axum::http::Request::get(uri).body(()).unwrap().into_parts();
         let ApiQuery(p) = ApiQuery::<Page>::from_request_parts(&mut parts, &()).await?;
         Ok(p.limit)
+    }
+
+    #[test]
+    fn domain_errors_keep_their_wire_shape_and_hide_internals() {
+        let e = ApiError::from(Error::InvalidQuery("limit: 0 is not within 1..=100".into()));
+        assert_eq!(
+            (e.status, &*e.code, &*e.message),
+            (
+                StatusCode::BAD_REQUEST,
+                "InvalidQuery",
+                "limit: 0 is not within 1..=100"
+            )
+        );
+        let store = Error::from(StoreError::Corrupt("secret row detail".into()));
+        assert!(store.is_server_error());
+        let e = ApiError::from(store);
+        assert_eq!(
+            (e.status, &*e.code, &*e.message),
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Unavailable",
+                "the store is unavailable; retry later"
+            )
+        );
+        let http = Error::from(ApiError::not_found("no such settlement"));
+        assert!(!http.is_server_error());
+        let e = ApiError::from(http);
+        assert_eq!((e.status, &*e.code), (StatusCode::NOT_FOUND, "NotFound"));
     }
 
     #[tokio::test]

@@ -134,7 +134,7 @@ impl Facilitator {
         &self,
         provider: Address,
         label: &str,
-    ) -> Result<String, crate::store::StoreError> {
+    ) -> crate::error::Result<String> {
         let api_key = format!("{API_KEY_PREFIX}{}", hex::encode(B256::random()));
         self.restore_api_key(&api_key, provider, label).await?;
         Ok(api_key)
@@ -148,10 +148,11 @@ impl Facilitator {
         api_key: &str,
         provider: Address,
         label: &str,
-    ) -> Result<(), crate::store::StoreError> {
-        self.store()
+    ) -> crate::error::Result<()> {
+        Ok(self
+            .store()
             .insert_api_key(key_hash(api_key), provider, label, unix_now())
-            .await
+            .await?)
     }
 }
 

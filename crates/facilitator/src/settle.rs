@@ -21,7 +21,7 @@ use tollgate_chain::{
 use tollgate_protocol::{Amount, AuthorizeRequest, PaymentProof, SettlementStatus, SignedPayment};
 
 use crate::{
-    error::ApiError,
+    error::{ApiError, Error},
     facilitator::{Facilitator, Network, unix_now},
     metrics::{SettlementOutcome, SettlementPath},
     store::{NewSettlement, Settlement, SettlementKind},
@@ -70,13 +70,13 @@ impl Facilitator {
     /// for, as the client reports it) labels the settlement in analytics; the first one recorded
     /// stays. With `req.claim`, the first request binds the settlement to it: a repeat with
     /// another claim (or none) is refused with 403 `ClaimMismatch`.
-    pub async fn authorize(&self, req: &AuthorizeRequest) -> Result<Outcome, ApiError> {
+    pub async fn authorize(&self, req: &AuthorizeRequest) -> crate::error::Result<Outcome> {
         let started = std::time::Instant::now();
-        let result = self.authorize_inner(req).await;
+        let result = self.authorize_inner(req).await.map_err(Error::from);
         let outcome = match &result {
             Ok(Outcome::Confirmed { .. }) => SettlementOutcome::Confirmed,
             Ok(Outcome::Pending { .. }) => SettlementOutcome::Pending,
-            Err(e) if e.status.is_server_error() => SettlementOutcome::Failed,
+            Err(e) if e.is_server_error() => SettlementOutcome::Failed,
             Err(_) => SettlementOutcome::Rejected,
         };
         self.inner
@@ -492,7 +492,7 @@ impl Facilitator {
         &self,
         key: B256,
         token: Option<B256>,
-    ) -> Result<Outcome, ApiError> {
+    ) -> crate::error::Result<Outcome> {
         let row = self
             .inner
             .store
@@ -501,7 +501,7 @@ impl Facilitator {
             .filter(|row| row.new.kind == SettlementKind::Router)
             .ok_or_else(no_settlement)?;
         check_claim(&row, token)?;
-        self.drive_settlement(row).await
+        Ok(self.drive_settlement(row).await?)
     }
 
     /// Drives a stored router settlement forward: the proof once confirmed, pending otherwise.

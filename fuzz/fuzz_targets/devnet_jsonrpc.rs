@@ -20,7 +20,7 @@ use axum::body::Body;
 use http::{Request, StatusCode};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use tollgate_chain::devnet::{Devnet, DevnetConfig, server::router};
+use tollgate_devnet::{Devnet, DevnetConfig, server::router};
 use tower::ServiceExt as _;
 
 /// Inputs run against one devnet before it is replaced.

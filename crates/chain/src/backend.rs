@@ -143,7 +143,7 @@ impl Confirmation {
 }
 
 /// An EVM chain as Tollgate uses it: read state, simulate calls, send relayer-signed transactions,
-/// wait for them boundedly, read logs. Implemented by [`crate::devnet::Devnet`] and
+/// wait for them boundedly, read logs. Implemented by the embedded devnet (`tollgate_devnet::Devnet`) and
 /// [`crate::rpc::RpcChain`]; held as `Arc<dyn Chain>`.
 #[async_trait]
 pub trait Chain: Send + Sync + fmt::Debug + 'static {

@@ -1,10 +1,11 @@
-//! Tollgate's chain layer: the contracts (bindings generated from the committed artifacts), and one
-//! seam, [`Chain`], with two backends:
+//! Tollgate's chain layer: the contracts (bindings generated from the committed artifacts), EIP-712
+//! ([`authorization`], [`proof`]), and one seam, [`Chain`], with its JSON-RPC backend:
 //!
-//! - [`devnet::Devnet`]: an embedded EVM (revm) executing the real contract bytecode, automining,
-//!   durable through a journal, with time travel and a standard Ethereum JSON-RPC listener;
 //! - [`rpc::RpcChain`]: any EVM node over JSON-RPC (anvil in tests, Base in production), with relayer
 //!   nonce management, fee estimation, a bounded receipt wait and confirmation depth.
+//!
+//! The other backend, the embedded revm devnet (`tollgate_devnet::Devnet`), lives in its own crate
+//! so that the SDKs built on this one compile no EVM and no server.
 //!
 //! Reverts are decoded into [`Revert`], which carries the contracts' custom errors (the spec's
 //! `InsufficientFunds`, `SubscriptionNotActive`, `AllowanceExhausted`, `PlanDeprecated` among them).
@@ -14,7 +15,6 @@ pub mod accounts;
 pub mod authorization;
 mod backend;
 pub mod contracts;
-pub mod devnet;
 mod error;
 pub mod proof;
 pub mod rpc;

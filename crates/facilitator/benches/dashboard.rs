@@ -21,10 +21,8 @@ use std::{
 };
 
 use alloy::primitives::{Address, B256, U256, keccak256};
-use tollgate_chain::{
-    Chain,
-    devnet::{Devnet, DevnetConfig},
-};
+use tollgate_chain::Chain;
+use tollgate_devnet::{Devnet, DevnetConfig};
 use tollgate_facilitator::{
     Facilitator, NetworkSpec, Settings,
     store::{self, NewSettlement, SettlementKind, Store},

@@ -25,8 +25,8 @@ use tollgate_chain::{
     authorization::{
         ReceiveWithAuthorization, TransferWithAuthorization, router_nonce, sign, token_domain,
     },
-    devnet::{Devnet, DevnetConfig},
 };
+use tollgate_devnet::{Devnet, DevnetConfig};
 use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 use tollgate_protocol::{
     Amount, Eip3009Authorization, SignedPayment,

@@ -26,8 +26,8 @@ use alloy::{
 use tollgate_chain::{
     Chain, TxRequest, WaitOptions,
     contracts::{self, Subscriptions, Token},
-    devnet::{Devnet, DevnetConfig},
 };
+use tollgate_devnet::{Devnet, DevnetConfig};
 use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 
 const INTERVAL: u64 = 30 * 24 * 3600;

@@ -24,10 +24,8 @@ use std::{
 
 use alloy::primitives::{Address, B256};
 use axum::{Router, routing::post};
-use tollgate_chain::{
-    Chain,
-    devnet::{Devnet, DevnetConfig},
-};
+use tollgate_chain::Chain;
+use tollgate_devnet::{Devnet, DevnetConfig};
 use tollgate_facilitator::{
     Facilitator, NetworkSpec, Settings,
     store::{self, Endpoint, NewEvent, Store},

@@ -256,7 +256,7 @@ impl fmt::Debug for Facilitator {
 impl Facilitator {
     /// Assembles a facilitator. Each chain backend must hold the relayer keys (e.g.
     /// [`tollgate_chain::rpc::RpcChain`] connected with a wallet of them, or
-    /// [`tollgate_chain::devnet::Devnet::add_signers`]).
+    /// `tollgate_devnet::Devnet::add_signers`).
     pub fn new(
         settings: Settings,
         networks: Vec<(NetworkSpec, Arc<dyn Chain>)>,

@@ -21,10 +21,8 @@ use std::{
 
 use alloy::primitives::{Address, B256, Bytes};
 use axum::{Router, body::Body, http::Request, routing::get};
-use tollgate_chain::{
-    Chain,
-    devnet::{Devnet, DevnetConfig},
-};
+use tollgate_chain::Chain;
+use tollgate_devnet::{Devnet, DevnetConfig};
 use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 use tollgate_gate::{Expected, Gate, Offer, Pricing};
 use tollgate_protocol::{Amount, PaymentProof};

@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 use tollgate_chain::{
     Chain, TxRequest, WaitOptions,
     contracts::{Subscriptions, Token},
-    devnet::{Devnet, DevnetConfig},
 };
+use tollgate_devnet::{Devnet, DevnetConfig};
 use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 use tollgate_gate::{Gate, Pricing};
 use tollgate_protocol::{Amount, PlanTerms};

@@ -25,9 +25,9 @@ use tollgate_chain::{
     Chain, Deployment, Wallet,
     accounts::{DevAccount, dev_accounts},
     contracts::{TokenParams, deploy},
-    devnet::{DEV_TOKENS, Devnet, DevnetConfig},
     rpc::{RpcChain, RpcOptions},
 };
+use tollgate_devnet::{DEV_TOKENS, Devnet, DevnetConfig};
 
 pub use anvil::{ANVIL_CHAIN_ID, Anvil, binary as anvil_binary, repo_root};
 
@@ -232,7 +232,7 @@ pub async fn devnet_rpc_fixture() -> Result<Fixture> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let url = format!("http://{}", listener.local_addr()?);
     let (shutdown, stop) = oneshot::channel::<()>();
-    let task = tokio::spawn(tollgate_chain::devnet::server::serve(
+    let task = tokio::spawn(tollgate_devnet::server::serve(
         devnet.clone(),
         listener,
         async move {

@@ -16,8 +16,8 @@ use tollgate_chain::{
     Chain, TxRequest, WaitOptions,
     authorization::{TransferWithAuthorization, sign, token_domain},
     contracts::Token,
-    devnet::{Devnet, DevnetConfig},
 };
+use tollgate_devnet::{Devnet, DevnetConfig};
 
 use crate::{mib, proc_status_kib};
 

@@ -18,8 +18,8 @@ use tollgate_chain::{
     Address, Chain, LogFilter, U256,
     accounts::DevAccount,
     contracts::{self, PaymentRouter, Token},
-    devnet::{Devnet, DevnetConfig},
 };
+use tollgate_devnet::{Devnet, DevnetConfig};
 use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 use tollgate_gate::{Gate, Pricing};
 use tollgate_protocol::SettlementStatus;

@@ -14,8 +14,8 @@ use tollgate_chain::{
         TransferWithAuthorization, Vrs, router_nonce, sign, sign_vrs, token_domain,
     },
     contracts::{PaymentRouter, Token, read},
-    devnet::DEV_TOKENS,
 };
+use tollgate_devnet::DEV_TOKENS;
 use tollgate_testkit::Fixture;
 
 /// Instantiates each `async fn case(f: &Fixture)` of the calling module once per backend, as

@@ -1,8 +1,6 @@
 //! Integration tests of the chain layer against real nodes (anvil, the devnet's JSON-RPC server).
 
 mod contracts;
-mod devnet;
-mod devnet_server;
 mod properties;
 mod rpc;
 mod subscriptions;

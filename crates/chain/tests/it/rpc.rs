@@ -10,9 +10,9 @@ use alloy::{
 use tollgate_chain::{
     Chain, Confirmation, Error, LogFilter, Revert, TxRequest, WaitOptions, Wallet,
     contracts::{Token, deployment_addresses, read},
-    devnet::DEV_TOKENS,
     rpc::{RpcChain, RpcOptions},
 };
+use tollgate_devnet::DEV_TOKENS;
 use tollgate_testkit::{Anvil, Backend, Fixture};
 
 fn transfer(from: Address, token: Address, to: Address, amount: u64) -> TxRequest {

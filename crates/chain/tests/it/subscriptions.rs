@@ -10,8 +10,8 @@ use tollgate_chain::{
     Receipt, Revert,
     authorization::{Action, ActionKind, Permit, Subscribe, sign, subscriptions_domain},
     contracts::{SubscriptionState, Subscriptions, Token, read},
-    devnet::DEV_TOKENS,
 };
+use tollgate_devnet::DEV_TOKENS;
 use tollgate_testkit::Fixture;
 
 use crate::contracts::{

@@ -9,10 +9,8 @@ use std::{
 use alloy::primitives::{Address, B256};
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
-use tollgate_chain::{
-    Chain,
-    devnet::{Devnet, DevnetConfig, server},
-};
+use tollgate_chain::Chain;
+use tollgate_devnet::{Devnet, DevnetConfig, server};
 use tollgate_facilitator::{
     Facilitator, NetworkSpec, Settings, store,
     webhooks::{SecretsKey, SecretsKeys},

@@ -3,7 +3,7 @@
 use std::{path::PathBuf, sync::Arc};
 
 use anyhow::Context as _;
-use tollgate_chain::devnet::{Devnet, DevnetConfig, server};
+use tollgate_devnet::{Devnet, DevnetConfig, server};
 use tollgate_server::{Limits, ServerConfig};
 
 /// Flags of `tollgate devnet`.

@@ -18,8 +18,8 @@ use tollgate_chain::{
     Chain, TxRequest, WaitOptions,
     accounts::dev_accounts,
     contracts::{self, Token},
-    devnet::{DEV_TOKENS, DevnetInfo},
 };
+use tollgate_devnet::{DEV_TOKENS, DevnetInfo};
 
 pub(crate) struct Running {
     pub(crate) child: Child,

@@ -23,9 +23,9 @@ use tollgate_chain::{
     Chain,
     accounts::dev_accounts,
     contracts::{self, Token},
-    devnet::{DEV_TOKENS, DevnetInfo},
     rpc::RpcChain,
 };
+use tollgate_devnet::{DEV_TOKENS, DevnetInfo};
 
 use crate::{
     devnet::{Running, spawn_devnet},

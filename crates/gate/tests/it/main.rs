@@ -4,6 +4,9 @@
 
 mod metering;
 mod onetime;
+// The PostgreSQL memo store's tests (`--features postgres`; on in workspace runs, where the
+// gateway and the cli enable it).
+#[cfg(feature = "postgres")]
 mod store;
 mod subscriptions;
 mod support;

@@ -23,10 +23,10 @@ use axum::{
 };
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use tollgate_chain::{Error, LogFilter};
 use tollgate_server::Limits;
 
-use super::{BASE_FEE, BlockView, CoreView, Devnet, Simulation, TxEntry};
-use crate::{Error, LogFilter};
+use crate::{BASE_FEE, BlockView, CoreView, Devnet, Simulation, TxEntry};
 
 /// Largest request body accepted (1 MiB).
 const MAX_BODY: usize = 1 << 20;
@@ -241,7 +241,7 @@ fn chain_error(e: Error) -> RpcFailure {
 }
 
 fn revert_failure(data: &Bytes) -> RpcFailure {
-    let reason = crate::Revert::decode(data);
+    let reason = tollgate_chain::Revert::decode(data);
     RpcFailure(
         3,
         format!("execution reverted: {reason}"),
@@ -456,7 +456,7 @@ fn fee_history(devnet: &Devnet, params: &[Value]) -> RpcResult {
         let mut rewards = Vec::new();
         for n in oldest..=newest {
             let used = v.block(n).map_or(0, |b| b.header.gas_used);
-            ratios.push(used as f64 / super::BLOCK_GAS_LIMIT as f64);
+            ratios.push(used as f64 / crate::BLOCK_GAS_LIMIT as f64);
             if let Some(p) = &percentiles {
                 rewards.push(vec![quantity(0); p.len()]);
             }

@@ -1,8 +1,9 @@
-//! The embedded devnet: revm in process executing the real contract bytecode.
+//! Tollgate's embedded devnet: revm in process executing the real contract bytecode, behind the
+//! [`tollgate_chain::Chain`] seam.
 //!
 //! - Genesis is deterministic from the [`DevnetConfig`]: the dev accounts of the standard test
 //!   mnemonic are funded with ether, the contracts are deployed from account 0 at fixed addresses
-//!   ([`crate::contracts::deployment_addresses`]) and every account receives tokens.
+//!   ([`tollgate_chain::contracts::deployment_addresses`]) and every account receives tokens.
 //! - Automine: each accepted transaction is executed at once in a block of its own. Transactions
 //!   with a future nonce wait in a small per-sender pool until the gap is filled.
 //! - Durable: each block is appended to a journal in the state directory; a flusher
@@ -14,6 +15,7 @@
 //!
 //! The journal's format: length-prefixed, checksummed records after a magic header; the first
 //! record pins the devnet's identity (chain id, network, token, accounts, genesis time).
+#![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod journal;
 pub mod server;
@@ -45,7 +47,7 @@ use revm::{
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use crate::{
+use tollgate_chain::{
     Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest, WaitOptions,
     Wallet,
     accounts::{DEV_ACCOUNT_COUNT, DevAccount, dev_accounts},

@@ -10,7 +10,7 @@ use tokio::{
     net::TcpStream,
     sync::oneshot,
 };
-use tollgate_chain::devnet::{Devnet, DevnetConfig, server};
+use tollgate_devnet::{Devnet, DevnetConfig, server};
 use tollgate_server::Limits;
 
 /// A devnet (in memory) served on loopback; stops when dropped.

@@ -10,8 +10,8 @@ use alloy::{
 use tollgate_chain::{
     Chain, Error, TxRequest, WaitOptions,
     contracts::{self, SubscriptionState, Subscriptions, Token},
-    devnet::{Devnet, DevnetConfig},
 };
+use tollgate_devnet::{Devnet, DevnetConfig};
 
 const DAY: u64 = 86_400;
 
@@ -196,7 +196,7 @@ async fn restart_restores_state_exactly() {
     assert_eq!(before.subscription.0, 1, "subscription is ACTIVE");
     assert_eq!(
         before.balances[2].0,
-        tollgate_chain::devnet::DEV_TOKENS + U256::from(1_234_567)
+        tollgate_devnet::DEV_TOKENS + U256::from(1_234_567)
     );
     assert!(before.timestamp >= devnet.genesis_timestamp() + 30 * DAY);
     drop(devnet);
@@ -261,7 +261,7 @@ async fn torn_tail_is_dropped() {
     assert_eq!(devnet.block_number().await.unwrap(), block);
     assert_eq!(
         token_balance(&*devnet, d.token, a[2].address).await,
-        tollgate_chain::devnet::DEV_TOKENS + U256::from(99)
+        tollgate_devnet::DEV_TOKENS + U256::from(99)
     );
     assert!(
         std::fs::metadata(&journal).unwrap().len() < bytes.len() as u64,
@@ -313,7 +313,7 @@ async fn concurrent_sends_from_one_key() {
     assert_eq!(devnet.nonce(a[1].address).await.unwrap(), nonce + 64);
     assert_eq!(
         token_balance(&*devnet, d.token, a[2].address).await,
-        tollgate_chain::devnet::DEV_TOKENS + U256::from(64 * 65 / 2)
+        tollgate_devnet::DEV_TOKENS + U256::from(64 * 65 / 2)
     );
 }
 
@@ -324,7 +324,7 @@ async fn reverts_are_typed() {
     let devnet = start(dir.path());
     let d = devnet.deployment();
     let a = devnet.accounts().to_vec();
-    let too_much = tollgate_chain::devnet::DEV_TOKENS + U256::from(1);
+    let too_much = tollgate_devnet::DEV_TOKENS + U256::from(1);
     let err = devnet
         .send(TxRequest::call(
             a[1].address,
@@ -386,7 +386,7 @@ async fn raw_transactions_of_every_supported_type() {
     }
     .abi_encode()
     .into();
-    let gas_price = 2 * u128::from(tollgate_chain::devnet::BASE_FEE);
+    let gas_price = 2 * u128::from(tollgate_devnet::BASE_FEE);
     let chain_id = devnet.chain_id();
 
     let legacy = |nonce, chain_id| {

@@ -2,8 +2,8 @@
 //! devnet in process (journal on, fsynced), and signature recoveries per second.
 //!
 //! ```text
-//! cargo bench -p tollgate-chain --bench devnet                # defaults: 20,000 settlements, 64 clients
-//! cargo bench -p tollgate-chain --bench devnet -- 50000 128   # settlements, concurrent clients
+//! cargo bench -p tollgate-devnet --bench devnet                # defaults: 20,000 settlements, 64 clients
+//! cargo bench -p tollgate-devnet --bench devnet -- 50000 128   # settlements, concurrent clients
 //! ```
 //!
 //! Each client task sends one relayer-signed transaction per pre-signed authorization (the relayer
@@ -25,8 +25,8 @@ use tollgate_chain::{
     Chain, TxRequest, WaitOptions,
     authorization::{TransferWithAuthorization, recover, sign, token_domain},
     contracts::Token,
-    devnet::{Devnet, DevnetConfig},
 };
+use tollgate_devnet::{Devnet, DevnetConfig};
 
 struct Signed {
     auth: TransferWithAuthorization,

@@ -16,6 +16,7 @@ use std::{
 const MONEY_CRATES: &[&str] = &[
     "protocol",
     "chain",
+    "devnet",
     "client",
     "facilitator",
     "gate",
@@ -49,7 +50,7 @@ const ALLOWED: &[(&str, &str)] = &[
          the amounts themselves are printed by `units()` from integers",
     ),
     (
-        "crates/chain/src/devnet/server.rs",
+        "crates/devnet/src/server.rs",
         "eth_feeHistory's gasUsedRatio and reward percentiles, floats by the JSON-RPC spec; gas, \
          not money",
     ),

@@ -36,7 +36,7 @@ use tollgate_protocol::{ApiErrorBody, ErrorCode};
 use crate::store::StoreError;
 
 /// What a [`Facilitator`](crate::Facilitator) method fails with: a domain error, mapped to an
-/// HTTP status, code and message in exactly one place ([`Error::parts`], through
+/// HTTP status, code and message in exactly one place (`Error::into_api`, through
 /// `From<Error> for ApiError`), which is also where server-side failures are logged.
 ///
 /// Migration state: the analytics methods return it; the other modules still build an

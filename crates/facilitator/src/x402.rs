@@ -398,37 +398,51 @@ impl Facilitator {
             SettlementStatus::Received
             | SettlementStatus::Submitted
             | SettlementStatus::Pending => {
-                // Left by a crash or a slow chain: drive it to its end. Whoever finishes it
-                // first is answered the success.
-                let payload = &serde_json::from_str::<SettleRequest>(&row.new.request)
-                    .map_err(|e| {
-                        tracing::error!(error = %e, "stored x402 settlement unreadable");
-                        (ErrorReason::UnexpectedSettleError, None)
-                    })?
-                    .payment_payload;
-                if let Ok(Some(receipt)) = self
-                    .find_transfer(net, &row.new, net.spec.confirmations)
-                    .await
-                {
-                    return self.x402_confirmed(&row.new, &receipt).await;
-                }
-                match row.tx_hash {
-                    Some(h) if !self.x402_dropped(net, h).await? => {
-                        self.x402_wait(net, &row.new, h).await
+                // Left by a crash or a slow chain: drive it to its end. The success belongs to
+                // the first settler when it named itself; otherwise to whoever finishes it.
+                let driven = self.x402_drive(net, &row).await;
+                match (driven, row.new.claim_hash) {
+                    (Ok(tx), Some(first)) if new.claim_hash != Some(first) => {
+                        Err((ErrorReason::DuplicateSettlement, Some(tx)))
                     }
-                    _ if net.now().await >= row.new.valid_before => {
-                        self.x402_failed(
-                            row.new.key,
-                            "payment_expired: expired before it was settled",
-                        )
-                        .await;
-                        Err((ErrorReason::PaymentExpired, None))
-                    }
-                    // Never broadcast (a crash after recording), or dropped by the node: the
-                    // token takes an authorization once, so sending it again cannot pay twice.
-                    _ => self.x402_send(net, &row.new, payload).await,
+                    (driven, _) => driven,
                 }
             }
+        }
+    }
+
+    /// Drives an unfinished settlement to its end: confirmed (its transaction), pending, or
+    /// failed.
+    async fn x402_drive(
+        &self,
+        net: &Network,
+        row: &Settlement,
+    ) -> Result<B256, (ErrorReason, Option<B256>)> {
+        let payload = &serde_json::from_str::<SettleRequest>(&row.new.request)
+            .map_err(|e| {
+                tracing::error!(error = %e, "stored x402 settlement unreadable");
+                (ErrorReason::UnexpectedSettleError, None)
+            })?
+            .payment_payload;
+        if let Ok(Some(receipt)) = self
+            .find_transfer(net, &row.new, net.spec.confirmations)
+            .await
+        {
+            return self.x402_confirmed(&row.new, &receipt).await;
+        }
+        match row.tx_hash {
+            Some(h) if !self.x402_dropped(net, h).await? => self.x402_wait(net, &row.new, h).await,
+            _ if net.now().await >= row.new.valid_before => {
+                self.x402_failed(
+                    row.new.key,
+                    "payment_expired: expired before it was settled",
+                )
+                .await;
+                Err((ErrorReason::PaymentExpired, None))
+            }
+            // Never broadcast (a crash after recording), or dropped by the node: the token takes
+            // an authorization once, so sending it again cannot pay twice.
+            _ => self.x402_send(net, &row.new, payload).await,
         }
     }
 

@@ -394,3 +394,69 @@ crate::on_backends!(
     idempotency_key_retries_get_the_first_outcome,
     only_real_payments_are_stored_or_confirmed
 );
+
+/// A settlement left pending (a slow chain) and then finished by someone else repeating the
+/// payload: the success stays the first settler's, who named itself with `Idempotency-Key`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_settlement_is_answered_to_its_first_settler() {
+    let h = Harness::with(Backend::Anvil, |s| {
+        s.confirmation_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let pay_to = h.account(7).address;
+    let before = h.token_balance(pay_to).await;
+    let payload = h
+        .x402_payload(5, pay_to, 10_000, B256::repeat_byte(0x36))
+        .await;
+    let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, 10_000) });
+    let rpc = h.fixture.rpc_url().expect("anvil").to_owned();
+    let anvil = |method: &'static str, params: serde_json::Value| {
+        let (http, rpc) = (h.http.clone(), rpc.clone());
+        async move {
+            let r: serde_json::Value = http
+                .post(&rpc)
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert!(r.get("error").is_none(), "{method}: {r}");
+        }
+    };
+    let settle = |key: Option<&'static str>| {
+        let mut r = h.http.post(format!("{}/settle", h.url)).json(&body);
+        if let Some(k) = key {
+            r = r.header("Idempotency-Key", k);
+        }
+        async move {
+            r.send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    anvil("evm_setAutomine", json!([false])).await;
+    let pending = settle(Some("gate-1")).await;
+    assert_eq!(pending["success"], false, "{pending}");
+    assert_eq!(pending["errorReason"], "invalid_transaction_state");
+    let tx = pending["transaction"].as_str().unwrap().to_owned();
+    assert!(!tx.is_empty(), "the pending answer names its transaction");
+    anvil("evm_mine", json!([])).await;
+    anvil("evm_setAutomine", json!([true])).await;
+
+    let other = settle(None).await;
+    assert_eq!(
+        other["success"], false,
+        "not the first settler's success: {other}"
+    );
+    assert_eq!(other["errorReason"], "duplicate_settlement");
+    assert_eq!(other["transaction"], tx.as_str());
+    let first = settle(Some("gate-1")).await;
+    assert_eq!(first["success"], true, "{first}");
+    assert_eq!(first["transaction"], tx.as_str());
+    assert_eq!(h.token_balance(pay_to).await, before + U256::from(10_000));
+}

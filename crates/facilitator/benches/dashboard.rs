@@ -24,15 +24,15 @@ use alloy::primitives::{Address, B256, U256, keccak256};
 use tollgate_chain::Chain;
 use tollgate_devnet::{Devnet, DevnetConfig};
 use tollgate_facilitator::{
-    Facilitator, NetworkSpec, Settings,
+    Facilitator, Settings,
     store::{self, NewSettlement, SettlementKind, Store},
 };
 use tollgate_protocol::Amount;
+use tollgate_testkit::harness::{PgSchema, network_spec};
 
 const DAY: u64 = 86_400;
 const PAYERS: u64 = 2_000;
 const RESOURCES: u64 = 20;
-const API_KEY: &str = "tg_bench_dashboard";
 
 fn main() {
     tollgate_chain::install_crypto_provider();
@@ -63,18 +63,9 @@ async fn run(n: u64) {
     let raw = format!("sqlite://{}?mode=ro", path.display());
     bench(&devnet, sqlite, n, "SQLite", Some(raw)).await;
     if let Ok(db) = std::env::var("TOLLGATE_TEST_DATABASE_URL") {
-        let schema = format!("tg_bench_dash_{}", std::process::id());
-        let pg = store::PostgresStore::connect_with_schema(&db, &schema)
-            .await
-            .unwrap();
-        pg.migrate().await.unwrap();
-        bench(&devnet, Arc::new(pg), n, "PostgreSQL", None).await;
-        let pool = sqlx::PgPool::connect(&db).await.unwrap();
-        let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
-            .execute(&pool)
-            .await
-            .unwrap();
+        let (pg, schema) = PgSchema::create(&db, "tg_bench_dash").await.unwrap();
+        bench(&devnet, pg, n, "PostgreSQL", None).await;
+        schema.drop_schema().await.unwrap();
     } else {
         println!("  (PostgreSQL skipped: TOLLGATE_TEST_DATABASE_URL is not set)");
     }
@@ -138,7 +129,7 @@ async fn fill(store: &Arc<dyn Store>, provider: Address, n: u64, now: u64) {
     );
 }
 
-async fn timed(base: &str, uri: &str, runs: usize) -> (Duration, Duration, usize) {
+async fn timed(base: &str, key: &str, uri: &str, runs: usize) -> (Duration, Duration, usize) {
     let http = reqwest::Client::new();
     let mut times = Vec::with_capacity(runs);
     let mut bytes = 0;
@@ -146,7 +137,7 @@ async fn timed(base: &str, uri: &str, runs: usize) -> (Duration, Duration, usize
         let t = Instant::now();
         let res = http
             .get(format!("{base}{uri}"))
-            .bearer_auth(API_KEY)
+            .bearer_auth(key)
             .send()
             .await
             .unwrap();
@@ -168,16 +159,7 @@ async fn bench(
     println!("  {label}");
     let accounts = devnet.accounts().to_vec();
     let d = devnet.deployment();
-    let spec = NetworkSpec {
-        name: "tollgate-devnet".into(),
-        chain_id: devnet.chain_id(),
-        token: d.token,
-        token_name: "USD Coin".into(),
-        token_version: "2".into(),
-        router: d.router,
-        subscriptions: Some(d.subscriptions),
-        confirmations: 1,
-    };
+    let spec = network_spec("tollgate-devnet", devnet.chain_id(), &d, 1);
     let f = Facilitator::new(
         Settings {
             keeper_interval: Duration::ZERO,
@@ -190,10 +172,7 @@ async fn bench(
     )
     .unwrap();
     let provider = address(0x11, u64::from(label.len() as u8));
-    store
-        .insert_api_key(keccak256(API_KEY.as_bytes()), provider, "bench", 1)
-        .await
-        .unwrap();
+    let key = f.issue_api_key(provider, "bench").await.unwrap();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -215,8 +194,8 @@ async fn bench(
         ("range=90d&bucket=week", "90 days by week"),
     ] {
         let (page_p50, page_p95, page_bytes) =
-            timed(&base, &format!("/dashboard?{range}"), runs).await;
-        let (api_p50, api_p95, _) = timed(&base, &format!("/analytics?{range}"), runs).await;
+            timed(&base, &key, &format!("/dashboard?{range}"), runs).await;
+        let (api_p50, api_p95, _) = timed(&base, &key, &format!("/analytics?{range}"), runs).await;
         println!(
             "    {what:<16} /dashboard p50 {:>6.1} ms  p95 {:>6.1} ms  ({} KiB)   /analytics p50 {:>6.1} ms  p95 {:>6.1} ms",
             ms(page_p50),
@@ -229,7 +208,7 @@ async fn bench(
     // Sanity: the totals are those written.
     let report: serde_json::Value = reqwest::Client::new()
         .get(format!("{base}/analytics?range=90d"))
-        .bearer_auth(API_KEY)
+        .bearer_auth(&key)
         .send()
         .await
         .unwrap()

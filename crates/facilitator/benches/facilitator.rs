@@ -19,20 +19,11 @@ use std::{
 };
 
 use alloy::primitives::{Address, B256, U256};
-use tollgate_chain::{
-    Chain,
-    accounts::DevAccount,
-    authorization::{
-        ReceiveWithAuthorization, TransferWithAuthorization, router_nonce, sign, token_domain,
-    },
+use tollgate_testkit::{
+    Backend,
+    harness::{PgSchema, TestNet},
+    signing::{ExactTerms, RouterTerms},
 };
-use tollgate_devnet::{Devnet, DevnetConfig};
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
-use tollgate_protocol::{
-    Amount, Eip3009Authorization, SignedPayment,
-    x402::{ExactEvmAuthorization, ExactEvmPayload, PaymentPayload},
-};
-use tollgate_testkit::{Anvil, anvil_chain};
 
 fn main() {
     tollgate_chain::install_crypto_provider();
@@ -61,38 +52,6 @@ fn main() {
     }
     if want("x402") {
         rt.block_on(x402(n));
-    }
-}
-
-struct Served {
-    url: String,
-    _server: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-async fn serve(f: Facilitator) -> Served {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(tollgate_facilitator::serve(
-        f,
-        listener,
-        std::future::pending(),
-    ));
-    Served {
-        url,
-        _server: server,
-    }
-}
-
-fn spec(chain: &dyn Chain, d: tollgate_chain::Deployment) -> NetworkSpec {
-    NetworkSpec {
-        name: "tollgate-devnet".into(),
-        chain_id: chain.chain_id(),
-        token: d.token,
-        token_name: "USD Coin".into(),
-        token_version: "2".into(),
-        router: d.router,
-        subscriptions: Some(d.subscriptions),
-        confirmations: 1,
     }
 }
 
@@ -145,87 +104,41 @@ fn ms(d: Duration) -> f64 {
 }
 
 async fn authorize(pg: Option<String>, n: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let devnet = Devnet::start(DevnetConfig {
-        state_dir: Some(dir.path().join("devnet")),
-        ..Default::default()
-    })
-    .unwrap();
-    let accounts = devnet.accounts().to_vec();
-    let (store, label, schema) = match &pg {
-        None => {
-            let url = format!("sqlite://{}", dir.path().join("f.db").display());
-            (
-                store::open(&url).await.unwrap(),
-                "/authorize devnet + SQLite",
-                None,
-            )
-        }
+    // Four relayers (dev accounts 5-8) settle in parallel; account 9 signs proofs.
+    let builder = TestNet::builder()
+        .relayers(5..9)
+        .settings(|s| s.confirmation_timeout = Duration::from_secs(30));
+    let (net, label, schema) = match &pg {
+        None => (
+            builder.start().await.unwrap(),
+            "/authorize devnet + SQLite",
+            None,
+        ),
         Some(url) => {
-            let schema = format!("tg_bench_{}", std::process::id());
-            let s = store::PostgresStore::connect_with_schema(url, &schema)
-                .await
-                .unwrap();
-            store::Store::migrate(&s).await.unwrap();
-            let s: Arc<dyn store::Store> = Arc::new(s);
+            let (store, schema) = PgSchema::create(url, "tg_bench").await.unwrap();
             (
-                s,
+                builder.store(store).start().await.unwrap(),
                 "/authorize devnet + PostgreSQL",
-                Some((url.clone(), schema)),
+                Some(schema),
             )
         }
     };
-    // Four relayers (dev accounts 5-8) settle in parallel; account 9 signs proofs.
-    let relayers: Vec<Address> = accounts[5..9].iter().map(|a| a.address).collect();
-    let f = Facilitator::new(
-        Settings {
-            confirmation_timeout: Duration::from_secs(30),
-            ..Settings::default()
-        },
-        vec![(
-            spec(&*devnet, devnet.deployment()),
-            devnet.clone() as Arc<dyn Chain>,
-        )],
-        relayers,
-        accounts[9].private_key,
-        store,
-    )
-    .unwrap();
-    let served = serve(f).await;
-    let d = devnet.deployment();
-    let domain = token_domain("USD Coin", "2", devnet.chain_id(), d.token);
-    let now = devnet.timestamp().await.unwrap().max(unix_now());
+    let now = net.now().await;
     eprintln!("signing {n} payments (not timed)...");
     let bodies: Vec<String> = (0..n)
         .map(|i| {
-            let payer: &DevAccount = &accounts[i % 5];
-            let pay_to = Address::repeat_byte(0xee);
-            let memo = B256::from(U256::from(i as u64 + 1));
-            let auth = ReceiveWithAuthorization {
-                from: payer.address,
-                to: d.router,
-                value: U256::from(10_000),
-                validAfter: U256::from(now - 60),
-                validBefore: U256::from(now + 3000),
-                nonce: router_nonce(pay_to, memo, U256::from(1_000)),
+            let terms = RouterTerms {
+                pay_to: Address::repeat_byte(0xee),
+                amount: 10_000,
+                memo: B256::from(U256::from(i as u64 + 1)),
+                fee: 1_000,
+                valid_after: now - 60,
+                valid_before: now + 3000,
             };
-            let signature = sign(&payer.signer(), &auth, &domain).unwrap();
-            let sp = SignedPayment {
-                network: "tollgate-devnet".into(),
-                token: d.token,
-                pay_to,
-                amount: Amount::from_units(10_000),
-                memo,
-                authorization: Eip3009Authorization {
-                    from: payer.address,
-                    to: d.router,
-                    value: Amount::from_units(10_000),
-                    valid_after: Amount::from_units(now - 60),
-                    valid_before: Amount::from_units(now + 3000),
-                    nonce: auth.nonce,
-                    signature,
-                },
-            };
+            let sp = net
+                .fixture
+                .sign_router_payment("tollgate-devnet", i % 5, &terms)
+                .unwrap();
             serde_json::to_string(&serde_json::json!({ "signedPayment": sp })).unwrap()
         })
         .collect();
@@ -234,7 +147,7 @@ async fn authorize(pg: Option<String>, n: usize) {
         .pool_max_idle_per_host(128)
         .build()
         .unwrap();
-    let url = format!("{}/authorize", served.url);
+    let url = format!("{}/authorize", net.url);
     drive(label, n, 64, move |i| {
         let (http, url, bodies) = (http.clone(), url.clone(), bodies.clone());
         async move {
@@ -251,47 +164,21 @@ async fn authorize(pg: Option<String>, n: usize) {
         }
     })
     .await;
-    if let Some((url, schema)) = schema {
-        sqlx_drop(&url, &schema).await;
+    if let Some(schema) = schema {
+        // Remove the bench schema with a fresh session.
+        let _ = schema.drop_schema().await;
     }
-}
-
-async fn sqlx_drop(url: &str, schema: &str) {
-    // Remove the bench schema with a fresh session.
-    if let Ok(pool) = sqlx::PgPool::connect(url).await {
-        let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
-            .execute(&pool)
-            .await;
-    }
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
 }
 
 async fn x402(n: usize) {
-    let anvil = Anvil::spawn().await.unwrap();
-    let (chain, d, accounts) = anvil_chain(&anvil).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let store = store::open(&format!("sqlite://{}", dir.path().join("f.db").display()))
+    let net = TestNet::builder()
+        .backend(Backend::Anvil)
+        .relayers(5..9)
+        .start()
         .await
         .unwrap();
-    let relayers: Vec<Address> = accounts[5..9].iter().map(|a| a.address).collect();
-    let f = Facilitator::new(
-        Settings::default(),
-        vec![(spec(&*chain, d), chain.clone())],
-        relayers,
-        accounts[9].private_key,
-        store,
-    )
-    .unwrap();
-    let served = serve(f).await;
-    let domain = token_domain("USD Coin", "2", chain.chain_id(), d.token);
-    let now = chain.timestamp().await.unwrap().max(unix_now());
+    let d = net.fixture.deployment;
+    let now = net.now().await;
     let pay_to = Address::repeat_byte(0xdd);
     let requirements = serde_json::json!({
         "scheme": "exact", "network": "tollgate-devnet", "maxAmountRequired": "10000",
@@ -302,33 +189,17 @@ async fn x402(n: usize) {
     eprintln!("signing {n} x402 payloads (not timed)...");
     let bodies: Vec<String> = (0..n)
         .map(|i| {
-            let payer = &accounts[i % 5];
-            let nonce = B256::from(U256::from(i as u64 + 1));
-            let auth = TransferWithAuthorization {
-                from: payer.address,
-                to: pay_to,
-                value: U256::from(10_000),
-                validAfter: U256::from(now - 600),
-                validBefore: U256::from(now + 600),
-                nonce,
+            let terms = ExactTerms {
+                pay_to,
+                amount: 10_000,
+                nonce: B256::from(U256::from(i as u64 + 1)),
+                valid_after: now - 600,
+                valid_before: now + 600,
             };
-            let signature = sign(&payer.signer(), &auth, &domain).unwrap();
-            let payload = PaymentPayload {
-                x402_version: 1,
-                scheme: "exact".into(),
-                network: "tollgate-devnet".into(),
-                payload: ExactEvmPayload {
-                    signature,
-                    authorization: ExactEvmAuthorization {
-                        from: payer.address,
-                        to: pay_to,
-                        value: Amount::from_units(10_000),
-                        valid_after: Amount::from_units(now - 600),
-                        valid_before: Amount::from_units(now + 600),
-                        nonce,
-                    },
-                },
-            };
+            let payload = net
+                .fixture
+                .sign_exact("tollgate-devnet", i % 5, &terms)
+                .unwrap();
             serde_json::json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": requirements }).to_string()
         })
         .collect();
@@ -341,7 +212,7 @@ async fn x402(n: usize) {
         ("verify", 16, "isValid", n),
         ("settle", 8, "success", n.min(3_000)),
     ] {
-        let url = format!("{}/{path}", served.url);
+        let url = format!("{}/{path}", net.url);
         let (http, bodies) = (http.clone(), bodies.clone());
         drive(&format!("/{path} anvil (x402 V1)"), count, c, move |i| {
             let (http, url, bodies) = (http.clone(), url.clone(), bodies.clone());

@@ -28,7 +28,8 @@ use tollgate_chain::{
     contracts::{self, Subscriptions, Token},
 };
 use tollgate_devnet::{Devnet, DevnetConfig};
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+use tollgate_facilitator::{Facilitator, Settings, store};
+use tollgate_testkit::harness::network_spec;
 
 const INTERVAL: u64 = 30 * 24 * 3600;
 const CLIENTS: usize = 64;
@@ -135,16 +136,7 @@ async fn run(n: usize) {
     let store = store::open(&format!("sqlite://{}", dir.path().join("f.db").display()))
         .await
         .unwrap();
-    let spec = NetworkSpec {
-        name: "tollgate-devnet".into(),
-        chain_id: devnet.chain_id(),
-        token: d.token,
-        token_name: "USD Coin".into(),
-        token_version: "2".into(),
-        router: d.router,
-        subscriptions: Some(d.subscriptions),
-        confirmations: 1,
-    };
+    let spec = network_spec("tollgate-devnet", devnet.chain_id(), &d, 1);
     let f = Facilitator::new(
         Settings {
             keeper_interval: Duration::ZERO,

@@ -27,10 +27,11 @@ use axum::{Router, routing::post};
 use tollgate_chain::Chain;
 use tollgate_devnet::{Devnet, DevnetConfig};
 use tollgate_facilitator::{
-    Facilitator, NetworkSpec, Settings,
+    Facilitator, Settings,
     store::{self, Endpoint, NewEvent, Store},
 };
 use tollgate_protocol::webhook::WebhookSecret;
+use tollgate_testkit::harness::{PgSchema, network_spec};
 
 fn main() {
     tollgate_chain::install_crypto_provider();
@@ -75,18 +76,9 @@ async fn run(n: usize) {
         .unwrap();
     bench(&devnet, sqlite, &url, n, "SQLite", &received).await;
     if let Ok(db) = std::env::var("TOLLGATE_TEST_DATABASE_URL") {
-        let schema = format!("tg_bench_wh_{}", std::process::id());
-        let pg = store::PostgresStore::connect_with_schema(&db, &schema)
-            .await
-            .unwrap();
-        pg.migrate().await.unwrap();
-        bench(&devnet, Arc::new(pg), &url, n, "PostgreSQL", &received).await;
-        let pool = sqlx::PgPool::connect(&db).await.unwrap();
-        let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
-            .execute(&pool)
-            .await
-            .unwrap();
+        let (pg, schema) = PgSchema::create(&db, "tg_bench_wh").await.unwrap();
+        bench(&devnet, pg, &url, n, "PostgreSQL", &received).await;
+        schema.drop_schema().await.unwrap();
     } else {
         println!("  (PostgreSQL skipped: TOLLGATE_TEST_DATABASE_URL is not set)");
     }
@@ -102,16 +94,7 @@ async fn bench(
 ) {
     let accounts = devnet.accounts().to_vec();
     let d = devnet.deployment();
-    let spec = NetworkSpec {
-        name: "tollgate-devnet".into(),
-        chain_id: devnet.chain_id(),
-        token: d.token,
-        token_name: "USD Coin".into(),
-        token_version: "2".into(),
-        router: d.router,
-        subscriptions: Some(d.subscriptions),
-        confirmations: 1,
-    };
+    let spec = network_spec("tollgate-devnet", devnet.chain_id(), &d, 1);
     let f = Facilitator::new(
         Settings {
             webhook_allow_private: true,

@@ -32,7 +32,7 @@ pub use tollgate_protocol::api::analytics::{
 };
 
 use crate::{
-    error::{ApiError, ApiQuery, Error, Result},
+    error::{ApiQuery, Error, Result},
     facilitator::{Facilitator, unix_now},
     providers::Provider,
     store::{AnalyticsData, AnalyticsQuery, Volume},
@@ -187,9 +187,10 @@ fn bounded(name: &str, v: Option<&str>, default: u32, min: u32) -> Result<u32> {
     }
 }
 
-impl From<&Volume> for VolumeView {
-    fn from(v: &Volume) -> Self {
-        Self {
+/// The wire view of a stored volume.
+fn volume_view(v: &Volume) -> VolumeView {
+    {
+        VolumeView {
             payments: v.payments,
             gross: v.gross.to_string(),
             fees: v.fees.to_string(),
@@ -226,7 +227,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
             total.add(&v);
             VolumePoint {
                 start: *t,
-                volume: (&v).into(),
+                volume: volume_view(&v),
             }
         })
         .collect();
@@ -234,7 +235,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
         rows.iter()
             .map(|(k, v)| Ranked {
                 key: k.clone(),
-                volume: v.into(),
+                volume: volume_view(v),
             })
             .collect()
     };
@@ -343,7 +344,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
         to: q.to,
         bucket,
         volume: VolumeReport {
-            total: (&total).into(),
+            total: volume_view(&total),
             failed: count("payment.failed"),
             series,
             by_resource: ranked(&data.by_resource),
@@ -353,7 +354,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
                 .iter()
                 .map(|(p, v)| Ranked {
                     key: p.to_checksum(None),
-                    volume: v.into(),
+                    volume: volume_view(v),
                 })
                 .collect(),
         },
@@ -427,8 +428,8 @@ pub(crate) async fn show(
     State(f): State<Facilitator>,
     ApiQuery(params): ApiQuery<ReportParams>,
     provider: Provider,
-) -> Result<Json<Report>, ApiError> {
-    Ok(Json(f.analytics(provider.address, &params).await?))
+) -> Result<Json<Report>> {
+    f.analytics(provider.address, &params).await.map(Json)
 }
 
 #[cfg(test)]
@@ -500,9 +501,10 @@ mod tests {
             params(&[("from", "99999999999999")]),
             params(&[("range", "999999999d")]),
         ] {
-            let e = ApiError::from(report_query(&bad, Address::ZERO, now).unwrap_err());
+            let e =
+                crate::error::ApiError::from(report_query(&bad, Address::ZERO, now).unwrap_err());
             assert_eq!(
-                (e.status.as_u16(), &*e.code),
+                (e.status.as_u16(), e.code.as_str()),
                 (400, "InvalidQuery"),
                 "{bad:?}"
             );

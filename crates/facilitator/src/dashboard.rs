@@ -25,7 +25,7 @@ use axum::{
 
 use crate::{
     analytics::{Bucket, Report, ReportParams, VolumeView},
-    error::{ApiError, ApiQuery},
+    error::{ApiQuery, Error, Result},
     facilitator::{Facilitator, unix_now},
     providers,
 };
@@ -39,7 +39,7 @@ const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:;
                    form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// Who is looking: a provider by its Bearer key or its session cookie.
-async fn viewer(f: &Facilitator, headers: &HeaderMap) -> Result<Option<Address>, ApiError> {
+async fn viewer(f: &Facilitator, headers: &HeaderMap) -> Result<Option<Address>> {
     if headers.contains_key(header::AUTHORIZATION) {
         return providers::bearer_provider(f, headers)
             .await
@@ -118,7 +118,7 @@ pub(crate) async fn show(
     ApiQuery(params): ApiQuery<ReportParams>,
     uri: Uri,
     headers: HeaderMap,
-) -> Result<Response, ApiError> {
+) -> Result<Response> {
     let Some(provider) = viewer(&f, &headers).await? else {
         let here = uri.path_and_query().map_or("/dashboard", |p| p.as_str());
         if here == "/dashboard" {
@@ -138,7 +138,7 @@ pub(crate) async fn login_form(uri: Uri) -> Response {
 }
 
 /// `POST /dashboard/login` (`application/x-www-form-urlencoded`: `apiKey`).
-pub(crate) async fn login(State(f): State<Facilitator>, body: Bytes) -> Result<Response, ApiError> {
+pub(crate) async fn login(State(f): State<Facilitator>, body: Bytes) -> Result<Response> {
     let key = form_value(&body, "apiKey");
     let next = form_value(&body, "next");
     let next = safe_next(&next);
@@ -166,16 +166,13 @@ pub(crate) async fn login(State(f): State<Facilitator>, body: Bytes) -> Result<R
     );
     res.headers_mut().insert(
         header::SET_COOKIE,
-        HeaderValue::from_str(&cookie).map_err(|e| ApiError::internal(&e))?,
+        HeaderValue::from_str(&cookie).map_err(Error::internal)?,
     );
     Ok(res)
 }
 
 /// `POST /dashboard/logout`.
-pub(crate) async fn logout(
-    State(f): State<Facilitator>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
+pub(crate) async fn logout(State(f): State<Facilitator>, headers: HeaderMap) -> Result<Response> {
     if let Some(token) = session_token(&headers) {
         f.store()
             .delete_dashboard_session(keccak256(token.as_bytes()))

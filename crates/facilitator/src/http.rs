@@ -21,7 +21,7 @@ use tollgate_protocol::{
 };
 
 use crate::{
-    error::{ApiError, ApiJson, ApiPath, ApiQuery},
+    error::{ApiError, ApiJson, ApiPath, ApiQuery, Error, Result},
     facilitator::{Facilitator, unix_now},
     settle::Outcome,
 };
@@ -91,7 +91,7 @@ pub fn router(f: Facilitator) -> Router {
         .route("/metrics", get(metrics))
         .route("/openapi.json", get(openapi))
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
-        .fallback(|| async { ApiError::not_found("no such endpoint; see /openapi.json") });
+        .fallback(|| async { Error::NotFound("no such endpoint; see /openapi.json".into()) });
     // Inside the metrics layer, so that rate-limited and timed-out requests are counted too.
     f.settings()
         .server
@@ -184,7 +184,7 @@ fn outcome_response(f: &Facilitator, outcome: Outcome, token: Option<B256>) -> R
 async fn authorize(
     State(f): State<Facilitator>,
     ApiJson(req): ApiJson<AuthorizeRequest>,
-) -> Result<Response, ApiError> {
+) -> Result<Response> {
     let outcome = f.authorize(&req).await?;
     Ok(outcome_response(&f, outcome, req.claim.map(keccak256)))
 }
@@ -193,13 +193,10 @@ async fn settlement_status(
     State(f): State<Facilitator>,
     ApiPath(key): ApiPath<String>,
     ApiQuery(query): ApiQuery<StatusQuery>,
-) -> Result<Response, ApiError> {
-    let key: B256 = key.parse().map_err(|_| {
-        ApiError::bad_request(
-            "InvalidField",
-            "key: expected a 0x-prefixed 32-byte hex value",
-        )
-    })?;
+) -> Result<Response> {
+    let key: B256 = key
+        .parse()
+        .map_err(|_| Error::InvalidField("key: expected a 0x-prefixed 32-byte hex value".into()))?;
     let outcome = f.settlement_status(key, query.token).await?;
     Ok(outcome_response(&f, outcome, query.token))
 }
@@ -210,7 +207,7 @@ async fn settlement_status(
 async fn verify_proof(
     State(f): State<Facilitator>,
     ApiJson(req): ApiJson<VerifyProofRequest>,
-) -> Result<Json<VerifyProofResponse>, ApiError> {
+) -> Result<Json<VerifyProofResponse>> {
     let invalid = |reason: String, payment: Option<PaymentProof>| {
         Json(VerifyProofResponse {
             valid: false,

@@ -22,7 +22,7 @@ mod plans;
 mod providers;
 mod settle;
 pub mod start;
-pub mod store;
+pub use tollgate_store as store;
 mod subscriptions;
 pub mod webhooks;
 mod x402;

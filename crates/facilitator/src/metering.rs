@@ -35,21 +35,20 @@ use alloy::{
     primitives::{Address, B256, U256, keccak256},
     sol_types::{SolCall, SolValue},
 };
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{Json, extract::State};
 use tollgate_chain::{
     Confirmation, Error as ChainError, Revert, TxRequest, WaitOptions,
     contracts::{self, Subscriptions},
 };
 use tollgate_protocol::{
-    AllowanceUsage, Amount, DeductRequest, ErrorCode, RaiseAllowanceRequest, SubscriptionView,
+    AllowanceUsage, Amount, ApiErrorCode, DeductRequest, RaiseAllowanceRequest, SubscriptionView,
     api::plans::NetworkQuery,
 };
 
 use crate::{
-    error::{ApiError, ApiJson, ApiPath, ApiQuery},
+    error::{ApiJson, ApiPath, ApiQuery, Error, Relayed, Result},
     facilitator::{Facilitator, Network, unix_now},
     providers::Provider,
-    settle::{chain_error, revert_error},
     store::{
         AllowanceCycle, ChargeOutcome, DeductOutcome, Deduction, MAX_METERED, NewCharge,
         OverageCharge, PlanOwner, StoreError,
@@ -163,19 +162,13 @@ fn usage(id: B256, row: &AllowanceCycle) -> AllowanceUsage {
     }
 }
 
-fn not_active(id: B256, why: &str) -> ApiError {
-    ApiError::conflict(
-        ErrorCode::SubscriptionNotActive.as_str(),
-        format!("subscription {id} {why}"),
-    )
+fn not_active(id: B256, why: &'static str) -> Error {
+    Error::SubscriptionNotActive { id, why }
 }
 
-fn parse_id(id: &str) -> Result<B256, ApiError> {
+fn parse_id(id: &str) -> Result<B256> {
     id.parse().map_err(|_| {
-        ApiError::bad_request(
-            "InvalidField",
-            "id: expected a 0x-prefixed 32-byte hex subscription id",
-        )
+        Error::InvalidField("id: expected a 0x-prefixed 32-byte hex subscription id".into())
     })
 }
 
@@ -188,15 +181,13 @@ impl Facilitator {
         subs: Address,
         id: B256,
         max_age: Duration,
-    ) -> Result<Option<Head>, ApiError> {
+    ) -> Result<Option<Head>> {
         let name = &net.spec.name;
         if let Some(h) = self.inner.heads.get(name, id, max_age) {
             return Ok(Some(Head { fresh: false, ..h }));
         }
         let chain = net.chain.as_ref();
-        let s = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id })
-            .await
-            .map_err(|e| chain_error(&e))?;
+        let s = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
         if s.state == 0 {
             return Ok(None);
         }
@@ -222,16 +213,14 @@ impl Facilitator {
         id: B256,
         provider: Address,
         max_age: Duration,
-    ) -> Result<Head, ApiError> {
+    ) -> Result<Head> {
         let head = self
             .head(net, subs, id, max_age)
             .await?
-            .ok_or_else(|| ApiError::not_found(format!("no subscription {id}")))?;
+            .ok_or_else(|| Error::NotFound(format!("no subscription {id}")))?;
         if head.owner.as_ref().map(|o| o.provider) != Some(provider) {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "Forbidden",
-                "this subscription is not to a plan of this API key's provider",
+            return Err(Error::Forbidden(
+                "this subscription is not to a plan of this API key's provider".into(),
             ));
         }
         Ok(head)
@@ -243,21 +232,20 @@ impl Facilitator {
         provider: Address,
         id: B256,
         req: &DeductRequest,
-    ) -> Result<AllowanceUsage, ApiError> {
+    ) -> Result<AllowanceUsage> {
         let amount = req.amount.get();
         if amount.is_zero() || amount > U256::from(MAX_METERED) {
-            return Err(ApiError::invalid(
-                "InvalidAmount",
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidAmount,
                 format!("amount: from 1 to {MAX_METERED} (the token's smallest unit)"),
             ));
         }
         if let Some(key) = &req.idempotency_key
             && (key.is_empty() || key.len() > MAX_KEY)
         {
-            return Err(ApiError::bad_request(
-                "InvalidField",
-                format!("idempotencyKey: 1 to {MAX_KEY} bytes"),
-            ));
+            return Err(Error::InvalidField(format!(
+                "idempotencyKey: 1 to {MAX_KEY} bytes"
+            )));
         }
         let (net, subs) = self.subscriptions_network(req.network.as_deref())?;
         let mut max_age = HEAD_TTL;
@@ -292,9 +280,8 @@ impl Facilitator {
                     return Ok(usage(id, &row));
                 }
                 DeductOutcome::KeyConflict => {
-                    return Err(ApiError::conflict(
-                        "IdempotencyConflict",
-                        "idempotencyKey was used for another amount on this subscription",
+                    return Err(Error::IdempotencyConflict(
+                        "idempotencyKey was used for another amount on this subscription".into(),
                     ));
                 }
                 // The cap may have been raised, or a new cycle begun: ask the chain once more.
@@ -302,17 +289,13 @@ impl Facilitator {
                     max_age = Duration::ZERO;
                 }
                 DeductOutcome::Exhausted(row) => {
-                    return Err(ApiError::new(
-                        StatusCode::PAYMENT_REQUIRED,
-                        ErrorCode::AllowanceExhausted.as_str(),
-                        format!(
-                            "subscription {id}: {} of the cycle's cap {} remains, {} needed; \
+                    return Err(Error::AllowanceExhausted(format!(
+                        "subscription {id}: {} of the cycle's cap {} remains, {} needed; \
                              the subscriber can raise maxOverage or wait for the next cycle",
-                            row.remaining(),
-                            row.cap,
-                            d.amount
-                        ),
-                    ));
+                        row.remaining(),
+                        row.cap,
+                        d.amount
+                    )));
                 }
                 DeductOutcome::Closed(_) => {
                     return Err(not_active(
@@ -330,7 +313,7 @@ impl Facilitator {
         provider: Address,
         network: Option<&str>,
         id: B256,
-    ) -> Result<AllowanceUsage, ApiError> {
+    ) -> Result<AllowanceUsage> {
         let (net, subs) = self.subscriptions_network(network)?;
         let head = self
             .owned_head(net, subs, id, provider, Duration::ZERO)
@@ -362,14 +345,14 @@ impl Facilitator {
         &self,
         id: B256,
         req: &RaiseAllowanceRequest,
-    ) -> Result<SubscriptionView, ApiError> {
+    ) -> Result<SubscriptionView> {
         let (net, subs) = self.subscriptions_network(Some(&req.network))?;
         let name = net.spec.name.clone();
         let _guard = self.inner.locks.lock(keccak256(id)).await;
         let head = self
             .head(net, subs, id, Duration::ZERO)
             .await?
-            .ok_or_else(|| ApiError::not_found(format!("no subscription {id}")))?;
+            .ok_or_else(|| Error::NotFound(format!("no subscription {id}")))?;
         let wanted = req.max_overage.get();
         if head.cap != wanted {
             let call = Subscriptions::raiseAllowanceWithSigCall {
@@ -386,22 +369,15 @@ impl Facilitator {
             match net.chain.send_and_wait(tx, opts).await {
                 Ok(Confirmation::Confirmed(r)) if r.success => {}
                 Ok(Confirmation::Confirmed(r)) => {
-                    return Err(ApiError::invalid(
-                        "RaiseReverted",
-                        format!("raiseAllowanceWithSig transaction {} reverted", r.tx_hash),
-                    ));
+                    return Err(Error::Reverted {
+                        kind: Relayed::RaiseAllowance,
+                        tx_hash: r.tx_hash,
+                    });
                 }
                 Ok(Confirmation::Pending { tx_hash }) => {
-                    return Err(ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "Pending",
-                        format!(
-                            "transaction {tx_hash} is not confirmed yet; retry the same request"
-                        ),
-                    ));
+                    return Err(Error::Pending { tx_hash });
                 }
-                Err(ChainError::Revert(r)) => return Err(revert_error(&r)),
-                Err(e) => return Err(chain_error(&e)),
+                Err(e) => return Err(e.into()),
             }
             tracing::info!(network = %name, %id, max_overage = %wanted, "allowance raised");
         }
@@ -409,7 +385,7 @@ impl Facilitator {
         let view = self
             .subscription_view(net, subs, id)
             .await?
-            .ok_or_else(|| ApiError::internal(&"raised subscription vanished"))?;
+            .ok_or_else(|| Error::internal("raised subscription vanished"))?;
         let cap = u64::try_from(view.allowance.cap.get()).unwrap_or(MAX_METERED);
         self.store()
             .upsert_allowance_cycle(&name, id, view.cycle, cap, false, unix_now())
@@ -648,7 +624,7 @@ pub(crate) async fn deduct(
     ApiPath(id): ApiPath<String>,
     provider: Provider,
     ApiJson(req): ApiJson<DeductRequest>,
-) -> Result<Json<AllowanceUsage>, ApiError> {
+) -> Result<Json<AllowanceUsage>> {
     let id = parse_id(&id)?;
     f.deduct_allowance(provider.address, id, &req)
         .await
@@ -661,7 +637,7 @@ pub(crate) async fn show(
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<NetworkQuery>,
     provider: Provider,
-) -> Result<Json<AllowanceUsage>, ApiError> {
+) -> Result<Json<AllowanceUsage>> {
     let id = parse_id(&id)?;
     f.allowance_usage(provider.address, q.network.as_deref(), id)
         .await
@@ -673,7 +649,7 @@ pub(crate) async fn raise(
     State(f): State<Facilitator>,
     ApiPath(id): ApiPath<String>,
     ApiJson(req): ApiJson<RaiseAllowanceRequest>,
-) -> Result<Json<SubscriptionView>, ApiError> {
+) -> Result<Json<SubscriptionView>> {
     let id = parse_id(&id)?;
     f.raise_allowance(id, &req).await.map(Json)
 }

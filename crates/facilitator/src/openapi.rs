@@ -1,13 +1,54 @@
 //! The facilitator's OpenAPI 3.1 description, served at `GET /openapi.json`.
 //!
+//! Derived, so that it cannot drift from what the server speaks: every request and response
+//! schema is `utoipa::ToSchema` derived from the `tollgate-protocol` type the handler
+//! (de)serializes (their serde attributes included), every query string from the query type's
+//! `utoipa::IntoParams`; this module lists the routes (the router's, [`PATHS`]), their path
+//! parameters, headers and statuses. Every error, from the handlers and from the server's limits
+//! alike, is `application/json` [`ApiErrorBody`] (`{"error": {"code", "message"}}`); the x402
+//! V1 endpoints keep x402's own `isValid`/`success` bodies for payment failures and use the
+//! error body only for malformed requests.
+//!
 //! Conventions that hold across the API: amounts (and EIP-3009 `validAfter`/`validBefore`) are
 //! decimal strings of integers in the token's smallest unit; addresses are 0x-hex (checksummed on
-//! output, any case on input); hashes, nonces and memos are 0x-hex 32-byte values; every error is
-//! `{"error": {"code", "message"}}` (the x402 V1 endpoints keep x402's own `isValid`/`success`
-//! bodies for payment failures and use the error body only for malformed requests), query strings
-//! and path parameters that do not parse (400), unknown routes (404) and methods (405) included.
+//! output, any case on input); hashes, nonces and memos are 0x-hex 32-byte values.
 
 use serde_json::{Value, json};
+use tollgate_protocol::{
+    ApiErrorBody, AuthorizeRequest, AuthorizeResponse, PendingResponse,
+    api::{
+        analytics::{Report, ReportParams},
+        authorize::{StatusQuery, VerifyProofRequest, VerifyProofResponse},
+        discovery::WellKnown,
+        health::{Health, Readiness},
+        plans::{CreatePlanRequest, NetworkQuery, Plan},
+        providers::{
+            ChallengeRequest, ChallengeResponse, RegisterRequest, RegisterResponse, RevokeResponse,
+        },
+        subscriptions::{
+            AllowanceUsage, DeductRequest, QuoteQuery, RaiseAllowanceRequest, SubscribeRequest,
+            SubscriptionQuote, SubscriptionView,
+        },
+        webhooks::{CreateEndpoint, Delivery, Endpoint, EventRecord, Page, Rotate, UpdateEndpoint},
+        x402::{SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse},
+    },
+    headers::IDEMPOTENCY_KEY,
+    openapi::Hash32,
+};
+use utoipa::{
+    IntoParams, ToSchema,
+    openapi::{
+        ComponentsBuilder, ContentBuilder, HttpMethod, InfoBuilder, LicenseBuilder, OpenApi,
+        OpenApiBuilder, Paths, Ref, RefOr, Required, ResponseBuilder, Server,
+        header::HeaderBuilder,
+        path::{OperationBuilder, Parameter, ParameterBuilder, ParameterIn},
+        request_body::RequestBodyBuilder,
+        response::Response,
+        schema::{ArrayBuilder, ObjectBuilder, Schema, Type},
+        security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme},
+        tag::TagBuilder,
+    },
+};
 
 /// Every path the document describes, in the router's order (also the route templates the
 /// metrics are labelled with).
@@ -46,1029 +87,828 @@ pub const PATHS: &[&str] = &[
     "/openapi.json",
 ];
 
-/// The OpenAPI 3.1 document, with `public_url` as its server.
+/// The name of the API-key security scheme.
+const API_KEY: &str = "apiKey";
+
+/// The error responses, one component each, by status: its component name, what it means and
+/// the codes it carries (as examples).
+const ERRORS: &[(u16, &str, &str, &[&str])] = &[
+    (
+        400,
+        "BadRequest",
+        "Malformed JSON, a missing, unknown or mistyped field, a query string or path parameter \
+         that does not parse (the message names it).",
+        &[
+            "MalformedJson",
+            "InvalidField",
+            "InvalidQuery",
+            "InvalidPath",
+        ],
+    ),
+    (
+        401,
+        "Unauthorized",
+        "A missing, unknown or revoked API key (`Authorization: Bearer <key>`), or a \
+         registration whose signature or challenge does not check out.",
+        &["Unauthorized"],
+    ),
+    (
+        402,
+        "PaymentRefused",
+        "The payer's balance is below the amount, or a deduction would cross the cycle's \
+         overage cap (nothing was deducted).",
+        &["InsufficientFunds", "AllowanceExhausted"],
+    ),
+    (
+        403,
+        "Forbidden",
+        "The API key's provider does not own this resource, or the settlement belongs to \
+         another client (send its claim or the status URL's token).",
+        &["Forbidden", "ClaimMismatch"],
+    ),
+    (
+        404,
+        "NotFound",
+        "No such settlement, plan, subscription, endpoint or delivery.",
+        &["NotFound"],
+    ),
+    (
+        408,
+        "RequestTimeout",
+        "The request was not answered within the server's request timeout.",
+        &["RequestTimeout"],
+    ),
+    (
+        409,
+        "Conflict",
+        "The authorization's nonce was used otherwise, the idempotency key was used with other \
+         terms, or the subscription is not active.",
+        &[
+            "AuthorizationUsed",
+            "IdempotencyConflict",
+            "SubscriptionNotActive",
+        ],
+    ),
+    (
+        413,
+        "PayloadTooLarge",
+        "The body exceeds the configured limit.",
+        &["PayloadTooLarge"],
+    ),
+    (
+        415,
+        "UnsupportedMediaType",
+        "The body is not `application/json`.",
+        &["UnsupportedMediaType"],
+    ),
+    (
+        422,
+        "Unprocessable",
+        "Well-formed but invalid: an unknown network or token, a bad signature, a nonce that \
+         does not commit to payTo/memo/fee, a validity window that is not open or too long, a \
+         deprecated plan, a revert.",
+        &[
+            "UnknownNetwork",
+            "InvalidSignature",
+            "InvalidNonce",
+            "InvalidValidity",
+            "PlanDeprecated",
+        ],
+    ),
+    (
+        429,
+        "RateLimited",
+        "Over the per-client rate limit; retry after `Retry-After` seconds.",
+        &["RateLimited"],
+    ),
+    (
+        500,
+        "Internal",
+        "A bug; the cause is logged, never sent.",
+        &["Internal"],
+    ),
+    (
+        502,
+        "ChainError",
+        "The chain refused the transaction (the cause is logged, never sent).",
+        &["ChainError"],
+    ),
+    (
+        503,
+        "Unavailable",
+        "The chain or the store is unavailable, a relayed transaction is not confirmed yet, or \
+         webhooks are not configured; retry later.",
+        &["Unavailable", "Pending", "WebhooksNotConfigured"],
+    ),
+    (
+        504,
+        "ConfirmationTimeout",
+        "The relayed transaction was not confirmed in time; send the same request again.",
+        &["Pending"],
+    ),
+];
+
+/// The component name of the error response for `status`.
+fn error_name(status: u16) -> &'static str {
+    ERRORS
+        .iter()
+        .find(|(s, ..)| *s == status)
+        .map(|(_, name, ..)| *name)
+        .unwrap_or_else(|| panic!("no error response for {status}"))
+}
+
+/// The OpenAPI 3.1 document, with `public_url` as its server, as JSON.
 pub fn document(public_url: &str) -> Value {
-    json!({
-        "openapi": "3.1.0",
-        "info": {
-            "title": "Tollgate facilitator",
-            "version": env!("CARGO_PKG_VERSION"),
-            "summary": "Settles client-signed stablecoin transfers on EVM chains and issues signed payment proofs; also an x402 V1 facilitator.",
-            "description": "One-time payments: the client signs an EIP-3009 `receiveWithAuthorization` to the network's PaymentRouter whose nonce commits to `payTo`, `memo` and the fee (`keccak256(abi.encode(payTo, memo, fee))`), and posts it to `/authorize`; the facilitator settles it and answers with a proof for the `X-PAYMENT` header. x402 V1 resource servers can use `/verify`, `/settle` and `/supported` unchanged. Amounts are decimal strings in the token's smallest unit; addresses 0x-hex; hashes 0x-hex 32 bytes. Errors are `{\"error\": {\"code\", \"message\"}}`, also for a query string or path parameter that does not parse (400 `InvalidQuery`, `InvalidPath`), an unknown path (404) and a method a path does not take (405 `MethodNotAllowed`, with `Allow`).",
-            "license": { "name": "MIT OR Apache-2.0", "identifier": "MIT OR Apache-2.0" }
-        },
-        "servers": [{ "url": public_url.trim_end_matches('/') }],
-        "tags": [
-            { "name": "tollgate", "description": "Tollgate's own API: settlement with proofs, proof verification, discovery." },
-            { "name": "providers", "description": "Provider self-registration (a signed challenge, no human step), API keys, and plans published through the facilitator." },
-            { "name": "x402", "description": "The x402 V1 facilitator API." },
-            { "name": "webhooks", "description": "Webhook endpoints (Standard Webhooks 1.0 signatures), their deliveries, and the event log." },
-            { "name": "analytics", "description": "A provider's settled volume, subscriptions, metered usage and webhook health over a time range, as JSON and as the `/dashboard` page." },
-            { "name": "operations", "description": "Health, readiness, metrics, this document." }
-        ],
-        "paths": paths(),
-        "components": {
-            "schemas": schemas(),
-            "responses": responses(),
-            "securitySchemes": { "apiKey": { "type": "http", "scheme": "bearer", "description": "A provider API key from `/providers/register`." } }
-        }
-    })
+    serde_json::to_value(openapi(public_url)).expect("the OpenAPI document serializes")
 }
 
-fn schema(name: &str) -> Value {
-    json!({ "$ref": format!("#/components/schemas/{name}") })
-}
-
-fn response(name: &str) -> Value {
-    json!({ "$ref": format!("#/components/responses/{name}") })
-}
-
-fn json_content(schema_name: &str, description: &str) -> Value {
-    json!({ "description": description, "content": { "application/json": { "schema": schema(schema_name) } } })
-}
-
-fn request_body(schema_name: &str) -> Value {
-    json!({ "required": true, "content": { "application/json": { "schema": schema(schema_name) } } })
-}
-
-fn paths() -> Value {
-    let mut p = json!({
-        "/authorize": { "post": authorize() },
-        "/settlements/{key}": { "get": settlement_status() },
-        "/providers/challenge": { "post": providers_challenge() },
-        "/providers/register": { "post": providers_register() },
-        "/providers/keys/revoke": { "post": providers_revoke() },
-        "/subscriptions": { "post": subscriptions_create() },
-        "/subscriptions/quote": { "get": subscriptions_quote() },
-        "/subscriptions/{id}": { "get": subscriptions_show() },
-        "/subscriptions/{id}/usage": { "get": usage_show(), "post": usage_deduct() },
-        "/subscriptions/{id}/allowance": { "post": allowance_raise() },
-        "/webhooks/endpoints": {
-            "get": webhook_op("listWebhookEndpoints", "The provider's webhook endpoints (secrets are not shown).", None, "200"),
-            "post": webhook_op("createWebhookEndpoint", "Add an endpoint: `{url, events?: [types] | \"*\", description?}`; answers 201 with its `secret` (`whsec_…`), shown this once. Loopback and private targets are refused outside dev mode.", Some(true), "201")
-        },
-        "/webhooks/endpoints/{id}": {
-            "get": webhook_op("showWebhookEndpoint", "One endpoint.", None, "200"),
-            "patch": webhook_op("updateWebhookEndpoint", "Change `url`, `events`, `description` or `enabled` (re-enabling a disabled endpoint).", Some(true), "200"),
-            "delete": webhook_op("deleteWebhookEndpoint", "Delete the endpoint and its pending deliveries.", None, "204")
-        },
-        "/webhooks/endpoints/{id}/rotate": {
-            "post": webhook_op("rotateWebhookSecret", "A new secret (shown once); the previous one keeps signing deliveries, beside it, for `overlapSecs` (default 86400, at most 7 days).", Some(false), "200")
-        },
-        "/webhooks/endpoints/{id}/deliveries": {
-            "get": webhook_op("listWebhookDeliveries", "The endpoint's latest deliveries: event, state (pending, delivered, dead), attempts, next attempt, last status and error.", None, "200")
-        },
-        "/webhooks/endpoints/{id}/deliveries/{event_id}/redeliver": {
-            "post": webhook_op("redeliverWebhook", "Put a delivery (dead or delivered) back to pending, due now.", None, "202")
-        },
-        "/events": {
-            "get": webhook_op("listEvents", "The provider's events `{seq, id, type, createdAt, data}`, oldest first, after `after` (a `seq`), at most `limit` (default 100).", None, "200")
-        },
-        "/plans": { "post": plans_create() },
-        "/plans/{id}": { "get": plans_show() },
-        "/plans/{id}/deprecate": { "post": plans_deprecate() },
-        "/proofs/verify": { "post": proofs_verify() },
-        "/verify": { "post": x402_verify() },
-        "/settle": { "post": x402_settle() },
-        "/supported": { "get": {
-            "tags": ["x402"],
-            "operationId": "supported",
-            "summary": "The (x402Version, scheme, network) kinds this facilitator settles.",
-            "responses": { "200": json_content("SupportedResponse", "The supported kinds.") }
-        } },
-        "/.well-known/tollgate": { "get": {
-            "tags": ["tollgate"],
-            "operationId": "discovery",
-            "summary": "Discovery: per network the chain id, token, router, subscriptions contract, fee and confirmation depth; the proof-signer addresses gates verify proofs against offline.",
-            "responses": { "200": json_content("Discovery", "The facilitator's public parameters.") }
-        } },
-        "/healthz": { "get": {
-            "tags": ["operations"],
-            "operationId": "health",
-            "summary": "Liveness: the process answers.",
-            "responses": { "200": json_content("Health", "Alive.") }
-        } },
-        "/readyz": { "get": {
-            "tags": ["operations"],
-            "operationId": "ready",
-            "summary": "Readiness: every chain answers and the store takes a write.",
-            "responses": {
-                "200": json_content("Readiness", "Ready."),
-                "503": json_content("Readiness", "Not ready; `checks` says what failed.")
-            }
-        } },
-        "/metrics": { "get": {
-            "tags": ["operations"],
-            "operationId": "metrics",
-            "summary": "Prometheus metrics (text exposition format 0.0.4).",
-            "responses": { "200": {
-                "description": "The metrics.",
-                "content": { "text/plain; version=0.0.4; charset=utf-8": { "schema": { "type": "string" } } }
-            } }
-        } },
-        "/openapi.json": { "get": {
-            "tags": ["operations"],
-            "operationId": "openapi",
-            "summary": "This document.",
-            "responses": { "200": {
-                "description": "The OpenAPI 3.1 document.",
-                "content": { "application/json": { "schema": { "type": "object" } } }
-            } }
-        } }
-    });
-    // Added apart: one `json!` this large exceeds the macro recursion limit.
-    p["/analytics"] = json!({ "get": analytics_op() });
-    p["/dashboard"] = json!({ "get": dashboard_op("dashboard", "The analytics dashboard (HTML, inline SVG charts, no script). Bearer API key or the login session cookie; without either, 303 to `/dashboard/login`. Takes `/analytics`'s `range`, `bucket`, `from`, `to`.", true) });
-    p["/dashboard/login"] = json!({
-        "get": dashboard_op("dashboardLoginForm", "The login form (HTML).", false),
-        "post": dashboard_login()
-    });
-    p["/dashboard/logout"] = json!({ "post": dashboard_logout() });
-    p
-}
-
-fn authorize() -> Value {
-    json!({
-        "tags": ["tollgate"],
-        "operationId": "authorize",
-        "summary": "Settle a signed payment and get its proof.",
-        "description": "Verifies the signed payment (network served, token, the authorization paying the router, the nonce committing to payTo, memo and fee, the validity window, the signature, the payer's balance), submits it, and waits up to the configured confirmation timeout. Idempotent: the same signed payment again, also concurrently, yields the same proof and a single transfer.",
-        "requestBody": request_body("AuthorizeRequest"),
-        "responses": {
-            "200": json_content("AuthorizeResponse", "Confirmed: the proof, base64 for `X-PAYMENT`, and its fields."),
-            "202": {
-                "description": "Broadcast but not yet confirmed: poll `statusUrl` (also in `Location`).",
-                "headers": { "Location": { "description": "The status URL.", "schema": { "type": "string", "format": "uri" } } },
-                "content": { "application/json": { "schema": schema("PendingResponse") } }
-            },
-            "400": response("BadRequest"),
-            "402": response("InsufficientFunds"),
-            "403": response("Forbidden"),
-            "409": response("AuthorizationUsed"),
-            "413": response("PayloadTooLarge"),
-            "415": response("UnsupportedMediaType"),
-            "422": response("Unprocessable"),
-            "500": response("Internal"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn settlement_status() -> Value {
-    json!({
-        "tags": ["tollgate"],
-        "operationId": "settlementStatus",
-        "summary": "The status URL of a pending settlement.",
-        "description": "Only `/authorize` settlements have a status URL: any other key (an x402 `/settle` settlement among them) is answered 404 as an unknown key is.",
-        "parameters": [{
-            "name": "key",
-            "in": "path",
-            "required": true,
-            "description": "The settlement key from `statusUrl`.",
-            "schema": schema("Hash32")
-        }, {
-            "name": "token",
-            "in": "query",
-            "required": false,
-            "description": "`keccak256(claim)`, as `statusUrl` carries it: required for a settlement made with a claim.",
-            "schema": schema("Hash32")
-        }],
-        "responses": {
-            "200": json_content("AuthorizeResponse", "Confirmed: the proof."),
-            "202": json_content("PendingResponse", "Still pending."),
-            "400": response("BadRequest"),
-            "403": response("Forbidden"),
-            "404": error_response("404: no `/authorize` settlement with this key.", &["NotFound"]),
-            "422": response("Unprocessable"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn proofs_verify() -> Value {
-    json!({
-        "tags": ["tollgate"],
-        "operationId": "verifyProof",
-        "summary": "Check a payment proof online.",
-        "description": "Checks the proof's signature against this facilitator's proof signer, its expiry, and that a confirmed settlement matches it. Gates may instead verify offline against `proofSigners` from `/.well-known/tollgate`. An invalid proof is a 200 with `valid: false`.",
-        "requestBody": request_body("ProofVerifyRequest"),
-        "responses": {
-            "200": json_content("ProofVerifyResponse", "The verdict."),
-            "400": response("BadRequest"),
-            "413": response("PayloadTooLarge"),
-            "415": response("UnsupportedMediaType"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn x402_verify() -> Value {
-    json!({
-        "tags": ["x402"],
-        "operationId": "x402Verify",
-        "summary": "x402 V1: check a payment against its requirements without settling it.",
-        "requestBody": request_body("X402Request"),
-        "responses": {
-            "200": json_content("X402VerifyResponse", "The verdict; a failed check is `isValid: false` with `invalidReason`."),
-            "400": response("BadRequest"),
-            "413": response("PayloadTooLarge"),
-            "415": response("UnsupportedMediaType"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn x402_settle() -> Value {
-    json!({
-        "tags": ["x402"],
-        "operationId": "x402Settle",
-        "summary": "x402 V1: settle a payment (`transferWithAuthorization` to `payTo`).",
-        "description": "Idempotent per (chain, token, payer, nonce): the same payment again answers with the same transaction.",
-        "requestBody": request_body("X402Request"),
-        "responses": {
-            "200": json_content("X402SettleResponse", "The result; a failure is `success: false` with `errorReason`."),
-            "400": response("BadRequest"),
-            "413": response("PayloadTooLarge"),
-            "415": response("UnsupportedMediaType"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn bearer() -> Value {
-    json!([{ "apiKey": [] }])
-}
-
-fn plan_id_param() -> Value {
-    json!({ "name": "id", "in": "path", "required": true, "description": "The plan id.", "schema": schema("Hash32") })
-}
-
-fn network_param() -> Value {
-    json!({ "name": "network", "in": "query", "required": false, "description": "The network; optional when the facilitator serves one.", "schema": schema("NetworkName") })
-}
-
-fn providers_challenge() -> Value {
-    json!({
-        "tags": ["providers"],
-        "operationId": "providerChallenge",
-        "summary": "Get a registration challenge to sign with the provider's wallet.",
-        "description": "An EIP-191 `personal_sign` text naming this facilitator, the address, a random nonce and the expiry (5 minutes). Sign it and post it to `/providers/register`.",
-        "requestBody": request_body("ChallengeRequest"),
-        "responses": {
-            "200": json_content("ChallengeResponse", "The challenge."),
-            "400": response("BadRequest"),
-            "422": response("Unprocessable"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn providers_register() -> Value {
-    json!({
-        "tags": ["providers"],
-        "operationId": "providerRegister",
-        "summary": "Register with a signed challenge and get an API key (returned once).",
-        "description": "The signature must recover `address`; the challenge must be one this facilitator issued to that address, unexpired and unused (it is consumed). The key (`tg_` + 64 hex digits) is shown once; only its hash is stored.",
-        "requestBody": request_body("RegisterRequest"),
-        "responses": {
-            "201": json_content("RegisterResponse", "Registered: the API key."),
-            "400": response("BadRequest"),
-            "401": response("Unauthorized"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn providers_revoke() -> Value {
-    json!({
-        "tags": ["providers"],
-        "operationId": "providerRevokeKey",
-        "summary": "Revoke the presented API key.",
-        "security": bearer(),
-        "responses": {
-            "200": json_content("RevokeResponse", "Revoked."),
-            "401": response("Unauthorized"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn plans_create() -> Value {
-    json!({
-        "tags": ["providers"],
-        "operationId": "createPlan",
-        "summary": "Publish a plan on-chain (the facilitator's relayer sends `createPlan`).",
-        "description": "The plan id is `planIdFor(relayer, keccak256(abi.encode(provider, idempotencyKey)))`: the same idempotency key again returns the same plan (200) instead of creating another. Waits for confirmation.",
-        "security": bearer(),
-        "requestBody": request_body("CreatePlanRequest"),
-        "responses": {
-            "200": json_content("Plan", "The plan this idempotency key already created."),
-            "201": json_content("Plan", "Created."),
-            "400": response("BadRequest"),
-            "401": response("Unauthorized"),
-            "422": response("Unprocessable"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn subscription_view() -> Value {
-    json!({
-        "type": "object",
-        "required": ["id", "status", "planId", "subscriber", "cycle", "paidThrough", "allowance"],
-        "properties": {
-            "id": { "type": "string", "description": "0x 32-byte subscription id." },
-            "status": { "type": "string", "enum": ["ACTIVE", "PAUSED", "CANCELLED"] },
-            "planId": { "type": "string" },
-            "subscriber": { "type": "string" },
-            "cycle": { "type": "integer" },
-            "paidThrough": { "type": "integer", "description": "Unix seconds." },
-            "allowance": {
-                "type": "object",
-                "properties": { "cap": { "type": "string" }, "remaining": { "type": "string" } }
-            },
-            "txHash": { "type": "string" }
-        }
-    })
-}
-
-fn subscriptions_create() -> Value {
-    json!({
-        "tags": ["subscriptions"],
-        "operationId": "subscribe",
-        "summary": "Relay a gasless subscription (subscribeWithSig): the first cycle is billed in the same transaction; answers after confirmation.",
-        "description": "Body: `{network, planId, subscriber, maxOverage, deadline, signature, permit: {value, deadline, signature}}` — the subscriber's EIP-712 `Subscribe` intent and its EIP-2612 permit (the standing authorization). Idempotent: the same signed request returns the subscription it created.",
-        "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object" } } } },
-        "responses": {
-            "200": { "description": "The subscription.", "content": { "application/json": { "schema": subscription_view() } } },
-            "400": response("BadRequest"),
-            "402": response("InsufficientFunds"),
-            "422": response("Unprocessable"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn subscriptions_quote() -> Value {
-    json!({
-        "tags": ["subscriptions"],
-        "operationId": "subscriptionQuote",
-        "summary": "What a subscriber signs: the plan's terms, its subscription and permit nonces, its allowance and the chain's clock.",
-        "parameters": [
-            { "name": "network", "in": "query", "required": false, "schema": { "type": "string" } },
-            { "name": "planId", "in": "query", "required": true, "schema": { "type": "string" } },
-            { "name": "subscriber", "in": "query", "required": true, "schema": { "type": "string" } }
-        ],
-        "responses": {
-            "200": { "description": "The quote.", "content": { "application/json": { "schema": { "type": "object" } } } },
-            "400": response("BadRequest"),
-            "422": response("Unprocessable"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn subscriptions_show() -> Value {
-    json!({
-        "tags": ["subscriptions"],
-        "operationId": "showSubscription",
-        "summary": "A subscription's state from the chain.",
-        "parameters": [
-            { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } },
-            { "name": "network", "in": "query", "required": false, "schema": { "type": "string" } }
-        ],
-        "responses": {
-            "200": { "description": "The subscription.", "content": { "application/json": { "schema": subscription_view() } } },
-            "400": response("BadRequest"),
-            "404": response("NotFound"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn allowance_usage() -> Value {
-    json!({
-        "type": "object",
-        "required": ["subscriptionId", "cycle", "cap", "used", "remaining", "charged", "unsettled", "unpaid"],
-        "properties": {
-            "subscriptionId": { "type": "string" },
-            "cycle": { "type": "integer", "description": "The billing cycle the usage counts against." },
-            "cap": schema("Amount"),
-            "used": schema("Amount"),
-            "remaining": schema("Amount"),
-            "charged": { "$ref": "#/components/schemas/Amount", "description": "Confirmed on-chain (chargeOverage)." },
-            "unsettled": { "$ref": "#/components/schemas/Amount", "description": "Deducted, not yet charged on-chain." },
-            "unpaid": { "$ref": "#/components/schemas/Amount", "description": "Charges that failed on-chain." }
-        }
-    })
-}
-
-fn usage_deduct() -> Value {
-    json!({
-        "tags": ["subscriptions"],
-        "operationId": "deductAllowance",
-        "summary": "The spec's deductAllowance: deduct metered usage from the subscription's overage allowance (plan owner only).",
-        "description": "Body: `{amount, network?, idempotencyKey?}`. Exact under concurrency: a deduction that would cross the cycle's cap is refused with 402 `AllowanceExhausted` and nothing is deducted. Usage is charged on-chain in batches and at the end of each cycle.",
-        "security": bearer(),
-        "parameters": [
-            { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }
-        ],
-        "requestBody": { "required": true, "content": { "application/json": { "schema": {
-            "type": "object", "required": ["amount"], "additionalProperties": false,
-            "properties": {
-                "amount": schema("Amount"),
-                "network": { "type": "string" },
-                "idempotencyKey": { "type": "string", "minLength": 1, "maxLength": 200 }
-            }
-        } } } },
-        "responses": {
-            "200": { "description": "The allowance after the deduction.", "content": { "application/json": { "schema": allowance_usage() } } },
-            "400": response("BadRequest"),
-            "401": response("Unauthorized"),
-            "402": response("AllowanceExhausted"),
-            "403": response("Forbidden"),
-            "404": response("NotFound"),
-            "409": response("SubscriptionNotActive"),
-            "422": response("Unprocessable"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn usage_show() -> Value {
-    json!({
-        "tags": ["subscriptions"],
-        "operationId": "showAllowanceUsage",
-        "summary": "The usage ledger of the subscription's current cycle (plan owner only).",
-        "security": bearer(),
-        "parameters": [
-            { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } },
-            { "name": "network", "in": "query", "required": false, "schema": { "type": "string" } }
-        ],
-        "responses": {
-            "200": { "description": "The ledger.", "content": { "application/json": { "schema": allowance_usage() } } },
-            "400": response("BadRequest"),
-            "401": response("Unauthorized"),
-            "403": response("Forbidden"),
-            "404": response("NotFound"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn allowance_raise() -> Value {
-    json!({
-        "tags": ["subscriptions"],
-        "operationId": "raiseAllowance",
-        "summary": "Relay the subscriber's signed raiseAllowanceWithSig (EIP-712 `Action`, action 4, value = the new cap); answers after confirmation.",
-        "description": "Body: `{network, maxOverage, deadline, signature}`. Idempotent: a cap already at `maxOverage` is answered without a transaction.",
-        "parameters": [
-            { "name": "id", "in": "path", "required": true, "schema": { "type": "string" } }
-        ],
-        "requestBody": { "required": true, "content": { "application/json": { "schema": { "type": "object" } } } },
-        "responses": {
-            "200": { "description": "The subscription with its new cap.", "content": { "application/json": { "schema": subscription_view() } } },
-            "400": response("BadRequest"),
-            "404": response("NotFound"),
-            "422": response("Unprocessable"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-/// A webhook operation (provider API key); `body`: whether it takes a JSON body (required?).
-fn webhook_op(id: &str, summary: &str, body: Option<bool>, ok: &str) -> Value {
-    let mut op = json!({
-        "tags": ["webhooks"],
-        "operationId": id,
-        "summary": summary,
-        "security": bearer(),
-        "responses": {
-            ok: { "description": "Done." },
-            "400": response("BadRequest"),
-            "401": response("Unauthorized"),
-            "404": response("NotFound"),
-            "503": response("Unavailable")
-        }
-    });
-    if let Some(required) = body {
-        op["requestBody"] = json!({ "required": required, "content": { "application/json": { "schema": { "type": "object" } } } });
-    }
-    op
-}
-
-fn analytics_op() -> Value {
-    let q = |name: &str, description: &str| json!({ "name": name, "in": "query", "required": false, "schema": { "type": "string" }, "description": description });
-    json!({
-        "tags": ["analytics"],
-        "operationId": "analytics",
-        "summary": "The provider's report over `[from, to)`: settled volume (total, per bucket, top resources, networks and payers), subscriptions (by state, lifecycle counts, recurring revenue per 30 days, per plan), metered usage, webhook delivery health and the latest payments. Volume comes from hourly rollups (payers: daily). Amounts are decimal strings in the token's smallest unit.",
-        "security": bearer(),
-        "parameters": [
-            q("from", "Start, unix seconds, before `to` (default: `to` minus `range`)."),
-            q("to", "End, unix seconds, exclusive, at most 253402300800 (10000-01-01) (default: now)."),
-            q("range", "`24h`, `7d`, `30d` (default) or `90d`, when `from` is absent."),
-            q("bucket", "`hour`, `day` or `week` (Monday 00:00 UTC); default `hour` up to 2 days, else `day`; at most 2000 buckets."),
-            q("top", "Entries per top list, 1–100 (default 10)."),
-            q("recent", "Latest payments listed, 0–100 (default 20).")
-        ],
-        "responses": {
-            "200": { "description": "The report.", "content": { "application/json": { "schema": { "type": "object", "required": ["provider", "from", "to", "bucket", "volume", "subscriptions", "metered", "webhooks", "recentPayments"] } } } },
-            "400": response("InvalidQuery"),
-            "401": response("Unauthorized"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn dashboard_login() -> Value {
-    json!({
-        "tags": ["analytics"],
-        "operationId": "dashboardLogin",
-        "summary": "Logs in with an API key (form field `apiKey`): sets the `tollgate_session` cookie (Secure, HttpOnly, SameSite=Strict, 12 h) and answers 303 to `/dashboard`; 401 with the form again for an unknown or revoked key.",
-        "requestBody": { "required": true, "content": { "application/x-www-form-urlencoded": { "schema": { "type": "object", "required": ["apiKey"], "properties": { "apiKey": { "type": "string" } } } } } },
-        "responses": { "303": { "description": "Logged in." }, "401": { "description": "Unknown or revoked key: the form again (HTML)." } }
-    })
-}
-
-fn dashboard_logout() -> Value {
-    json!({
-        "tags": ["analytics"],
-        "operationId": "dashboardLogout",
-        "summary": "Ends the session and clears its cookie; 303 to `/dashboard/login`.",
-        "responses": { "303": { "description": "Logged out." } }
-    })
-}
-
-fn dashboard_op(id: &str, summary: &str, secured: bool) -> Value {
-    let mut op = json!({
-        "tags": ["analytics"],
-        "operationId": id,
-        "summary": summary,
-        "responses": { "200": { "description": "HTML.", "content": { "text/html": { "schema": { "type": "string" } } } } }
-    });
-    if secured {
-        op["responses"]["303"] = json!({ "description": "Not logged in: to `/dashboard/login`." });
-        op["responses"]["400"] = response("InvalidQuery");
-        op["responses"]["401"] = response("Unauthorized");
-    }
-    op
-}
-
-fn plans_show() -> Value {
-    json!({
-        "tags": ["providers"],
-        "operationId": "showPlan",
-        "summary": "A plan's on-chain terms and its provider.",
-        "parameters": [plan_id_param(), network_param()],
-        "responses": {
-            "200": json_content("Plan", "The plan."),
-            "400": response("BadRequest"),
-            "404": response("NotFound"),
-            "422": response("Unprocessable"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn plans_deprecate() -> Value {
-    json!({
-        "tags": ["providers"],
-        "operationId": "deprecatePlan",
-        "summary": "Deprecate a plan (owner only; idempotent).",
-        "description": "A deprecated plan takes no new subscriptions (`PlanDeprecated`); existing subscriptions keep running until cancelled.",
-        "security": bearer(),
-        "parameters": [plan_id_param(), network_param()],
-        "responses": {
-            "200": json_content("Plan", "The plan, deprecated."),
-            "400": response("BadRequest"),
-            "401": response("Unauthorized"),
-            "403": response("Forbidden"),
-            "404": response("NotFound"),
-            "503": response("Unavailable")
-        }
-    })
-}
-
-fn provider_schemas() -> Value {
-    json!({
-        "ChallengeRequest": {
-            "type": "object", "required": ["address"], "additionalProperties": false,
-            "properties": { "address": schema("Address") }
-        },
-        "ChallengeResponse": {
-            "type": "object", "required": ["challenge", "expiresAt"],
-            "properties": {
-                "challenge": { "type": "string", "description": "The text to sign with `personal_sign`." },
-                "expiresAt": schema("UnixSeconds")
-            }
-        },
-        "RegisterRequest": {
-            "type": "object", "required": ["address", "challenge", "signature"], "additionalProperties": false,
-            "properties": {
-                "address": schema("Address"),
-                "challenge": { "type": "string", "description": "The challenge text, exactly as received." },
-                "signature": { "$ref": "#/components/schemas/HexBytes", "description": "The 65-byte `personal_sign` signature." }
-            }
-        },
-        "RegisterResponse": {
-            "type": "object", "required": ["apiKey", "provider"],
-            "properties": {
-                "apiKey": { "type": "string", "pattern": "^tg_[0-9a-f]{64}$", "description": "Shown once; send as `Authorization: Bearer <apiKey>`." },
-                "provider": schema("Address")
-            }
-        },
-        "RevokeResponse": {
-            "type": "object", "required": ["revoked", "provider"],
-            "properties": { "revoked": { "type": "boolean" }, "provider": schema("Address") }
-        },
-        "CreatePlanRequest": {
-            "type": "object", "required": ["network", "amount", "idempotencyKey"], "additionalProperties": false,
-            "properties": {
-                "network": schema("NetworkName"),
-                "amount": { "$ref": "#/components/schemas/Amount", "description": "Per cycle." },
-                "interval": { "type": "integer", "minimum": 1, "default": 2_592_000u64, "description": "Cycle length, seconds (default 30 days)." },
-                "payTo": { "$ref": "#/components/schemas/Address", "description": "Default: the provider's address." },
-                "idempotencyKey": { "type": "string", "minLength": 1, "maxLength": 200 }
-            }
-        },
-        "Plan": {
-            "type": "object",
-            "required": ["planId", "network", "token", "payTo", "amount", "interval", "deprecated", "provider"],
-            "properties": {
-                "planId": schema("Hash32"),
-                "network": schema("NetworkName"),
-                "token": schema("Address"),
-                "payTo": schema("Address"),
-                "amount": schema("Amount"),
-                "interval": { "type": "integer", "description": "Cycle length, seconds." },
-                "deprecated": { "type": "boolean" },
-                "provider": { "$ref": "#/components/schemas/Address", "description": "The provider that created it through this facilitator." }
-            }
-        }
-    })
-}
-
-fn error_response(description: &str, codes: &[&str]) -> Value {
-    json!({
-        "description": description,
-        "content": { "application/json": {
-            "schema": schema("Error"),
-            "examples": codes.iter().map(|code| ((*code).to_owned(), json!({
-                "value": { "error": { "code": code, "message": "…" } }
-            }))).collect::<serde_json::Map<_, _>>()
-        } }
-    })
-}
-
-fn responses() -> Value {
-    json!({
-        "BadRequest": error_response("400: malformed JSON, a missing or mistyped field, a query string or path parameter that does not parse (the message names it).", &["MalformedJson", "InvalidField", "InvalidQuery", "InvalidPath"]),
-        "InvalidQuery": error_response("400: a query parameter that does not parse, is out of range or contradicts another (`from` not before `to`); the message names it.", &["InvalidQuery"]),
-        "MethodNotAllowed": error_response("405: the path does not take this method; `Allow` lists those it takes.", &["MethodNotAllowed"]),
-        "InsufficientFunds": error_response("402: the payer's token balance is below the amount.", &["InsufficientFunds"]),
-        "NotFound": error_response("404: no such settlement, resource or route.", &["NotFound"]),
-        "AuthorizationUsed": error_response("409: the authorization's nonce was already used, with no settlement of this payment to return.", &["AuthorizationUsed"]),
-        "PayloadTooLarge": error_response("413: the body exceeds the configured limit.", &["PayloadTooLarge"]),
-        "UnsupportedMediaType": error_response("415: the body is not `application/json`.", &["UnsupportedMediaType"]),
-        "Unprocessable": error_response(
-            "422: well-formed but invalid: unknown network or token, bad signature, a nonce that does not commit to payTo/memo/fee, a validity window that is not open or too long, a revert.",
-            &["UnknownNetwork", "InvalidSignature", "InvalidNonce", "InvalidValidity"],
+/// The OpenAPI 3.1 document, with `public_url` as its server.
+pub fn openapi(public_url: &str) -> OpenApi {
+    let mut doc = Doc::default();
+    operations(&mut doc);
+    let mut components = ComponentsBuilder::new().security_scheme(
+        API_KEY,
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "A provider API key from `/providers/register` (`tg_` and 64 hex digits).",
+                ))
+                .build(),
         ),
-        "Unauthorized": error_response("401: a missing, unknown or revoked API key (`Authorization: Bearer <key>`), or a registration whose signature or challenge does not check out.", &["Unauthorized"]),
-        "Forbidden": error_response("403: the API key's provider does not own this plan.", &["Forbidden"]),
-        "AllowanceExhausted": error_response("402: the deduction would cross the cycle's overage cap; nothing was deducted.", &["AllowanceExhausted"]),
-        "SubscriptionNotActive": error_response("409: the subscription is paused, cancelled, overdue or between cycles; or the idempotency key was used for another amount.", &["SubscriptionNotActive", "IdempotencyConflict"]),
-        "Internal": error_response("500: a bug; the cause is logged, never sent.", &["Internal"]),
-        "Unavailable": error_response("503: the chain or the store is unavailable; retry later.", &["Unavailable"])
-    })
-}
-
-fn schemas() -> Value {
-    let mut schemas = serde_json::Map::new();
-    for part in [
-        scalar_schemas(),
-        tollgate_schemas(),
-        provider_schemas(),
-        x402_schemas(),
-        operation_schemas(),
-    ] {
-        if let Value::Object(part) = part {
-            schemas.extend(part);
-        }
+    );
+    for (status, name, description, codes) in ERRORS {
+        components = components.response(*name, error_response(*status, description, codes));
     }
-    Value::Object(schemas)
+    doc.schemas.sort_by(|a, b| a.0.cmp(&b.0));
+    doc.schemas.dedup_by(|a, b| a.0 == b.0);
+    components = components.schemas_from_iter(doc.schemas);
+    OpenApiBuilder::new()
+        .info(
+            InfoBuilder::new()
+                .title("Tollgate facilitator")
+                .version(env!("CARGO_PKG_VERSION"))
+                .description(Some(DESCRIPTION))
+                .license(Some(
+                    LicenseBuilder::new()
+                        .name("MIT OR Apache-2.0")
+                        .identifier(Some("MIT OR Apache-2.0"))
+                        .build(),
+                ))
+                .build(),
+        )
+        .servers(Some([Server::new(public_url.trim_end_matches('/'))]))
+        .tags(Some(TAGS.iter().map(|(name, description)| {
+            TagBuilder::new()
+                .name(*name)
+                .description(Some(*description))
+                .build()
+        })))
+        .paths(doc.paths)
+        .components(Some(components.build()))
+        .build()
 }
 
-fn scalar_schemas() -> Value {
-    json!({
-        "Error": {
-            "type": "object",
-            "required": ["error"],
-            "properties": { "error": {
-                "type": "object",
-                "required": ["code", "message"],
-                "properties": {
-                    "code": { "type": "string", "description": "Machine-readable: a spec name (`InsufficientFunds`, `InvalidPaymentProof`, …) or a reason." },
-                    "message": { "type": "string", "description": "Human-readable; names the offending field where there is one." }
-                }
-            } }
-        },
-        "Amount": {
-            "type": "string",
-            "pattern": "^[0-9]{1,78}$",
-            "description": "A non-negative integer (uint256) in the token's smallest unit, as a decimal string.",
-            "examples": ["500000"]
-        },
-        "Address": {
-            "type": "string",
-            "pattern": "^0x[0-9a-fA-F]{40}$",
-            "description": "An EVM address, 0x-hex (EIP-55 checksummed on output; any case accepted)."
-        },
-        "Hash32": {
-            "type": "string",
-            "pattern": "^0x[0-9a-fA-F]{64}$",
-            "description": "A 32-byte value, 0x-hex: transaction hashes, nonces, memos, settlement keys."
-        },
-        "HexBytes": {
-            "type": "string",
-            "pattern": "^0x([0-9a-fA-F]{2})*$",
-            "description": "Bytes, 0x-hex (signatures: 65 bytes `r ‖ s ‖ v` for an EOA)."
-        },
-        "UnixSeconds": { "type": "integer", "minimum": 0, "description": "Unix time, seconds." },
-        "NetworkName": {
-            "type": "string",
-            "description": "An x402 V1 network name (`base`, `base-sepolia`, …) or a configured custom one (`tollgate-devnet`).",
-            "examples": ["base-sepolia"]
-        }
-    })
+const DESCRIPTION: &str = "Settles client-signed stablecoin transfers on EVM chains and issues \
+    signed payment proofs; also an x402 V1 facilitator.\n\nOne-time payments: the client signs an \
+    EIP-3009 `receiveWithAuthorization` to the network's PaymentRouter whose nonce commits to \
+    `payTo`, `memo` and the fee (`keccak256(abi.encode(payTo, memo, fee))`), and posts it to \
+    `/authorize`; the facilitator settles it and answers with a proof for the `X-PAYMENT` header. \
+    x402 V1 resource servers can use `/verify`, `/settle` and `/supported` unchanged. Amounts are \
+    decimal strings in the token's smallest unit; addresses 0x-hex; hashes 0x-hex 32 bytes. \
+    Errors are `{\"error\": {\"code\", \"message\"}}`, also for a query string or path parameter \
+    that does not parse (400 `InvalidQuery`, `InvalidPath`), an unknown path (404), a method a \
+    path does not take (405 `MethodNotAllowed`, with `Allow`), a request over the rate limit \
+    (429 `RateLimited`, with `Retry-After`) or over the request timeout (408 `RequestTimeout`).";
+
+const TAGS: &[(&str, &str)] = &[
+    (
+        "tollgate",
+        "Tollgate's own API: settlement with proofs, proof verification, discovery.",
+    ),
+    (
+        "providers",
+        "Provider self-registration (a signed challenge, no human step), API keys, and plans \
+         published through the facilitator.",
+    ),
+    (
+        "subscriptions",
+        "Gasless subscriptions (subscribeWithSig), their metered usage and overage allowance.",
+    ),
+    ("x402", "The x402 V1 facilitator API."),
+    (
+        "webhooks",
+        "Webhook endpoints (Standard Webhooks 1.0 signatures), their deliveries, and the event \
+         log.",
+    ),
+    (
+        "analytics",
+        "A provider's settled volume, subscriptions, metered usage and webhook health over a \
+         time range, as JSON and as the `/dashboard` page.",
+    ),
+    ("operations", "Health, readiness, metrics, this document."),
+];
+
+/// An error response: [`ApiErrorBody`] as JSON, one example per code.
+fn error_response(status: u16, description: &str, codes: &[&str]) -> Response {
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name(ApiErrorBody::name())))
+        .examples_from_iter(codes.iter().map(|code| {
+            (
+                *code,
+                utoipa::openapi::example::ExampleBuilder::new()
+                    .value(Some(json!({ "error": { "code": code, "message": "…" } })))
+                    .build(),
+            )
+        }))
+        .build();
+    let mut response = ResponseBuilder::new()
+        .description(format!("{status}: {description}"))
+        .content("application/json", content);
+    if status == 429 {
+        response = response.header(
+            "Retry-After",
+            HeaderBuilder::new()
+                .schema(Some(integer(0)))
+                .description(Some("Seconds until a request will be taken again."))
+                .build(),
+        );
+    }
+    response.build()
 }
 
-fn tollgate_schemas() -> Value {
-    json!({
-        "AuthorizeRequest": {
-            "type": "object",
-            "required": ["signedPayment"],
-            "additionalProperties": false,
-            "properties": {
-                "signedPayment": schema("SignedPayment"),
-                "resource": { "type": "string", "maxLength": 4096, "description": "The URL of the resource paid for, as offered in the 402 (x402 `resource`). Optional and unsigned: it labels the settlement in the provider's analytics (query and fragment dropped) and is not part of the idempotency check." },
-                "claim": { "$ref": "#/components/schemas/Hash32", "description": "A random 32-byte secret of the client's. The first request binds the settlement to it: a repeat gets the proof only with the same claim (403 `ClaimMismatch` otherwise), and the status URL carries `?token=keccak256(claim)`, so no one who copies the authorization from the chain can collect the proof. Optional, unsigned." }
-            }
-        },
-        "SignedPayment": {
-            "type": "object",
-            "description": "The payment terms from the 402 and the payer's authorization paying them.",
-            "required": ["network", "token", "payTo", "amount", "memo", "authorization"],
-            "additionalProperties": false,
-            "properties": {
-                "network": schema("NetworkName"),
-                "token": schema("Address"),
-                "payTo": schema("Address"),
-                "amount": { "$ref": "#/components/schemas/Amount", "description": "The price; the fee is taken from it." },
-                "memo": { "$ref": "#/components/schemas/Hash32", "description": "The request reference from the 402 terms." },
-                "authorization": schema("Eip3009Authorization")
-            }
-        },
-        "Eip3009Authorization": {
-            "type": "object",
-            "description": "An EIP-3009 `ReceiveWithAuthorization` to the network's router, signed by the payer.",
-            "required": ["from", "to", "value", "validAfter", "validBefore", "nonce", "signature"],
-            "additionalProperties": false,
-            "properties": {
-                "from": { "$ref": "#/components/schemas/Address", "description": "The payer." },
-                "to": { "$ref": "#/components/schemas/Address", "description": "The router (see `/.well-known/tollgate`)." },
-                "value": { "$ref": "#/components/schemas/Amount", "description": "Equal to `amount`." },
-                "validAfter": { "$ref": "#/components/schemas/Amount", "description": "Unix seconds, decimal string; valid strictly after." },
-                "validBefore": { "$ref": "#/components/schemas/Amount", "description": "Unix seconds, decimal string; valid strictly before; at most the configured maximum validity ahead." },
-                "nonce": { "$ref": "#/components/schemas/Hash32", "description": "`keccak256(abi.encode(payTo, memo, fee))`." },
-                "signature": schema("HexBytes")
-            }
-        },
-        "PaymentProof": {
-            "type": "object",
-            "description": "The facilitator's EIP-712 attestation that the payment settled.",
-            "required": ["version", "network", "chainId", "token", "payer", "payTo", "amount", "fee", "memo", "txHash", "block", "issuedAt", "expiry", "signer", "signature"],
-            "additionalProperties": false,
-            "properties": {
-                "version": { "type": "integer", "const": 1 },
-                "network": schema("NetworkName"),
-                "chainId": { "type": "integer", "minimum": 1 },
-                "token": schema("Address"),
-                "payer": schema("Address"),
-                "payTo": schema("Address"),
-                "amount": { "$ref": "#/components/schemas/Amount", "description": "Gross; the payee received `amount - fee`." },
-                "fee": schema("Amount"),
-                "memo": schema("Hash32"),
-                "txHash": schema("Hash32"),
-                "block": { "type": "integer", "minimum": 0 },
-                "issuedAt": schema("UnixSeconds"),
-                "expiry": schema("UnixSeconds"),
-                "signer": { "$ref": "#/components/schemas/Address", "description": "One of `proofSigners`." },
-                "signature": { "$ref": "#/components/schemas/HexBytes", "description": "EIP-712 signature over the fields above." }
-            }
-        },
-        "AuthorizeResponse": {
-            "type": "object",
-            "required": ["status", "proof", "payment"],
-            "properties": {
-                "status": { "const": "confirmed" },
-                "proof": { "type": "string", "contentEncoding": "base64", "description": "The proof JSON, base64: the `X-PAYMENT` value." },
-                "payment": schema("PaymentProof")
-            }
-        },
-        "PendingResponse": {
-            "type": "object",
-            "required": ["status", "txHash", "statusUrl"],
-            "properties": {
-                "status": { "const": "pending" },
-                "txHash": { "oneOf": [schema("Hash32"), { "type": "null" }], "description": "The broadcast transaction, once known." },
-                "statusUrl": { "type": "string", "format": "uri", "description": "`GET` it until it answers 200 with the proof." }
-            }
-        },
-        "ProofVerifyRequest": {
-            "type": "object",
-            "required": ["proof"],
-            "additionalProperties": false,
-            "properties": { "proof": { "type": "string", "contentEncoding": "base64", "description": "An `X-PAYMENT` proof value." } }
-        },
-        "ProofVerifyResponse": {
-            "type": "object",
-            "required": ["valid"],
-            "properties": {
-                "valid": { "type": "boolean" },
-                "reason": { "type": "string", "description": "Why not, when `valid` is false." },
-                "payment": { "$ref": "#/components/schemas/PaymentProof", "description": "The decoded proof, when it decodes." }
-            }
-        },
-        "Discovery": {
-            "type": "object",
-            "required": ["x402Version", "facilitator", "proofSigners", "networks"],
-            "properties": {
-                "x402Version": { "const": 1 },
-                "facilitator": { "type": "string", "format": "uri", "description": "This facilitator's public URL." },
-                "proofSigners": { "type": "array", "items": schema("Address"), "description": "Addresses whose proof signatures gates accept." },
-                "nonce": { "type": "string", "description": "How the authorization nonce commits to the terms." },
-                "networks": {
-                    "type": "object",
-                    "description": "Keyed by network name.",
-                    "additionalProperties": schema("DiscoveryNetwork")
-                }
-            }
-        },
-        "DiscoveryNetwork": {
-            "type": "object",
-            "required": ["chainId", "token", "tokenName", "tokenVersion", "router", "fee", "confirmations"],
-            "properties": {
-                "chainId": { "type": "integer", "minimum": 1 },
-                "token": schema("Address"),
-                "tokenName": { "type": "string", "description": "The token's EIP-712 domain name." },
-                "tokenVersion": { "type": "string", "description": "The token's EIP-712 domain version." },
-                "decimals": { "type": "integer" },
-                "router": { "$ref": "#/components/schemas/Address", "description": "The PaymentRouter: the `to` of `/authorize` authorizations." },
-                "subscriptions": { "oneOf": [schema("Address"), { "type": "null" }] },
-                "fee": { "$ref": "#/components/schemas/Amount", "description": "Per settlement; committed to by the nonce." },
-                "confirmations": { "type": "integer", "minimum": 1 },
-                "chainTime": { "type": "integer", "minimum": 0, "description": "The chain's clock (unix seconds, the later of the latest block's timestamp and the facilitator's wall clock), read for this answer. Clients sign authorization validity windows by it rather than by their own clock (a devnet may have travelled in time); a client that caches this document keeps the offset to its own clock." }
-            }
-        }
-    })
+/// `{"type": "integer", "minimum": min}`.
+fn integer(min: u64) -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::Integer)
+        .minimum(Some(min as f64))
+        .into()
 }
 
-fn x402_schemas() -> Value {
-    json!({
-        "X402Request": {
-            "type": "object",
-            "description": "The body x402's `useFacilitator` sends to `/verify` and `/settle`.",
-            "required": ["paymentPayload", "paymentRequirements"],
-            "properties": {
-                "x402Version": { "const": 1 },
-                "paymentPayload": schema("X402PaymentPayload"),
-                "paymentRequirements": schema("X402PaymentRequirements")
-            }
-        },
-        "X402PaymentPayload": {
-            "type": "object",
-            "required": ["x402Version", "scheme", "network", "payload"],
-            "properties": {
-                "x402Version": { "const": 1 },
-                "scheme": { "const": "exact" },
-                "network": schema("NetworkName"),
-                "payload": {
-                    "type": "object",
-                    "required": ["signature", "authorization"],
-                    "properties": {
-                        "signature": schema("HexBytes"),
-                        "authorization": {
-                            "type": "object",
-                            "description": "EIP-3009 `TransferWithAuthorization` to `payTo`.",
-                            "required": ["from", "to", "value", "validAfter", "validBefore", "nonce"],
-                            "properties": {
-                                "from": schema("Address"),
-                                "to": schema("Address"),
-                                "value": schema("Amount"),
-                                "validAfter": schema("Amount"),
-                                "validBefore": schema("Amount"),
-                                "nonce": schema("Hash32")
-                            }
-                        }
-                    }
-                }
-            }
-        },
-        "X402PaymentRequirements": {
-            "type": "object",
-            "required": ["scheme", "network", "maxAmountRequired", "resource", "description", "mimeType", "payTo", "maxTimeoutSeconds", "asset"],
-            "properties": {
-                "scheme": { "const": "exact" },
-                "network": schema("NetworkName"),
-                "maxAmountRequired": schema("Amount"),
-                "resource": { "type": "string", "format": "uri" },
-                "description": { "type": "string" },
-                "mimeType": { "type": "string" },
-                "payTo": schema("Address"),
-                "maxTimeoutSeconds": { "type": "integer", "minimum": 0 },
-                "asset": schema("Address"),
-                "outputSchema": { "type": "object" },
-                "extra": {
-                    "type": "object",
-                    "description": "The token's EIP-712 domain.",
-                    "properties": { "name": { "type": "string" }, "version": { "type": "string" } }
-                }
-            }
-        },
-        "X402VerifyResponse": {
-            "type": "object",
-            "required": ["isValid"],
-            "properties": {
-                "isValid": { "type": "boolean" },
-                "invalidReason": schema("X402Reason"),
-                "payer": schema("Address")
-            }
-        },
-        "X402SettleResponse": {
-            "type": "object",
-            "required": ["success", "transaction", "network"],
-            "properties": {
-                "success": { "type": "boolean" },
-                "errorReason": schema("X402Reason"),
-                "transaction": { "type": "string", "description": "The transaction hash (0x-hex), or empty when nothing was submitted." },
-                "network": schema("NetworkName"),
-                "payer": schema("Address")
-            }
-        },
-        "X402Reason": {
-            "type": "string",
-            "description": "An x402 V1 reason code (`ErrorReasons` of `x402@1.2.0`).",
-            "examples": [
-                "insufficient_funds",
-                "invalid_exact_evm_payload_signature",
-                "invalid_exact_evm_payload_authorization_valid_before",
-                "invalid_exact_evm_payload_recipient_mismatch",
-                "invalid_network",
-                "invalid_transaction_state"
-            ]
-        },
-        "SupportedResponse": {
-            "type": "object",
-            "required": ["kinds"],
-            "properties": { "kinds": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "required": ["x402Version", "scheme", "network"],
-                    "properties": {
-                        "x402Version": { "const": 1 },
-                        "scheme": { "const": "exact" },
-                        "network": schema("NetworkName"),
-                        "extra": { "type": "object" }
-                    }
-                }
-            } }
-        }
-    })
+/// `{"type": "string"}` with a description.
+fn string(description: &str) -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .into()
 }
 
-fn operation_schemas() -> Value {
-    json!({
-        "Health": {
-            "type": "object",
-            "required": ["status"],
-            "properties": { "status": { "const": "ok" } }
-        },
-        "Readiness": {
-            "type": "object",
-            "required": ["ready", "checks"],
-            "properties": {
-                "ready": { "type": "boolean" },
-                "checks": {
-                    "type": "object",
-                    "description": "Per dependency (`chain:<network>`, `store`): its state.",
-                    "additionalProperties": { "type": "string" }
-                }
-            }
+/// The paths and the schemas they refer to, as they are collected.
+#[derive(Default)]
+struct Doc {
+    paths: Paths,
+    schemas: Vec<(String, RefOr<Schema>)>,
+}
+
+impl Doc {
+    fn add(&mut self, method: HttpMethod, path: &'static str, op: Op) {
+        debug_assert!(PATHS.contains(&path), "{path} is not in PATHS");
+        self.schemas.extend(op.schemas);
+        self.paths
+            .add_path_operation(path, vec![method], op.operation.build());
+    }
+}
+
+/// One operation under construction: its statuses are added in order, and the schemas it
+/// refers to are collected for the components.
+struct Op {
+    operation: OperationBuilder,
+    schemas: Vec<(String, RefOr<Schema>)>,
+}
+
+/// An operation with an id, a tag and a summary; every operation can be refused by the server's
+/// limits (408, 429).
+fn op(id: &str, tag: &str, summary: &str) -> Op {
+    Op {
+        operation: OperationBuilder::new()
+            .operation_id(Some(id))
+            .tag(tag)
+            .summary(Some(summary)),
+        schemas: Vec::new(),
+    }
+}
+
+impl Op {
+    fn description(mut self, description: &str) -> Self {
+        self.operation = self.operation.description(Some(description));
+        self
+    }
+
+    /// A `$ref` to `T`, collecting `T` and what it refers to.
+    fn schema<T: ToSchema>(&mut self) -> RefOr<Schema> {
+        self.schemas.push((T::name().into_owned(), T::schema()));
+        T::schemas(&mut self.schemas);
+        Ref::from_schema_name(T::name()).into()
+    }
+
+    /// A required JSON body of type `T` (400 for malformed JSON or a bad field, 413, 415).
+    fn body<T: ToSchema>(mut self) -> Self {
+        let schema = self.schema::<T>();
+        self.operation = self.operation.request_body(Some(
+            RequestBodyBuilder::new()
+                .required(Some(Required::True))
+                .content(
+                    "application/json",
+                    ContentBuilder::new().schema(Some(schema)).build(),
+                )
+                .build(),
+        ));
+        self.errors(&[400, 413, 415])
+    }
+
+    /// The query parameters of `T` (400 when they do not parse).
+    fn query<T: IntoParams>(mut self) -> Self {
+        self.operation = self
+            .operation
+            .parameters(Some(T::into_params(|| Some(ParameterIn::Query))));
+        self.errors(&[400])
+    }
+
+    /// A path parameter (400 when it does not decode, 404 when nothing has it).
+    fn path(mut self, name: &str, description: &str, schema: impl Into<RefOr<Schema>>) -> Self {
+        self.operation = self.operation.parameter(
+            ParameterBuilder::new()
+                .name(name)
+                .parameter_in(ParameterIn::Path)
+                .required(Required::True)
+                .description(Some(description))
+                .schema(Some(schema)),
+        );
+        self.errors(&[400, 404])
+    }
+
+    /// A 32-byte path parameter.
+    fn hash_path(self, name: &str, description: &str) -> Self {
+        self.path(name, description, Ref::from_schema_name(Hash32::name()))
+            .with_schema::<Hash32>()
+    }
+
+    fn with_schema<T: ToSchema>(mut self) -> Self {
+        self.schema::<T>();
+        self
+    }
+
+    /// A header parameter.
+    fn header(mut self, parameter: Parameter) -> Self {
+        self.operation = self.operation.parameter(parameter);
+        self
+    }
+
+    /// Needs a provider API key (401 without a valid one).
+    fn secured(mut self) -> Self {
+        self.operation = self
+            .operation
+            .security(SecurityRequirement::new::<_, _, String>(API_KEY, []));
+        self.errors(&[401])
+    }
+
+    /// A JSON answer of type `T` with this status.
+    fn ok<T: ToSchema>(mut self, status: u16, description: &str) -> Self {
+        let schema = self.schema::<T>();
+        self.respond(status, json_response(description, schema))
+    }
+
+    /// A JSON answer that is an array of `T`.
+    fn ok_list<T: ToSchema>(mut self, status: u16, description: &str) -> Self {
+        let item = self.schema::<T>();
+        let schema: Schema = ArrayBuilder::new().items(item).into();
+        self.respond(status, json_response(description, schema))
+    }
+
+    /// An answer without a body.
+    fn empty(self, status: u16, description: &str) -> Self {
+        self.respond(
+            status,
+            ResponseBuilder::new().description(description).build(),
+        )
+    }
+
+    fn respond(mut self, status: u16, response: Response) -> Self {
+        self.operation = self.operation.response(status.to_string(), response);
+        self
+    }
+
+    /// The error responses with these statuses, in the [`ApiErrorBody`] shape; the server's
+    /// limits (408, 429) always apply.
+    fn errors(mut self, statuses: &[u16]) -> Self {
+        self.schema::<ApiErrorBody>();
+        for status in statuses.iter().chain(&[408, 429]) {
+            self.operation = self.operation.response(
+                status.to_string(),
+                Ref::from_response_name(error_name(*status)),
+            );
         }
-    })
+        self
+    }
+}
+
+fn json_response(description: &str, schema: impl Into<RefOr<Schema>>) -> Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            "application/json",
+            ContentBuilder::new().schema(Some(schema)).build(),
+        )
+        .build()
+}
+
+/// Every operation, in the router's order.
+fn operations(d: &mut Doc) {
+    use HttpMethod::{Delete, Get, Patch, Post};
+
+    d.add(Post, "/authorize", op("authorize", "tollgate", "Settle a signed payment and get its proof.")
+        .description("Verifies the signed payment (network served, token, the authorization paying the router, the nonce committing to payTo, memo and fee, the validity window, the signature, the payer's balance), submits it, and waits up to the configured confirmation timeout. Idempotent: the same signed payment again, also concurrently, yields the same proof and a single transfer.")
+        .body::<AuthorizeRequest>()
+        .ok::<AuthorizeResponse>(200, "Confirmed: the proof, base64 for `X-PAYMENT`, and its fields.")
+        .pending(true)
+        .errors(&[402, 403, 409, 422, 500, 502, 503]));
+    d.add(Get, "/settlements/{key}", op("settlementStatus", "tollgate", "The status URL of a pending settlement.")
+        .description("Only `/authorize` settlements have a status URL: any other key (an x402 `/settle` settlement among them) is answered 404 as an unknown key is.")
+        .hash_path("key", "The settlement key from `statusUrl`.")
+        .query::<StatusQuery>()
+        .ok::<AuthorizeResponse>(200, "Confirmed: the proof.")
+        .pending(false)
+        .errors(&[403, 422, 503]));
+
+    d.add(Post, "/subscriptions", op("subscribe", "subscriptions", "Relay a gasless subscription (subscribeWithSig): the first cycle is billed in the same transaction; answers after confirmation.")
+        .description("The subscriber's EIP-712 `Subscribe` intent and its EIP-2612 permit (the standing authorization). Idempotent: the same signed request returns the subscription it created.")
+        .body::<SubscribeRequest>()
+        .ok::<SubscriptionView>(200, "The subscription.")
+        .errors(&[402, 409, 422, 502, 503, 504]));
+    d.add(Get, "/subscriptions/quote", op("subscriptionQuote", "subscriptions", "What a subscriber signs: the plan's terms, its subscription and permit nonces, its allowance and the chain's clock.")
+        .query::<QuoteQuery>()
+        .ok::<SubscriptionQuote>(200, "The quote.")
+        .errors(&[404, 422, 502, 503]));
+    d.add(
+        Get,
+        "/subscriptions/{id}",
+        op(
+            "showSubscription",
+            "subscriptions",
+            "A subscription's state from the chain.",
+        )
+        .hash_path("id", "The subscription id.")
+        .query::<NetworkQuery>()
+        .ok::<SubscriptionView>(200, "The subscription.")
+        .errors(&[422, 502, 503]),
+    );
+    d.add(
+        Get,
+        "/subscriptions/{id}/usage",
+        op(
+            "showAllowanceUsage",
+            "subscriptions",
+            "The usage ledger of the subscription's current cycle (plan owner only).",
+        )
+        .secured()
+        .hash_path("id", "The subscription id.")
+        .query::<NetworkQuery>()
+        .ok::<AllowanceUsage>(200, "The ledger.")
+        .errors(&[403, 422, 502, 503]),
+    );
+    d.add(Post, "/subscriptions/{id}/usage", op("deductAllowance", "subscriptions", "The spec's deductAllowance: deduct metered usage from the subscription's overage allowance (plan owner only).")
+        .description("Exact under concurrency: a deduction that would cross the cycle's cap is refused with 402 `AllowanceExhausted` and nothing is deducted. Usage is charged on-chain in batches and at the end of each cycle.")
+        .secured()
+        .hash_path("id", "The subscription id.")
+        .body::<DeductRequest>()
+        .ok::<AllowanceUsage>(200, "The allowance after the deduction.")
+        .errors(&[402, 403, 409, 422, 502, 503]));
+    d.add(Post, "/subscriptions/{id}/allowance", op("raiseAllowance", "subscriptions", "Relay the subscriber's signed raiseAllowanceWithSig (EIP-712 `Action`, action 4, value = the new cap); answers after confirmation.")
+        .description("Idempotent: a cap already at `maxOverage` is answered without a transaction.")
+        .hash_path("id", "The subscription id.")
+        .body::<RaiseAllowanceRequest>()
+        .ok::<SubscriptionView>(200, "The subscription with its new cap.")
+        .errors(&[409, 422, 502, 503, 504]));
+
+    let endpoint_id = || string("The endpoint id (`we_…`).");
+    d.add(
+        Get,
+        "/webhooks/endpoints",
+        op(
+            "listWebhookEndpoints",
+            "webhooks",
+            "The provider's webhook endpoints (secrets are not shown).",
+        )
+        .secured()
+        .ok_list::<Endpoint>(200, "The endpoints.")
+        .errors(&[503]),
+    );
+    d.add(
+        Post,
+        "/webhooks/endpoints",
+        op(
+            "createWebhookEndpoint",
+            "webhooks",
+            "Add an endpoint; answers 201 with its `secret` (`whsec_…`), shown this once.",
+        )
+        .description("Loopback and private targets are refused outside dev mode.")
+        .secured()
+        .body::<CreateEndpoint>()
+        .ok::<Endpoint>(201, "Created, with its secret.")
+        .errors(&[422, 503]),
+    );
+    d.add(
+        Get,
+        "/webhooks/endpoints/{id}",
+        op("showWebhookEndpoint", "webhooks", "One endpoint.")
+            .secured()
+            .path("id", "The endpoint id.", endpoint_id())
+            .ok::<Endpoint>(200, "The endpoint.")
+            .errors(&[503]),
+    );
+    d.add(
+        Patch,
+        "/webhooks/endpoints/{id}",
+        op(
+            "updateWebhookEndpoint",
+            "webhooks",
+            "Change `url`, `events`, `description` or `enabled` (re-enabling a disabled endpoint).",
+        )
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .body::<UpdateEndpoint>()
+        .ok::<Endpoint>(200, "The endpoint.")
+        .errors(&[422, 503]),
+    );
+    d.add(
+        Delete,
+        "/webhooks/endpoints/{id}",
+        op(
+            "deleteWebhookEndpoint",
+            "webhooks",
+            "Delete the endpoint and its pending deliveries.",
+        )
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .empty(204, "Deleted.")
+        .errors(&[503]),
+    );
+    d.add(Post, "/webhooks/endpoints/{id}/rotate", op("rotateWebhookSecret", "webhooks", "A new secret (shown once); the previous one keeps signing deliveries, beside it, for `overlapSecs` (default 86400, at most 7 days).")
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .body::<Rotate>()
+        .ok::<Endpoint>(200, "The endpoint with its new secret.")
+        .errors(&[422, 503]));
+    d.add(Get, "/webhooks/endpoints/{id}/deliveries", op("listWebhookDeliveries", "webhooks", "The endpoint's latest deliveries: event, state (pending, delivered, dead), attempts, next attempt, last status and error.")
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .query::<Page>()
+        .ok_list::<Delivery>(200, "The deliveries.")
+        .errors(&[503]));
+    d.add(
+        Post,
+        "/webhooks/endpoints/{id}/deliveries/{event_id}/redeliver",
+        op(
+            "redeliverWebhook",
+            "webhooks",
+            "Put a delivery (dead or delivered) back to pending, due now.",
+        )
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .path(
+            "event_id",
+            "The event id (`evt_…`).",
+            string("The event id (`evt_…`)."),
+        )
+        .empty(202, "Due now.")
+        .errors(&[503]),
+    );
+    d.add(Get, "/events", op("listEvents", "webhooks", "The provider's events, oldest first, after `after` (a `seq`), at most `limit` (default 100).")
+        .secured()
+        .query::<Page>()
+        .ok_list::<EventRecord>(200, "The events.")
+        .errors(&[503]));
+
+    d.add(Get, "/analytics", op("analytics", "analytics", "The provider's report over `[from, to)`.")
+        .description("Settled volume (total, per bucket, top resources, networks and payers), subscriptions (by state, lifecycle counts, recurring revenue per 30 days, per plan), metered usage, webhook delivery health and the latest payments. Volume comes from hourly rollups (payers: daily). Amounts are decimal strings in the token's smallest unit.")
+        .secured()
+        .query::<ReportParams>()
+        .ok::<Report>(200, "The report.")
+        .errors(&[503]));
+    d.add(Get, "/dashboard", op("dashboard", "analytics", "The analytics dashboard (HTML, inline SVG charts, no script).")
+        .description("Bearer API key or the login session cookie; without either, 303 to `/dashboard/login`. Takes `/analytics`'s `range`, `bucket`, `from`, `to`.")
+        .secured()
+        .query::<ReportParams>()
+        .respond(200, html("The dashboard."))
+        .empty(303, "Not logged in: to `/dashboard/login`.")
+        .errors(&[503]));
+    d.add(
+        Get,
+        "/dashboard/login",
+        op("dashboardLoginForm", "analytics", "The login form (HTML).")
+            .respond(200, html("The form.")),
+    );
+    d.add(Post, "/dashboard/login", op("dashboardLogin", "analytics", "Logs in with an API key (form field `apiKey`).")
+        .description("Sets the `tollgate_session` cookie (Secure, HttpOnly, SameSite=Strict, 12 h) and answers 303 to `/dashboard`; 401 with the form again for an unknown or revoked key.")
+        .form_body()
+        .empty(303, "Logged in.")
+        .respond(401, html("Unknown or revoked key: the form again."))
+        .errors(&[413, 503]));
+    d.add(
+        Post,
+        "/dashboard/logout",
+        op(
+            "dashboardLogout",
+            "analytics",
+            "Ends the session and clears its cookie; 303 to `/dashboard/login`.",
+        )
+        .empty(303, "Logged out."),
+    );
+
+    d.add(Post, "/providers/challenge", op("providerChallenge", "providers", "Get a registration challenge to sign with the provider's wallet.")
+        .description("An EIP-191 `personal_sign` text naming this facilitator, the address, a random nonce and the expiry (5 minutes). Sign it and post it to `/providers/register`.")
+        .body::<ChallengeRequest>()
+        .ok::<ChallengeResponse>(200, "The challenge.")
+        .errors(&[422, 503]));
+    d.add(Post, "/providers/register", op("providerRegister", "providers", "Register with a signed challenge and get an API key (returned once).")
+        .description("The signature must recover `address`; the challenge must be one this facilitator issued to that address, unexpired and unused (it is consumed). The key (`tg_` + 64 hex digits) is shown once; only its hash is stored.")
+        .body::<RegisterRequest>()
+        .ok::<RegisterResponse>(201, "Registered: the API key.")
+        .errors(&[401, 503]));
+    d.add(
+        Post,
+        "/providers/keys/revoke",
+        op(
+            "providerRevokeKey",
+            "providers",
+            "Revoke the presented API key.",
+        )
+        .secured()
+        .ok::<RevokeResponse>(200, "Revoked.")
+        .errors(&[503]),
+    );
+
+    d.add(Post, "/plans", op("createPlan", "providers", "Publish a plan on-chain (the facilitator's relayer sends `createPlan`).")
+        .description("The plan id is `planIdFor(relayer, keccak256(abi.encode(provider, idempotencyKey)))`: the same idempotency key again returns the same plan (200) instead of creating another. Waits for confirmation.")
+        .secured()
+        .body::<CreatePlanRequest>()
+        .ok::<Plan>(200, "The plan this idempotency key already created.")
+        .ok::<Plan>(201, "Created.")
+        .errors(&[409, 422, 502, 503, 504]));
+    d.add(
+        Get,
+        "/plans/{id}",
+        op(
+            "showPlan",
+            "providers",
+            "A plan's on-chain terms and its provider.",
+        )
+        .hash_path("id", "The plan id.")
+        .query::<NetworkQuery>()
+        .ok::<Plan>(200, "The plan.")
+        .errors(&[422, 502, 503]),
+    );
+    d.add(Post, "/plans/{id}/deprecate", op("deprecatePlan", "providers", "Deprecate a plan (owner only; idempotent).")
+        .description("A deprecated plan takes no new subscriptions (`PlanDeprecated`); existing subscriptions keep running until cancelled.")
+        .secured()
+        .hash_path("id", "The plan id.")
+        .query::<NetworkQuery>()
+        .ok::<Plan>(200, "The plan, deprecated.")
+        .errors(&[403, 422, 502, 503, 504]));
+
+    d.add(Post, "/proofs/verify", op("verifyProof", "tollgate", "Check a payment proof online.")
+        .description("Checks the proof's signature against this facilitator's proof signer, its expiry, and that a confirmed settlement matches it. Gates may instead verify offline against `proofSigners` from `/.well-known/tollgate`. An invalid proof is a 200 with `valid: false`.")
+        .body::<VerifyProofRequest>()
+        .ok::<VerifyProofResponse>(200, "The verdict.")
+        .errors(&[503]));
+    d.add(
+        Post,
+        "/verify",
+        op(
+            "x402Verify",
+            "x402",
+            "x402 V1: check a payment against its requirements without settling it.",
+        )
+        .body::<VerifyRequest>()
+        .ok::<VerifyResponse>(
+            200,
+            "The verdict; a failed check is `isValid: false` with `invalidReason`.",
+        ),
+    );
+    d.add(Post, "/settle", op("x402Settle", "x402", "x402 V1: settle a payment (`transferWithAuthorization` to `payTo`).")
+        .description("One authorization (chain, token, payer, nonce) moves money once and is answered `success` once: a repeat is `duplicate_settlement` naming the original transaction, unless it comes from the first settler, named by its `Idempotency-Key`, whose retries of the same payload get the first outcome again.")
+        .header(ParameterBuilder::new()
+            .name(IDEMPOTENCY_KEY)
+            .parameter_in(ParameterIn::Header)
+            .required(Required::False)
+            .description(Some("Names the settler: its retries of the same payload get the first outcome again (another settler's repeat is `duplicate_settlement`)."))
+            .schema(Some(string("Any value; only its hash is kept.")))
+            .build())
+        .body::<VerifyRequest>()
+        .ok::<SettleResponse>(200, "The result; a failure is `success: false` with `errorReason`."));
+    d.add(
+        Get,
+        "/supported",
+        op(
+            "supported",
+            "x402",
+            "The (x402Version, scheme, network) kinds this facilitator settles.",
+        )
+        .ok::<SupportedResponse>(200, "The supported kinds.")
+        .errors(&[]),
+    );
+    d.add(Get, "/.well-known/tollgate", op("discovery", "tollgate", "Discovery: per network the chain id, token, router, subscriptions contract, fee and confirmation depth; the proof-signer addresses gates verify proofs against offline.")
+        .ok::<WellKnown>(200, "The facilitator's public parameters.")
+        .errors(&[]));
+    d.add(
+        Get,
+        "/healthz",
+        op("health", "operations", "Liveness: the process answers.")
+            .ok::<Health>(200, "Alive.")
+            .errors(&[]),
+    );
+    d.add(
+        Get,
+        "/readyz",
+        op(
+            "ready",
+            "operations",
+            "Readiness: every chain answers and the store takes a write.",
+        )
+        .ok::<Readiness>(200, "Ready.")
+        .ok::<Readiness>(503, "Not ready; `checks` says what failed.")
+        .errors(&[]),
+    );
+    d.add(
+        Get,
+        "/metrics",
+        op(
+            "metrics",
+            "operations",
+            "Prometheus metrics (text exposition format 0.0.4).",
+        )
+        .respond(200, text("text/plain", "The metrics."))
+        .errors(&[]),
+    );
+    d.add(
+        Get,
+        "/openapi.json",
+        op("openapi", "operations", "This document.")
+            .respond(
+                200,
+                json_response(
+                    "The OpenAPI 3.1 document.",
+                    ObjectBuilder::new().schema_type(Type::Object).build(),
+                ),
+            )
+            .errors(&[]),
+    );
+}
+
+impl Op {
+    /// The 202 of a settlement broadcast but not yet confirmed (with `Location` on `/authorize`).
+    fn pending(mut self, location: bool) -> Self {
+        let schema = self.schema::<PendingResponse>();
+        let mut response = ResponseBuilder::new()
+            .description("Broadcast but not yet confirmed: poll `statusUrl`.")
+            .content(
+                "application/json",
+                ContentBuilder::new().schema(Some(schema)).build(),
+            );
+        if location {
+            response = response.header(
+                "Location",
+                HeaderBuilder::new()
+                    .schema(Some(string("The status URL.")))
+                    .build(),
+            );
+        }
+        self.respond(202, response.build())
+    }
+
+    /// The dashboard login form's body.
+    fn form_body(mut self) -> Self {
+        let schema: Schema = ObjectBuilder::new()
+            .property("apiKey", string("The provider API key."))
+            .required("apiKey")
+            .into();
+        self.operation = self.operation.request_body(Some(
+            RequestBodyBuilder::new()
+                .required(Some(Required::True))
+                .content(
+                    "application/x-www-form-urlencoded",
+                    ContentBuilder::new().schema(Some(schema)).build(),
+                )
+                .build(),
+        ));
+        self
+    }
+}
+
+fn html(description: &str) -> Response {
+    text("text/html", description)
+}
+
+fn text(content_type: &str, description: &str) -> Response {
+    ResponseBuilder::new()
+        .description(description)
+        .content(
+            content_type,
+            ContentBuilder::new()
+                .schema(Some(ObjectBuilder::new().schema_type(Type::String).build()))
+                .build(),
+        )
+        .build()
 }
 
 #[cfg(test)]
@@ -1088,6 +928,15 @@ mod tests {
             Value::Array(items) => items.iter().for_each(|v| check_refs(v, doc)),
             _ => {}
         }
+    }
+
+    /// The error body a `$ref`'d or inline response carries.
+    fn error_schema<'a>(doc: &'a Value, response: &'a Value) -> &'a Value {
+        let response = match response["$ref"].as_str() {
+            Some(r) => doc.pointer(r.strip_prefix('#').unwrap()).unwrap(),
+            None => response,
+        };
+        &response["content"]["application/json"]["schema"]["$ref"]
     }
 
     #[test]
@@ -1127,28 +976,43 @@ mod tests {
                 }
             }
         }
+        let error = "#/components/schemas/ApiErrorBody";
         assert_eq!(
-            doc["paths"]["/analytics"]["get"]["responses"]["400"]["$ref"],
-            "#/components/responses/InvalidQuery"
+            error_schema(&doc, &doc["paths"]["/analytics"]["get"]["responses"]["400"]),
+            error
         );
         let status = &doc["paths"]["/settlements/{key}"]["get"]["responses"];
-        assert_eq!(
-            status["404"]["content"]["application/json"]["schema"]["$ref"],
-            "#/components/schemas/Error"
-        );
+        assert_eq!(error_schema(&doc, &status["404"]), error);
         assert!(status.get("500").is_none());
-        for (status, code) in [
-            ("400", "BadRequest"),
-            ("402", "InsufficientFunds"),
-            ("409", "AuthorizationUsed"),
-            ("413", "PayloadTooLarge"),
-            ("422", "Unprocessable"),
-            ("503", "Unavailable"),
-        ] {
+        for status in ["400", "402", "409", "413", "415", "422", "503"] {
             assert_eq!(
-                doc["paths"]["/authorize"]["post"]["responses"][status]["$ref"],
-                format!("#/components/responses/{code}")
+                error_schema(
+                    &doc,
+                    &doc["paths"]["/authorize"]["post"]["responses"][status]
+                ),
+                error,
+                "/authorize {status}"
             );
         }
+        // The wire types' serde shape: camelCase, optional fields not required, unknown
+        // fields refused where the server refuses them.
+        let request = &doc["components"]["schemas"]["AuthorizeRequest"];
+        assert_eq!(request["additionalProperties"], false);
+        assert!(request["properties"]["signedPayment"].is_object());
+        let required = request["required"].as_array().unwrap();
+        assert!(required.contains(&json!("signedPayment")));
+        assert!(!required.contains(&json!("claim")));
+        assert_eq!(
+            doc["components"]["schemas"]["Amount"]["pattern"],
+            "^[0-9]{1,78}$"
+        );
+        let settle = &doc["paths"]["/settle"]["post"];
+        assert!(
+            settle["parameters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| p["in"] == "header" && p["name"] == "idempotency-key")
+        );
     }
 }

@@ -18,15 +18,14 @@ use tollgate_chain::{
     contracts::{self, Revert, Subscriptions},
 };
 use tollgate_protocol::{
-    Amount,
+    Amount, ApiErrorCode,
     api::plans::{CreatePlanRequest, NetworkQuery, Plan},
 };
 
 use crate::{
-    error::{ApiError, ApiJson, ApiPath, ApiQuery},
+    error::{ApiJson, ApiPath, ApiQuery, Error, Result},
     facilitator::{Facilitator, Network, unix_now},
     providers::Provider,
-    settle::{chain_error, revert_error},
     store::PlanOwner,
 };
 
@@ -45,11 +44,11 @@ pub(crate) fn plan_id_for(creator: Address, salt: B256) -> B256 {
 
 impl Facilitator {
     /// The network named (or the only one, when `name` is `None`) with its Subscriptions contract.
-    fn plan_network(&self, name: Option<&str>) -> Result<(&Network, Address), ApiError> {
+    fn plan_network(&self, name: Option<&str>) -> Result<(&Network, Address)> {
         let net = match name {
             Some(name) => self.network(name).ok_or_else(|| {
-                ApiError::invalid(
-                    "UnknownNetwork",
+                Error::invalid(
+                    ApiErrorCode::UnknownNetwork,
                     format!("network: {name:?} is not served by this facilitator"),
                 )
             })?,
@@ -58,17 +57,16 @@ impl Facilitator {
                 .networks
                 .values()
                 .next()
-                .ok_or_else(|| ApiError::internal(&"a facilitator with one network has none"))?,
+                .ok_or_else(|| Error::internal("a facilitator with one network has none"))?,
             None => {
-                return Err(ApiError::bad_request(
-                    "InvalidField",
-                    "network: required when the facilitator serves several networks",
+                return Err(Error::InvalidField(
+                    "network: required when the facilitator serves several networks".into(),
                 ));
             }
         };
         let subscriptions = net.spec.subscriptions.ok_or_else(|| {
-            ApiError::invalid(
-                "SubscriptionsUnavailable",
+            Error::invalid(
+                ApiErrorCode::SubscriptionsUnavailable,
                 format!(
                     "network {}: no Subscriptions contract configured",
                     net.spec.name
@@ -84,14 +82,13 @@ impl Facilitator {
         net: &Network,
         subscriptions: Address,
         plan_id: B256,
-    ) -> Result<Option<Plan>, ApiError> {
+    ) -> Result<Option<Plan>> {
         let p = contracts::read(
             &*net.chain,
             subscriptions,
             &Subscriptions::plansCall { planId: plan_id },
         )
-        .await
-        .map_err(|e| chain_error(&e))?;
+        .await?;
         if p.provider == Address::ZERO {
             return Ok(None);
         }
@@ -109,28 +106,24 @@ impl Facilitator {
     }
 
     /// Sends `tx` and waits for its confirmation; a revert comes back as
-    /// `Err(Ok(revert))`, any other failure as `Err(Err(api error))`.
+    /// `Err(Ok(revert))`, any other failure as `Err(Err(error))`.
     async fn send_confirmed(
         &self,
         net: &Network,
         tx: TxRequest,
-    ) -> Result<(), Result<Revert, ApiError>> {
+    ) -> Result<(), Result<Revert, Error>> {
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
             timeout: self.settings().confirmation_timeout,
         };
         match net.chain.send_and_wait(tx, opts).await {
             Ok(Confirmation::Confirmed(_)) => Ok(()),
-            Ok(Confirmation::Pending { tx_hash }) => Err(Err(ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "Pending",
-                format!("transaction {tx_hash} is not confirmed yet; retry the same request"),
-            ))),
+            Ok(Confirmation::Pending { tx_hash }) => Err(Err(Error::Pending { tx_hash })),
             Err(ChainError::Revert(r)) => Err(Ok(r)),
             Err(ChainError::Reverted {
                 reason: Some(r), ..
             }) => Err(Ok(r)),
-            Err(e) => Err(Err(chain_error(&e))),
+            Err(e) => Err(Err(e.into())),
         }
     }
 }
@@ -140,26 +133,28 @@ pub(crate) async fn create(
     State(f): State<Facilitator>,
     provider: Provider,
     ApiJson(req): ApiJson<CreatePlanRequest>,
-) -> Result<(StatusCode, Json<Plan>), ApiError> {
+) -> Result<(StatusCode, Json<Plan>)> {
     if req.idempotency_key.is_empty() || req.idempotency_key.len() > MAX_IDEMPOTENCY_KEY {
-        return Err(ApiError::bad_request(
-            "InvalidField",
-            format!("idempotencyKey: 1 to {MAX_IDEMPOTENCY_KEY} bytes"),
-        ));
+        return Err(Error::InvalidField(format!(
+            "idempotencyKey: 1 to {MAX_IDEMPOTENCY_KEY} bytes"
+        )));
     }
     if req.amount.0.is_zero() {
-        return Err(ApiError::invalid("InvalidPlan", "amount: must be positive"));
+        return Err(Error::invalid(
+            ApiErrorCode::InvalidPlan,
+            "amount: must be positive",
+        ));
     }
     if req.interval == 0 {
-        return Err(ApiError::invalid(
-            "InvalidPlan",
+        return Err(Error::invalid(
+            ApiErrorCode::InvalidPlan,
             "interval: must be positive (seconds)",
         ));
     }
     let pay_to = req.pay_to.unwrap_or(provider.address);
     if pay_to == Address::ZERO {
-        return Err(ApiError::invalid(
-            "InvalidPlan",
+        return Err(Error::invalid(
+            ApiErrorCode::InvalidPlan,
             "payTo: the zero address cannot be paid",
         ));
     }
@@ -169,7 +164,7 @@ pub(crate) async fn create(
         .inner
         .relayers
         .first()
-        .ok_or_else(|| ApiError::internal(&"no relayer"))?;
+        .ok_or_else(|| Error::internal("no relayer"))?;
     let salt = plan_salt(provider.address, &req.idempotency_key);
     let plan_id = plan_id_for(relayer, salt);
     let _guard = f.inner.locks.lock(plan_id).await;
@@ -186,7 +181,7 @@ pub(crate) async fn create(
         .await?;
     if owner.provider != provider.address {
         // The salt commits to the provider, so this takes a hash collision.
-        return Err(ApiError::internal(&"plan id owned by another provider"));
+        return Err(Error::internal("plan id owned by another provider"));
     }
     if let Some(existing) = f.read_plan(net, subscriptions, plan_id).await? {
         return Ok((StatusCode::OK, Json(existing)));
@@ -202,24 +197,20 @@ pub(crate) async fn create(
     let tx = TxRequest::call(relayer, subscriptions, call.abi_encode());
     match f.send_confirmed(net, tx).await {
         Ok(()) | Err(Ok(Revert::PlanExists { .. })) => {}
-        Err(Ok(revert)) => return Err(revert_error(&revert)),
+        Err(Ok(revert)) => return Err(Error::Revert(revert)),
         Err(Err(e)) => return Err(e),
     }
     tracing::info!(%plan_id, provider = %provider.address, network = %net.spec.name, "plan created");
     let plan = f
         .read_plan(net, subscriptions, plan_id)
         .await?
-        .ok_or_else(|| ApiError::internal(&"confirmed createPlan left no plan"))?;
+        .ok_or_else(|| Error::internal("confirmed createPlan left no plan"))?;
     Ok((StatusCode::CREATED, Json(plan)))
 }
 
-fn parse_plan_id(id: &str) -> Result<B256, ApiError> {
-    id.parse().map_err(|_| {
-        ApiError::bad_request(
-            "InvalidField",
-            "id: expected a 0x-prefixed 32-byte hex plan id",
-        )
-    })
+fn parse_plan_id(id: &str) -> Result<B256> {
+    id.parse()
+        .map_err(|_| Error::InvalidField("id: expected a 0x-prefixed 32-byte hex plan id".into()))
 }
 
 /// `GET /plans/{id}?network=`.
@@ -227,13 +218,13 @@ pub(crate) async fn show(
     State(f): State<Facilitator>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<NetworkQuery>,
-) -> Result<Json<Plan>, ApiError> {
+) -> Result<Json<Plan>> {
     let plan_id = parse_plan_id(&id)?;
     let (net, subscriptions) = f.plan_network(q.network.as_deref())?;
     f.read_plan(net, subscriptions, plan_id)
         .await?
         .map(Json)
-        .ok_or_else(|| ApiError::not_found(format!("no plan {plan_id} on {}", net.spec.name)))
+        .ok_or_else(|| Error::NotFound(format!("no plan {plan_id} on {}", net.spec.name)))
 }
 
 /// `POST /plans/{id}/deprecate?network=`: owner only; idempotent.
@@ -242,21 +233,19 @@ pub(crate) async fn deprecate(
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<NetworkQuery>,
     provider: Provider,
-) -> Result<Json<Plan>, ApiError> {
+) -> Result<Json<Plan>> {
     let plan_id = parse_plan_id(&id)?;
     let (net, subscriptions) = f.plan_network(q.network.as_deref())?;
     let Some(plan) = f.read_plan(net, subscriptions, plan_id).await? else {
-        return Err(ApiError::not_found(format!(
+        return Err(Error::NotFound(format!(
             "no plan {plan_id} on {}",
             net.spec.name
         )));
     };
     let owner = f.store().plan_owner(&net.spec.name, plan_id).await?;
     let Some(owner) = owner.filter(|o| o.provider == provider.address) else {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "Forbidden",
-            "only the provider that created this plan may deprecate it",
+        return Err(Error::Forbidden(
+            "only the provider that created this plan may deprecate it".into(),
         ));
     };
     if plan.deprecated {
@@ -270,7 +259,7 @@ pub(crate) async fn deprecate(
     );
     if let Err(e) = f.send_confirmed(net, tx).await {
         return Err(match e {
-            Ok(revert) => revert_error(&revert),
+            Ok(revert) => Error::Revert(revert),
             Err(e) => e,
         });
     }
@@ -278,7 +267,7 @@ pub(crate) async fn deprecate(
     f.read_plan(net, subscriptions, plan_id)
         .await?
         .map(Json)
-        .ok_or_else(|| ApiError::internal(&"deprecated plan vanished"))
+        .ok_or_else(|| Error::internal("deprecated plan vanished"))
 }
 
 #[cfg(test)]

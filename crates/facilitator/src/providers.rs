@@ -20,13 +20,16 @@ use axum::{
     extract::{FromRequestParts, State},
     http::{StatusCode, header, request::Parts},
 };
-use tollgate_protocol::api::providers::{
-    API_KEY_PREFIX, ChallengeRequest, ChallengeResponse, RegisterRequest, RegisterResponse,
-    RevokeResponse,
+use tollgate_protocol::{
+    ApiErrorCode,
+    api::providers::{
+        API_KEY_PREFIX, ChallengeRequest, ChallengeResponse, RegisterRequest, RegisterResponse,
+        RevokeResponse,
+    },
 };
 
 use crate::{
-    error::{ApiError, ApiJson},
+    error::{ApiJson, Error, Result},
     facilitator::{Facilitator, unix_now},
 };
 
@@ -37,8 +40,8 @@ pub(crate) const CHALLENGE_TTL_SECS: u64 = 300;
 const SELF_REGISTERED: &str = "self-registered";
 
 /// 401 `Unauthorized`.
-pub(crate) fn unauthorized(message: impl Into<String>) -> ApiError {
-    ApiError::new(StatusCode::UNAUTHORIZED, "Unauthorized", message)
+fn unauthorized(message: impl Into<String>) -> Error {
+    Error::Unauthorized(message.into())
 }
 
 /// The text a provider signs to register.
@@ -62,10 +65,10 @@ pub(crate) fn key_hash(key: &str) -> B256 {
 pub(crate) async fn challenge(
     State(f): State<Facilitator>,
     ApiJson(req): ApiJson<ChallengeRequest>,
-) -> Result<Json<ChallengeResponse>, ApiError> {
+) -> Result<Json<ChallengeResponse>> {
     if req.address == Address::ZERO {
-        return Err(ApiError::invalid(
-            "InvalidField",
+        return Err(Error::invalid(
+            ApiErrorCode::InvalidField,
             "address: the zero address cannot register",
         ));
     }
@@ -90,7 +93,7 @@ pub(crate) async fn challenge(
 pub(crate) async fn register(
     State(f): State<Facilitator>,
     ApiJson(req): ApiJson<RegisterRequest>,
-) -> Result<(StatusCode, Json<RegisterResponse>), ApiError> {
+) -> Result<(StatusCode, Json<RegisterResponse>)> {
     let bad_signature = || {
         unauthorized("signature: not a personal_sign signature of the challenge by this address")
     };
@@ -130,11 +133,7 @@ impl Facilitator {
     /// Issues a new API key (`tg_` and 64 hex digits) for `provider`, stored hashed under
     /// `label`; the key is returned this once. For operators (and `tollgate dev`): providers get
     /// theirs by registering (`POST /providers/register`).
-    pub async fn issue_api_key(
-        &self,
-        provider: Address,
-        label: &str,
-    ) -> crate::error::Result<String> {
+    pub async fn issue_api_key(&self, provider: Address, label: &str) -> Result<String> {
         let api_key = format!("{API_KEY_PREFIX}{}", hex::encode(B256::random()));
         self.restore_api_key(&api_key, provider, label).await?;
         Ok(api_key)
@@ -148,7 +147,7 @@ impl Facilitator {
         api_key: &str,
         provider: Address,
         label: &str,
-    ) -> crate::error::Result<()> {
+    ) -> Result<()> {
         Ok(self
             .store()
             .insert_api_key(key_hash(api_key), provider, label, unix_now())
@@ -167,9 +166,9 @@ pub(crate) struct Provider {
 }
 
 impl FromRequestParts<Facilitator> for Provider {
-    type Rejection = ApiError;
+    type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, f: &Facilitator) -> Result<Self, ApiError> {
+    async fn from_request_parts(parts: &mut Parts, f: &Facilitator) -> Result<Self> {
         bearer_provider(f, &parts.headers).await
     }
 }
@@ -179,7 +178,7 @@ impl FromRequestParts<Facilitator> for Provider {
 pub(crate) async fn bearer_provider(
     f: &Facilitator,
     headers: &axum::http::HeaderMap,
-) -> Result<Provider, ApiError> {
+) -> Result<Provider> {
     let value = headers
         .get(header::AUTHORIZATION)
         .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
@@ -203,7 +202,7 @@ pub(crate) async fn bearer_provider(
 pub(crate) async fn revoke(
     State(f): State<Facilitator>,
     provider: Provider,
-) -> Result<Json<RevokeResponse>, ApiError> {
+) -> Result<Json<RevokeResponse>> {
     let revoked = f
         .store()
         .revoke_api_key(provider.key_hash, unix_now())

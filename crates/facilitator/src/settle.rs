@@ -12,16 +12,17 @@ use alloy::{
     primitives::{B256, U256, keccak256},
     sol_types::{SolCall, SolEvent, SolValue},
 };
-use axum::http::StatusCode;
 use tollgate_chain::{
     Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
     authorization::{ReceiveWithAuthorization, recover, router_nonce},
     contracts::{self, PaymentRouter, Token},
 };
-use tollgate_protocol::{Amount, AuthorizeRequest, PaymentProof, SettlementStatus, SignedPayment};
+use tollgate_protocol::{
+    Amount, ApiErrorCode, AuthorizeRequest, PaymentProof, SettlementStatus, SignedPayment,
+};
 
 use crate::{
-    error::{ApiError, Error},
+    error::{Error, Relayed, Result},
     facilitator::{Facilitator, Network, unix_now},
     metrics::{SettlementOutcome, SettlementPath},
     store::{NewSettlement, Settlement, SettlementKind},
@@ -70,9 +71,9 @@ impl Facilitator {
     /// for, as the client reports it) labels the settlement in analytics; the first one recorded
     /// stays. With `req.claim`, the first request binds the settlement to it: a repeat with
     /// another claim (or none) is refused with 403 `ClaimMismatch`.
-    pub async fn authorize(&self, req: &AuthorizeRequest) -> crate::error::Result<Outcome> {
+    pub async fn authorize(&self, req: &AuthorizeRequest) -> Result<Outcome> {
         let started = std::time::Instant::now();
-        let result = self.authorize_inner(req).await.map_err(Error::from);
+        let result = self.authorize_inner(req).await;
         let outcome = match &result {
             Ok(Outcome::Confirmed { .. }) => SettlementOutcome::Confirmed,
             Ok(Outcome::Pending { .. }) => SettlementOutcome::Pending,
@@ -85,11 +86,11 @@ impl Facilitator {
         result
     }
 
-    async fn authorize_inner(&self, req: &AuthorizeRequest) -> Result<Outcome, ApiError> {
+    async fn authorize_inner(&self, req: &AuthorizeRequest) -> Result<Outcome> {
         let sp = &req.signed_payment;
         let net = self.network(&sp.network).ok_or_else(|| {
-            ApiError::invalid(
-                "UnknownNetwork",
+            Error::invalid(
+                ApiErrorCode::UnknownNetwork,
                 field(
                     "signedPayment.network",
                     format!("{:?} is not served by this facilitator", sp.network),
@@ -106,9 +107,9 @@ impl Facilitator {
 
         if let Some(row) = self.inner.store.settlement(new.key).await? {
             if row.new.request_hash != new.request_hash {
-                return Err(ApiError::conflict(
-                    "IdempotencyConflict",
-                    "this authorization (payer and nonce) was already submitted with different terms",
+                return Err(Error::IdempotencyConflict(
+                    "this authorization (payer and nonce) was already submitted with different terms"
+                        .into(),
                 ));
             }
             check_claim(&row, new.claim_hash)?;
@@ -125,8 +126,7 @@ impl Facilitator {
                 nonce: auth.nonce,
             },
         )
-        .await
-        .map_err(|e| chain_error(&e))?;
+        .await?;
         if used {
             // Someone (a front-runner, another replica, a crashed earlier run) used the nonce:
             // if the settlement is on-chain, it is this payment.
@@ -136,10 +136,7 @@ impl Facilitator {
                     check_claim(&row, new.claim_hash)?;
                     self.confirm(net, &row.new, &receipt).await
                 }
-                None => Err(ApiError::conflict(
-                    "AuthorizationUsed",
-                    "the authorization's nonce is already used or cancelled on-chain, and no matching settlement exists",
-                )),
+                None => Err(Error::AuthorizationUsed),
             };
         }
         let balance = contracts::read(
@@ -147,10 +144,9 @@ impl Facilitator {
             net.spec.token,
             &Token::balanceOfCall { account: auth.from },
         )
-        .await
-        .map_err(|e| chain_error(&e))?;
+        .await?;
         if balance < sp.amount.get() {
-            return Err(ApiError::insufficient_funds(format!(
+            return Err(Error::InsufficientFunds(format!(
                 "payer {} holds {balance}, the payment needs {}",
                 auth.from, sp.amount
             )));
@@ -162,13 +158,13 @@ impl Facilitator {
     }
 
     /// Every check that needs no write; returns the row to record.
-    async fn validate(&self, net: &Network, sp: &SignedPayment) -> Result<NewSettlement, ApiError> {
+    async fn validate(&self, net: &Network, sp: &SignedPayment) -> Result<NewSettlement> {
         let spec = &net.spec;
         let auth = &sp.authorization;
         let fee = self.inner.settings.fee;
         if sp.token != spec.token {
-            return Err(ApiError::invalid(
-                "UnsupportedToken",
+            return Err(Error::invalid(
+                ApiErrorCode::UnsupportedToken,
                 field(
                     "signedPayment.token",
                     format!(
@@ -179,8 +175,8 @@ impl Facilitator {
             ));
         }
         if auth.to != spec.router {
-            return Err(ApiError::invalid(
-                "InvalidAuthorization",
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidAuthorization,
                 field(
                     "signedPayment.authorization.to",
                     format!("must be the router {}", spec.router),
@@ -188,8 +184,8 @@ impl Facilitator {
             ));
         }
         if auth.value != sp.amount {
-            return Err(ApiError::invalid(
-                "InvalidAuthorization",
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidAuthorization,
                 field(
                     "signedPayment.authorization.value",
                     format!("{} differs from amount {}", auth.value, sp.amount),
@@ -197,8 +193,8 @@ impl Facilitator {
             ));
         }
         if sp.amount.get() <= fee {
-            return Err(ApiError::invalid(
-                "AmountBelowFee",
+            return Err(Error::invalid(
+                ApiErrorCode::AmountBelowFee,
                 field(
                     "signedPayment.amount",
                     format!("{} does not exceed the facilitator's fee {fee}", sp.amount),
@@ -206,15 +202,15 @@ impl Facilitator {
             ));
         }
         if sp.pay_to.is_zero() {
-            return Err(ApiError::invalid(
-                "InvalidAuthorization",
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidAuthorization,
                 field("signedPayment.payTo", "must not be the zero address"),
             ));
         }
         let expected = router_nonce(sp.pay_to, sp.memo, fee);
         if auth.nonce != expected {
-            return Err(ApiError::invalid(
-                "NonceMismatch",
+            return Err(Error::invalid(
+                ApiErrorCode::NonceMismatch,
                 field(
                     "signedPayment.authorization.nonce",
                     format!(
@@ -226,8 +222,8 @@ impl Facilitator {
         let now = net.now().await;
         let valid_before = u64_of(auth.valid_before);
         if valid_before <= now {
-            return Err(ApiError::invalid(
-                "AuthorizationExpired",
+            return Err(Error::invalid(
+                ApiErrorCode::AuthorizationExpired,
                 field(
                     "signedPayment.authorization.validBefore",
                     format!("{valid_before} is not after now ({now})"),
@@ -236,8 +232,8 @@ impl Facilitator {
         }
         let max = self.inner.settings.max_validity_secs;
         if valid_before - now > max {
-            return Err(ApiError::invalid(
-                "ValidityTooLong",
+            return Err(Error::invalid(
+                ApiErrorCode::ValidityTooLong,
                 field(
                     "signedPayment.authorization.validBefore",
                     format!("must be at most {max} s from now ({now})"),
@@ -245,8 +241,8 @@ impl Facilitator {
             ));
         }
         if u64_of(auth.valid_after) >= now {
-            return Err(ApiError::invalid(
-                "AuthorizationNotYetValid",
+            return Err(Error::invalid(
+                ApiErrorCode::AuthorizationNotYetValid,
                 field(
                     "signedPayment.authorization.validAfter",
                     format!("{} is not before now ({now})", auth.valid_after),
@@ -262,14 +258,14 @@ impl Facilitator {
             nonce: auth.nonce,
         };
         let signer = recover(&typed, &net.domain, &auth.signature).map_err(|e| {
-            ApiError::invalid(
-                "InvalidSignature",
+            Error::invalid(
+                ApiErrorCode::InvalidSignature,
                 field("signedPayment.authorization.signature", e),
             )
         })?;
         if signer != auth.from {
-            return Err(ApiError::invalid(
-                "InvalidSignature",
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidSignature,
                 field(
                     "signedPayment.authorization.signature",
                     format!(
@@ -279,7 +275,7 @@ impl Facilitator {
                 ),
             ));
         }
-        let request = serde_json::to_string(sp).map_err(|e| ApiError::internal(&e))?;
+        let request = serde_json::to_string(sp).map_err(Error::internal)?;
         Ok(NewSettlement {
             key: crate::settle::settlement_key(spec.chain_id, spec.token, auth.from, auth.nonce),
             kind: SettlementKind::Router,
@@ -307,7 +303,7 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
         sp: &SignedPayment,
-    ) -> Result<Outcome, ApiError> {
+    ) -> Result<Outcome> {
         let auth = &sp.authorization;
         let call = PaymentRouter::settleCall {
             from: auth.from,
@@ -322,8 +318,8 @@ impl Facilitator {
         let tx = TxRequest::call(self.relayer(), net.spec.router, call.abi_encode());
         let tx_hash = match net.chain.send(tx).await {
             Ok(h) => h,
-            Err(ChainError::Revert(revert)) => return self.refused(net, new, &revert).await,
-            Err(e) => return Err(chain_error(&e)),
+            Err(ChainError::Revert(revert)) => return self.refused(net, new, revert).await,
+            Err(e) => return Err(e.into()),
         };
         crate::fault::hit("authorize.after-broadcast");
         self.wait_and_confirm(net, new, tx_hash).await
@@ -331,12 +327,7 @@ impl Facilitator {
 
     /// A settlement refused at simulation: either the nonce was used meanwhile (recover), or the
     /// payment cannot go through (no write beyond the row's failure; nothing moved).
-    async fn refused(
-        &self,
-        net: &Network,
-        new: &NewSettlement,
-        revert: &Revert,
-    ) -> Result<Outcome, ApiError> {
+    async fn refused(&self, net: &Network, new: &NewSettlement, revert: Revert) -> Result<Outcome> {
         if matches!(revert, Revert::AuthorizationAlreadyUsed { .. }) {
             if let Some(receipt) = self.find_settlement_event(net, new).await? {
                 return self.confirm(net, new, &receipt).await;
@@ -357,12 +348,13 @@ impl Facilitator {
                 });
             }
         }
-        let error = revert_error(revert);
+        let error = Error::Revert(revert);
+        let answer = error.to_api();
         self.inner
             .store
             .mark_failed(
                 new.key,
-                &format!("{}: {}", error.code, error.message),
+                &format!("{}: {}", answer.code, answer.message),
                 unix_now(),
             )
             .await?;
@@ -374,17 +366,12 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
         tx_hash: B256,
-    ) -> Result<Outcome, ApiError> {
+    ) -> Result<Outcome> {
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
             timeout: self.inner.settings.confirmation_timeout,
         };
-        match net
-            .chain
-            .wait(tx_hash, opts)
-            .await
-            .map_err(|e| chain_error(&e))?
-        {
+        match net.chain.wait(tx_hash, opts).await? {
             Confirmation::Confirmed(receipt) if receipt.success => {
                 self.confirm(net, new, &receipt).await
             }
@@ -404,10 +391,10 @@ impl Facilitator {
                         unix_now(),
                     )
                     .await?;
-                Err(ApiError::invalid(
-                    "SettlementReverted",
-                    format!("settlement transaction {} reverted", receipt.tx_hash),
-                ))
+                Err(Error::Reverted {
+                    kind: Relayed::Settlement,
+                    tx_hash: receipt.tx_hash,
+                })
             }
             Confirmation::Pending { tx_hash } => {
                 let at = unix_now();
@@ -426,7 +413,7 @@ impl Facilitator {
 
     /// Picks up a stored settlement: answers a confirmed one from the store, and drives any
     /// other one to its end through the chain.
-    async fn resume(&self, net: &Network, row: Settlement) -> Result<Outcome, ApiError> {
+    async fn resume(&self, net: &Network, row: Settlement) -> Result<Outcome> {
         match row.status {
             SettlementStatus::Confirmed => stored_proof(&row),
             SettlementStatus::Failed => {
@@ -435,7 +422,10 @@ impl Facilitator {
                     .as_deref()
                     .and_then(|e| e.split_once(": "))
                     .unwrap_or(("SettlementFailed", "the settlement failed"));
-                Err(ApiError::invalid(code.to_owned(), message.to_owned()))
+                Err(Error::SettlementFailed {
+                    code: ApiErrorCode::from(code),
+                    message: message.to_owned(),
+                })
             }
             SettlementStatus::Submitted | SettlementStatus::Pending => {
                 if let Some(receipt) = self.find_settlement_event(net, &row.new).await? {
@@ -464,9 +454,8 @@ impl Facilitator {
     }
 
     /// Broadcasts a stored settlement whose authorization is unused on chain, unless it expired.
-    async fn send_again(&self, net: &Network, row: &Settlement) -> Result<Outcome, ApiError> {
-        let sp: SignedPayment =
-            serde_json::from_str(&row.new.request).map_err(|e| ApiError::internal(&e))?;
+    async fn send_again(&self, net: &Network, row: &Settlement) -> Result<Outcome> {
+        let sp: SignedPayment = serde_json::from_str(&row.new.request).map_err(Error::internal)?;
         if net.now().await >= row.new.valid_before {
             self.inner
                 .store
@@ -476,8 +465,8 @@ impl Facilitator {
                     unix_now(),
                 )
                 .await?;
-            return Err(ApiError::invalid(
-                "AuthorizationExpired",
+            return Err(Error::invalid(
+                ApiErrorCode::AuthorizationExpired,
                 "the authorization expired before it was settled",
             ));
         }
@@ -488,11 +477,7 @@ impl Facilitator {
     /// settlement bound to a claim answers only with its `token` (`keccak256(claim)`). Only
     /// `/authorize` (router) settlements have one: any other key (an x402 `/settle`, which has
     /// no proof) is answered 404 as an unknown key is, so the answer tells nothing apart.
-    pub async fn settlement_status(
-        &self,
-        key: B256,
-        token: Option<B256>,
-    ) -> crate::error::Result<Outcome> {
+    pub async fn settlement_status(&self, key: B256, token: Option<B256>) -> Result<Outcome> {
         let row = self
             .inner
             .store
@@ -501,11 +486,11 @@ impl Facilitator {
             .filter(|row| row.new.kind == SettlementKind::Router)
             .ok_or_else(no_settlement)?;
         check_claim(&row, token)?;
-        Ok(self.drive_settlement(row).await?)
+        self.drive_settlement(row).await
     }
 
     /// Drives a stored router settlement forward: the proof once confirmed, pending otherwise.
-    async fn drive_settlement(&self, row: Settlement) -> Result<Outcome, ApiError> {
+    async fn drive_settlement(&self, row: Settlement) -> Result<Outcome> {
         if row.new.kind != SettlementKind::Router {
             // Not this path's to drive (an x402 settlement finishes in its `/settle`).
             return Err(no_settlement());
@@ -513,9 +498,9 @@ impl Facilitator {
         if row.status == SettlementStatus::Confirmed {
             return stored_proof(&row);
         }
-        let net = self.network(&row.new.network).ok_or_else(|| {
-            ApiError::internal(&"stored settlement names an unconfigured network")
-        })?;
+        let net = self
+            .network(&row.new.network)
+            .ok_or_else(|| Error::internal("stored settlement names an unconfigured network"))?;
         let key = row.new.key;
         let _guard = self.inner.locks.lock(key).await;
         // Another request (or the reconciler) may have moved it on while this one waited: a
@@ -558,7 +543,7 @@ impl Facilitator {
             match self.drive_settlement(row).await {
                 Ok(Outcome::Confirmed { .. }) => finished += 1,
                 Ok(Outcome::Pending { .. }) => {}
-                Err(e) if e.status.is_client_error() => finished += 1,
+                Err(e) if e.is_client_error() => finished += 1,
                 Err(e) => {
                     tracing::warn!(%key, error = %e, "reconcile: settlement still unresolved")
                 }
@@ -576,7 +561,7 @@ impl Facilitator {
         &self,
         net: &Network,
         new: &NewSettlement,
-    ) -> Result<Option<Receipt>, ApiError> {
+    ) -> Result<Option<Receipt>> {
         self.settlement_event_at(net, new, net.spec.confirmations)
             .await
     }
@@ -587,7 +572,7 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
         depth: u64,
-    ) -> Result<Option<Receipt>, ApiError> {
+    ) -> Result<Option<Receipt>> {
         let topics = [
             Some(vec![PaymentRouter::PaymentSettled::SIGNATURE_HASH]),
             Some(vec![new.memo]),
@@ -606,17 +591,13 @@ impl Facilitator {
             same_terms,
         )
         .await
-        .map_err(|e| chain_error(&e))
+        .map_err(Error::from)
     }
 
     /// Whether the node still has `tx_hash` (mined or waiting); one it does not know was
     /// dropped, or reorged out and not queued again.
-    async fn dropped(&self, net: &Network, tx_hash: B256) -> Result<bool, ApiError> {
-        let known = net
-            .chain
-            .knows_transaction(tx_hash)
-            .await
-            .map_err(|e| chain_error(&e))?;
+    async fn dropped(&self, net: &Network, tx_hash: B256) -> Result<bool> {
+        let known = net.chain.knows_transaction(tx_hash).await?;
         if !known {
             tracing::warn!(%tx_hash, "settlement transaction unknown to the node");
         }
@@ -629,7 +610,7 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
         receipt: &Receipt,
-    ) -> Result<Outcome, ApiError> {
+    ) -> Result<Outcome> {
         let settled = receipt
             .logs
             .iter()
@@ -644,7 +625,7 @@ impl Facilitator {
                 })
             });
         if !settled {
-            return Err(ApiError::internal(&format!(
+            return Err(Error::internal(format!(
                 "receipt {} lacks the expected PaymentSettled event",
                 receipt.tx_hash
             )));
@@ -669,7 +650,7 @@ impl Facilitator {
             signature: Default::default(),
         };
         tollgate_chain::proof::sign(&self.inner.proof_signer, &mut proof)
-            .map_err(|e| ApiError::internal(&e))?;
+            .map_err(Error::internal)?;
         let encoded = proof.encode();
         let stored = self
             .inner
@@ -691,77 +672,26 @@ impl Facilitator {
 /// A settlement bound to a claim is answered only to the holder of that claim (`presented` is
 /// `keccak256(claim)`): whoever copies the signed authorization from the chain cannot collect
 /// its proof.
-fn check_claim(row: &Settlement, presented: Option<B256>) -> Result<(), ApiError> {
+fn check_claim(row: &Settlement, presented: Option<B256>) -> Result<()> {
     match row.new.claim_hash {
-        Some(bound) if presented != Some(bound) => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "ClaimMismatch",
-            "this settlement belongs to the client that submitted it: send its claim (or the \
-             status URL's token)",
-        )),
+        Some(bound) if presented != Some(bound) => Err(Error::ClaimMismatch),
         _ => Ok(()),
     }
 }
 
 /// 404 for a key without a router settlement.
-fn no_settlement() -> ApiError {
-    ApiError::not_found("no settlement with this key")
+fn no_settlement() -> Error {
+    Error::NotFound("no settlement with this key".into())
 }
 
-fn stored_proof(row: &Settlement) -> Result<Outcome, ApiError> {
+fn stored_proof(row: &Settlement) -> Result<Outcome> {
     let proof = row
         .proof
         .clone()
-        .ok_or_else(|| ApiError::internal(&"confirmed settlement without a proof"))?;
-    let payment = PaymentProof::decode(&proof).map_err(|e| ApiError::internal(&e))?;
+        .ok_or_else(|| Error::internal("confirmed settlement without a proof"))?;
+    let payment = PaymentProof::decode(&proof).map_err(Error::internal)?;
     Ok(Outcome::Confirmed {
         proof,
         payment: Box::new(payment),
     })
-}
-
-/// Maps a revert at simulation to the client's error.
-pub(crate) fn revert_error(revert: &Revert) -> ApiError {
-    match revert {
-        Revert::InsufficientFunds {
-            account,
-            balance,
-            needed,
-        } => ApiError::insufficient_funds(format!(
-            "payer {account} holds {balance}, the payment needs {needed}"
-        )),
-        Revert::AuthorizationAlreadyUsed { .. } => ApiError::conflict(
-            "AuthorizationUsed",
-            "the authorization's nonce is already used or cancelled",
-        ),
-        Revert::AuthorizationExpired { .. } => {
-            ApiError::invalid("AuthorizationExpired", revert.to_string())
-        }
-        Revert::AuthorizationNotYetValid { .. } => {
-            ApiError::invalid("AuthorizationNotYetValid", revert.to_string())
-        }
-        Revert::PlanDeprecated { plan_id } => ApiError::invalid(
-            tollgate_protocol::ErrorCode::PlanDeprecated.as_str(),
-            format!("plan {plan_id} is deprecated and takes no new subscriptions"),
-        ),
-        Revert::InvalidSignature => ApiError::invalid(
-            "InvalidSignature",
-            "the token rejected the authorization's signature",
-        ),
-        other => ApiError::invalid(other.name(), other.to_string()),
-    }
-}
-
-/// Maps a chain failure to the client's error (503 for an unreachable node).
-pub(crate) fn chain_error(e: &ChainError) -> ApiError {
-    match e {
-        ChainError::Revert(r) => revert_error(r),
-        ChainError::Unavailable(_) | ChainError::Rpc { .. } | ChainError::Stopped => {
-            ApiError::unavailable("the chain", e)
-        }
-        other => ApiError::new(StatusCode::BAD_GATEWAY, "ChainError", {
-            tracing::warn!(error = %other, "chain refused a request");
-            "the chain refused the transaction".to_owned()
-        }),
-    }
 }

@@ -14,21 +14,20 @@ use alloy::{
     primitives::{Address, B256, U256},
     sol_types::{SolCall, SolEvent},
 };
-use axum::{Json, extract::State, http::StatusCode};
+use axum::{Json, extract::State};
 use tollgate_chain::{
     Confirmation, LogFilter, TxRequest, WaitOptions,
     authorization::{Subscribe, recover, subscriptions_domain},
     contracts::{self, Subscriptions, Token},
 };
 use tollgate_protocol::{
-    AllowanceView, Amount, ErrorCode, PlanView, QuoteQuery, SubscribeRequest, SubscriptionQuote,
+    AllowanceView, Amount, ApiErrorCode, PlanView, QuoteQuery, SubscribeRequest, SubscriptionQuote,
     SubscriptionStatus, SubscriptionView, api::plans::NetworkQuery,
 };
 
 use crate::{
-    error::{ApiError, ApiJson, ApiPath, ApiQuery},
+    error::{ApiJson, ApiPath, ApiQuery, Error, Relayed, Result},
     facilitator::{Facilitator, Network},
-    settle::chain_error,
 };
 
 /// How many nonces back a repeated intent is looked for (a subscriber that signed other intents
@@ -39,7 +38,7 @@ const REPLAY_WINDOW: u64 = 16;
 pub(crate) async fn create(
     State(f): State<Facilitator>,
     ApiJson(req): ApiJson<SubscribeRequest>,
-) -> Result<Json<SubscriptionView>, ApiError> {
+) -> Result<Json<SubscriptionView>> {
     f.subscribe(&req).await.map(Json)
 }
 
@@ -48,17 +47,14 @@ pub(crate) async fn show(
     State(f): State<Facilitator>,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<NetworkQuery>,
-) -> Result<Json<SubscriptionView>, ApiError> {
-    let id: B256 = id.parse().map_err(|_| {
-        ApiError::bad_request(
-            "InvalidField",
-            "id: expected a 0x-prefixed 32-byte hex value",
-        )
-    })?;
+) -> Result<Json<SubscriptionView>> {
+    let id: B256 = id
+        .parse()
+        .map_err(|_| Error::InvalidField("id: expected a 0x-prefixed 32-byte hex value".into()))?;
     let (net, subs) = f.subscriptions_network(q.network.as_deref())?;
     match f.subscription_view(net, subs, id).await? {
         Some(view) => Ok(Json(view)),
-        None => Err(ApiError::not_found(format!("no subscription {id}"))),
+        None => Err(Error::NotFound(format!("no subscription {id}"))),
     }
 }
 
@@ -66,26 +62,20 @@ pub(crate) async fn show(
 pub(crate) async fn quote(
     State(f): State<Facilitator>,
     ApiQuery(q): ApiQuery<QuoteQuery>,
-) -> Result<Json<SubscriptionQuote>, ApiError> {
+) -> Result<Json<SubscriptionQuote>> {
     let plan_id: B256 = q.plan_id.parse().map_err(|_| {
-        ApiError::bad_request(
-            "InvalidField",
-            "planId: expected a 0x-prefixed 32-byte hex value",
-        )
+        Error::InvalidField("planId: expected a 0x-prefixed 32-byte hex value".into())
     })?;
     let subscriber: Address = q
         .subscriber
         .parse()
-        .map_err(|_| ApiError::bad_request("InvalidField", "subscriber: expected an address"))?;
+        .map_err(|_| Error::InvalidField("subscriber: expected an address".into()))?;
     let (net, subs) = f.subscriptions_network(q.network.as_deref())?;
     let plan = f.plan(net, subs, plan_id).await?;
     let chain = net.chain.as_ref();
-    let nonce = contracts::read(chain, subs, &Subscriptions::noncesCall { subscriber })
-        .await
-        .map_err(|e| chain_error(&e))?;
-    let permit_nonce = contracts::read(chain, plan.token, &Token::noncesCall { owner: subscriber })
-        .await
-        .map_err(|e| chain_error(&e))?;
+    let nonce = contracts::read(chain, subs, &Subscriptions::noncesCall { subscriber }).await?;
+    let permit_nonce =
+        contracts::read(chain, plan.token, &Token::noncesCall { owner: subscriber }).await?;
     let allowance = contracts::read(
         chain,
         plan.token,
@@ -94,8 +84,7 @@ pub(crate) async fn quote(
             spender: subs,
         },
     )
-    .await
-    .map_err(|e| chain_error(&e))?;
+    .await?;
     Ok(Json(SubscriptionQuote {
         network: net.spec.name.clone(),
         chain_id: net.spec.chain_id,
@@ -108,24 +97,13 @@ pub(crate) async fn quote(
     }))
 }
 
-/// The 422 of a deprecated plan.
-fn plan_deprecated(plan_id: B256) -> ApiError {
-    ApiError::invalid(
-        ErrorCode::PlanDeprecated.as_str(),
-        format!("plan {plan_id} is deprecated and takes no new subscriptions"),
-    )
-}
-
 impl Facilitator {
     /// The network (by name, or the only one with a subscriptions contract) and its contract.
-    pub(crate) fn subscriptions_network(
-        &self,
-        name: Option<&str>,
-    ) -> Result<(&Network, Address), ApiError> {
+    pub(crate) fn subscriptions_network(&self, name: Option<&str>) -> Result<(&Network, Address)> {
         let net = match name {
             Some(name) => self.network(name).ok_or_else(|| {
-                ApiError::invalid(
-                    "UnsupportedNetwork",
+                Error::invalid(
+                    ApiErrorCode::UnsupportedNetwork,
                     format!("network {name} is not served"),
                 )
             })?,
@@ -138,17 +116,16 @@ impl Facilitator {
                 match (with.next(), with.next()) {
                     (Some(n), None) => n,
                     _ => {
-                        return Err(ApiError::bad_request(
-                            "InvalidField",
-                            "network: required (several or no networks serve subscriptions)",
+                        return Err(Error::InvalidField(
+                            "network: required (several or no networks serve subscriptions)".into(),
                         ));
                     }
                 }
             }
         };
         let subs = net.spec.subscriptions.ok_or_else(|| {
-            ApiError::invalid(
-                "UnsupportedNetwork",
+            Error::invalid(
+                ApiErrorCode::UnsupportedNetwork,
                 format!("network {} has no subscriptions contract", net.spec.name),
             )
         })?;
@@ -156,22 +133,16 @@ impl Facilitator {
     }
 
     /// A plan's terms; 422 `UnknownPlan` when there is none.
-    async fn plan(
-        &self,
-        net: &Network,
-        subs: Address,
-        plan_id: B256,
-    ) -> Result<PlanView, ApiError> {
+    async fn plan(&self, net: &Network, subs: Address, plan_id: B256) -> Result<PlanView> {
         let plan = contracts::read(
             net.chain.as_ref(),
             subs,
             &Subscriptions::plansCall { planId: plan_id },
         )
-        .await
-        .map_err(|e| chain_error(&e))?;
+        .await?;
         if plan.provider == Address::ZERO {
-            return Err(ApiError::invalid(
-                "UnknownPlan",
+            return Err(Error::invalid(
+                ApiErrorCode::UnknownPlan,
                 format!("no plan {plan_id}"),
             ));
         }
@@ -192,20 +163,17 @@ impl Facilitator {
         net: &Network,
         subs: Address,
         id: B256,
-    ) -> Result<Option<SubscriptionView>, ApiError> {
+    ) -> Result<Option<SubscriptionView>> {
         let chain = net.chain.as_ref();
-        let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id })
-            .await
-            .map_err(|e| chain_error(&e))?;
+        let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
         let status = match sub.state {
             1 => SubscriptionStatus::Active,
             2 => SubscriptionStatus::Paused,
             3 => SubscriptionStatus::Cancelled,
             _ => return Ok(None),
         };
-        let remaining = contracts::read(chain, subs, &Subscriptions::remainingAllowanceCall { id })
-            .await
-            .map_err(|e| chain_error(&e))?;
+        let remaining =
+            contracts::read(chain, subs, &Subscriptions::remainingAllowanceCall { id }).await?;
         Ok(Some(SubscriptionView {
             id,
             status,
@@ -223,10 +191,7 @@ impl Facilitator {
 
     /// Relays a subscription (the spec's subscription flow). Validates everything it can before
     /// broadcasting, so a refusal creates nothing; idempotent per signed intent.
-    pub(crate) async fn subscribe(
-        &self,
-        req: &SubscribeRequest,
-    ) -> Result<SubscriptionView, ApiError> {
+    pub(crate) async fn subscribe(&self, req: &SubscribeRequest) -> Result<SubscriptionView> {
         let (net, subs) = self.subscriptions_network(Some(&req.network))?;
         let domain = subscriptions_domain(net.spec.chain_id, subs);
         // One subscription at a time per subscriber and contract: the nonce decides the id.
@@ -243,8 +208,7 @@ impl Facilitator {
                 subscriber: req.subscriber,
             },
         )
-        .await
-        .map_err(|e| chain_error(&e))?;
+        .await?;
         let intent = |nonce: U256| Subscribe {
             planId: req.plan_id,
             subscriber: req.subscriber,
@@ -253,8 +217,9 @@ impl Facilitator {
             deadline: U256::from(req.deadline),
         };
         let signer_at = |nonce: U256| {
-            recover(&intent(nonce), &domain, &req.signature)
-                .map_err(|e| ApiError::invalid("InvalidSignature", format!("signature: {e}")))
+            recover(&intent(nonce), &domain, &req.signature).map_err(|e| {
+                Error::invalid(ApiErrorCode::InvalidSignature, format!("signature: {e}"))
+            })
         };
         if signer_at(nonce)? != req.subscriber {
             // Perhaps this intent was relayed already: the nonce it signed is used.
@@ -271,22 +236,22 @@ impl Facilitator {
                     break;
                 }
             }
-            return Err(ApiError::invalid(
-                "InvalidSignature",
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidSignature,
                 "the Subscribe signature does not recover to the subscriber with its current nonce",
             ));
         }
 
         let now = net.now().await;
         if req.deadline < now {
-            return Err(ApiError::invalid(
-                "SignatureExpired",
+            return Err(Error::invalid(
+                ApiErrorCode::SignatureExpired,
                 format!("deadline {} has passed (now {now})", req.deadline),
             ));
         }
         if req.deadline > now + self.inner.settings.max_validity_secs {
-            return Err(ApiError::invalid(
-                "DeadlineTooFar",
+            return Err(Error::invalid(
+                ApiErrorCode::DeadlineTooFar,
                 format!(
                     "deadline: at most {} seconds ahead",
                     self.inner.settings.max_validity_secs
@@ -294,7 +259,9 @@ impl Facilitator {
             ));
         }
         if plan.deprecated {
-            return Err(plan_deprecated(req.plan_id));
+            return Err(Error::PlanDeprecated {
+                plan_id: req.plan_id,
+            });
         }
         let balance = contracts::read(
             chain,
@@ -303,10 +270,9 @@ impl Facilitator {
                 account: req.subscriber,
             },
         )
-        .await
-        .map_err(|e| chain_error(&e))?;
+        .await?;
         if balance < plan.amount.get() {
-            return Err(ApiError::insufficient_funds(format!(
+            return Err(Error::InsufficientFunds(format!(
                 "subscriber {} holds {balance}, the first cycle needs {}",
                 req.subscriber, plan.amount
             )));
@@ -324,63 +290,41 @@ impl Facilitator {
         };
         let tx = TxRequest::call(self.relayer(), subs, call.abi_encode());
         // A call that would revert is refused here, before broadcast (the simulation).
-        let tx_hash = net.chain.send(tx).await.map_err(|e| chain_error(&e))?;
+        let tx_hash = net.chain.send(tx).await?;
         crate::fault::hit("subscribe.after-broadcast");
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
             timeout: self.inner.settings.confirmation_timeout,
         };
         let id = subscription_id(req.plan_id, req.subscriber, nonce);
-        match net
-            .chain
-            .wait(tx_hash, opts)
-            .await
-            .map_err(|e| chain_error(&e))?
-        {
+        match net.chain.wait(tx_hash, opts).await? {
             Confirmation::Confirmed(r) if r.success => {}
             Confirmation::Confirmed(r) => {
                 // Perhaps someone relayed the same intent first: then its subscription exists.
                 if let Some(view) = self.subscription_view(net, subs, id).await? {
                     return Ok(view);
                 }
-                return Err(ApiError::invalid(
-                    "SubscriptionReverted",
-                    format!("subscription transaction {} reverted", r.tx_hash),
-                ));
+                return Err(Error::Reverted {
+                    kind: Relayed::Subscription,
+                    tx_hash: r.tx_hash,
+                });
             }
             Confirmation::Pending { tx_hash } => {
-                return Err(ApiError::new(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    "Pending",
-                    format!(
-                        "transaction {tx_hash} not confirmed in time; send the same request again to get the subscription once it is"
-                    ),
-                ));
+                return Err(Error::ConfirmationTimeout { tx_hash });
             }
         }
         crate::fault::hit("subscribe.after-receipt");
         let mut view = self
             .subscription_view(net, subs, id)
             .await?
-            .ok_or_else(|| {
-                ApiError::internal(&format!("subscription {id} missing after {tx_hash}"))
-            })?;
+            .ok_or_else(|| Error::internal(format!("subscription {id} missing after {tx_hash}")))?;
         view.tx_hash = Some(tx_hash);
         Ok(view)
     }
 
     /// The transaction that emitted `SubscriptionCreated` for `id`, within the lookback window.
-    async fn creation_tx(
-        &self,
-        net: &Network,
-        subs: Address,
-        id: B256,
-    ) -> Result<Option<B256>, ApiError> {
-        let latest = net
-            .chain
-            .block_number()
-            .await
-            .map_err(|e| chain_error(&e))?;
+    async fn creation_tx(&self, net: &Network, subs: Address, id: B256) -> Result<Option<B256>> {
+        let latest = net.chain.block_number().await?;
         let filter = LogFilter {
             from_block: latest.saturating_sub(self.inner.settings.log_lookback_blocks),
             to_block: Some(latest),
@@ -392,7 +336,7 @@ impl Facilitator {
                 None,
             ],
         };
-        let logs = net.chain.logs(&filter).await.map_err(|e| chain_error(&e))?;
+        let logs = net.chain.logs(&filter).await?;
         Ok(logs.first().map(|l| l.tx_hash))
     }
 }

@@ -57,6 +57,7 @@ use alloy::primitives::{Address, B256, hex};
 use axum::{Json, extract::State, http::StatusCode};
 use serde_json::{Value, json};
 use tollgate_protocol::{
+    ApiErrorCode,
     api::webhooks::{
         self as api, CreateEndpoint, Delivery as DeliveryView, Endpoint as EndpointView,
         EventFilter, EventRecord, Page, Rotate, UpdateEndpoint,
@@ -68,7 +69,7 @@ use tollgate_protocol::{
 };
 
 use crate::{
-    error::{ApiError, ApiJson, ApiPath, ApiQuery},
+    error::{ApiJson, ApiPath, ApiQuery, Error, Result},
     facilitator::{Facilitator, unix_now},
     providers::Provider,
     store::{Attempt, Delivery, DeliveryState, Endpoint, EndpointSecrets, Event, StoreError},
@@ -171,9 +172,10 @@ fn endpoint_view(e: &Endpoint, secret: Option<String>) -> EndpointView {
     }
 }
 
-impl From<&Delivery> for DeliveryView {
-    fn from(d: &Delivery) -> Self {
-        Self {
+/// The wire view of a stored delivery.
+fn delivery_view(d: &Delivery) -> DeliveryView {
+    {
+        DeliveryView {
             event_id: d.event.new.id.clone(),
             r#type: d.event.new.r#type.clone(),
             state: match d.state {
@@ -196,7 +198,7 @@ fn body(e: &Event) -> Value {
     json!({ "id": e.new.id, "type": e.new.r#type, "createdAt": e.new.created_at, "data": data })
 }
 
-fn parse_filter(f: Option<EventFilter>) -> Result<String, ApiError> {
+fn parse_filter(f: Option<EventFilter>) -> Result<String> {
     let list = match f {
         None => return Ok("*".into()),
         Some(EventFilter::One(s)) if s == "*" => return Ok("*".into()),
@@ -204,9 +206,8 @@ fn parse_filter(f: Option<EventFilter>) -> Result<String, ApiError> {
         Some(EventFilter::List(v)) => v,
     };
     if list.is_empty() {
-        return Err(ApiError::bad_request(
-            "InvalidField",
-            "events: at least one event type, or \"*\"",
+        return Err(Error::InvalidField(
+            "events: at least one event type, or \"*\"".into(),
         ));
     }
     if list.iter().any(|t| t == "*") {
@@ -214,13 +215,10 @@ fn parse_filter(f: Option<EventFilter>) -> Result<String, ApiError> {
     }
     for t in &list {
         if !EVENT_TYPES.contains(&t.as_str()) {
-            return Err(ApiError::bad_request(
-                "InvalidField",
-                format!(
-                    "events: unknown event type {t:?} (known: {})",
-                    EVENT_TYPES.join(", ")
-                ),
-            ));
+            return Err(Error::InvalidField(format!(
+                "events: unknown event type {t:?} (known: {})",
+                EVENT_TYPES.join(", ")
+            )));
         }
     }
     let mut list = list;
@@ -232,30 +230,20 @@ fn parse_filter(f: Option<EventFilter>) -> Result<String, ApiError> {
 impl Facilitator {
     /// Checks an endpoint URL: absolute http(s), and (unless private targets are allowed) a
     /// host that is not, and does not resolve to, a private address.
-    async fn check_url(&self, url: &str) -> Result<(), ApiError> {
+    async fn check_url(&self, url: &str) -> Result<()> {
         if url.len() > MAX_URL {
-            return Err(ApiError::bad_request(
-                "InvalidField",
-                format!("url: at most {MAX_URL} bytes"),
-            ));
+            return Err(Error::InvalidField(format!("url: at most {MAX_URL} bytes")));
         }
-        let parsed = url::Url::parse(url)
-            .map_err(|e| ApiError::bad_request("InvalidField", format!("url: {e}")))?;
+        let parsed = url::Url::parse(url).map_err(|e| Error::InvalidField(format!("url: {e}")))?;
         if !matches!(parsed.scheme(), "http" | "https") || parsed.host().is_none() {
-            return Err(ApiError::bad_request(
-                "InvalidField",
-                "url: an absolute http(s) URL",
-            ));
+            return Err(Error::InvalidField("url: an absolute http(s) URL".into()));
         }
         if !parsed.username().is_empty() || parsed.password().is_some() {
-            return Err(ApiError::bad_request(
-                "InvalidField",
-                "url: no credentials in the URL",
-            ));
+            return Err(Error::InvalidField("url: no credentials in the URL".into()));
         }
         self.check_target(&parsed)
             .await
-            .map_err(|why| ApiError::invalid("TargetNotAllowed", format!("url: {why}")))
+            .map_err(|why| Error::invalid(ApiErrorCode::TargetNotAllowed, format!("url: {why}")))
     }
 
     /// The SSRF guard: `Err(why)` when the URL's host is, or resolves to, an address this
@@ -653,15 +641,11 @@ pub enum SecretsError {
 
 impl Facilitator {
     /// The configured keys; without them no secret can be written (503 `WebhooksNotConfigured`).
-    fn secrets_keys(&self) -> Result<&SecretsKeys, ApiError> {
-        self.settings().webhook_secrets.as_ref().ok_or_else(|| {
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "WebhooksNotConfigured",
-                "webhook endpoints are unavailable: the facilitator's operator has not set \
-                 `keys.webhook_secrets`, the key their signing secrets are encrypted with",
-            )
-        })
+    fn secrets_keys(&self) -> Result<&SecretsKeys> {
+        self.settings()
+            .webhook_secrets
+            .as_ref()
+            .ok_or(Error::WebhooksNotConfigured)
     }
 
     /// The secrets deliveries to `endpoint` are signed with at `now`, opened.
@@ -753,8 +737,8 @@ fn parse_page(p: &Page) -> (u64, u32) {
     (p.after.unwrap_or(0), p.limit.unwrap_or(100).clamp(1, 1000))
 }
 
-fn not_found(id: &str) -> ApiError {
-    ApiError::not_found(format!("no webhook endpoint {id:.80}"))
+fn not_found(id: &str) -> Error {
+    Error::NotFound(format!("no webhook endpoint {id:.80}"))
 }
 
 /// `POST /webhooks/endpoints`.
@@ -762,20 +746,19 @@ pub(crate) async fn create(
     State(f): State<Facilitator>,
     provider: Provider,
     ApiJson(req): ApiJson<CreateEndpoint>,
-) -> Result<(StatusCode, Json<EndpointView>), ApiError> {
+) -> Result<(StatusCode, Json<EndpointView>)> {
     f.check_url(&req.url).await?;
     let events = parse_filter(req.events)?;
     let description = req.description.unwrap_or_default();
     if description.len() > MAX_DESCRIPTION {
-        return Err(ApiError::bad_request(
-            "InvalidField",
-            format!("description: at most {MAX_DESCRIPTION} bytes"),
-        ));
+        return Err(Error::InvalidField(format!(
+            "description: at most {MAX_DESCRIPTION} bytes"
+        )));
     }
     let existing = f.store().webhook_endpoints(provider.address).await?;
     if existing.len() >= MAX_ENDPOINTS {
-        return Err(ApiError::invalid(
-            "TooManyEndpoints",
+        return Err(Error::invalid(
+            ApiErrorCode::TooManyEndpoints,
             format!("at most {MAX_ENDPOINTS} webhook endpoints per provider"),
         ));
     }
@@ -788,9 +771,7 @@ pub(crate) async fn create(
         url: req.url,
         events,
         description,
-        secret: keys
-            .seal(&id, &secret)
-            .map_err(|e| ApiError::internal(&e))?,
+        secret: keys.seal(&id, &secret).map_err(Error::internal)?,
         id,
         old_secret: None,
         old_secret_expires_at: None,
@@ -811,12 +792,12 @@ pub(crate) async fn create(
 pub(crate) async fn list(
     State(f): State<Facilitator>,
     provider: Provider,
-) -> Result<Json<Vec<EndpointView>>, ApiError> {
+) -> Result<Json<Vec<EndpointView>>> {
     let all = f.store().webhook_endpoints(provider.address).await?;
     Ok(Json(all.iter().map(|e| endpoint_view(e, None)).collect()))
 }
 
-async fn owned(f: &Facilitator, provider: Address, id: &str) -> Result<Endpoint, ApiError> {
+async fn owned(f: &Facilitator, provider: Address, id: &str) -> Result<Endpoint> {
     f.store()
         .webhook_endpoint(Some(provider), id)
         .await?
@@ -828,7 +809,7 @@ pub(crate) async fn show(
     State(f): State<Facilitator>,
     ApiPath(id): ApiPath<String>,
     provider: Provider,
-) -> Result<Json<EndpointView>, ApiError> {
+) -> Result<Json<EndpointView>> {
     let e = owned(&f, provider.address, &id).await?;
     Ok(Json(endpoint_view(&e, None)))
 }
@@ -840,7 +821,7 @@ pub(crate) async fn update(
     ApiPath(id): ApiPath<String>,
     provider: Provider,
     ApiJson(req): ApiJson<UpdateEndpoint>,
-) -> Result<Json<EndpointView>, ApiError> {
+) -> Result<Json<EndpointView>> {
     let mut e = owned(&f, provider.address, &id).await?;
     if let Some(url) = req.url {
         f.check_url(&url).await?;
@@ -851,10 +832,9 @@ pub(crate) async fn update(
     }
     if let Some(d) = req.description {
         if d.len() > MAX_DESCRIPTION {
-            return Err(ApiError::bad_request(
-                "InvalidField",
-                format!("description: at most {MAX_DESCRIPTION} bytes"),
-            ));
+            return Err(Error::InvalidField(format!(
+                "description: at most {MAX_DESCRIPTION} bytes"
+            )));
         }
         e.description = d;
     }
@@ -869,7 +849,7 @@ pub(crate) async fn update(
     e.updated_at = unix_now();
     if let Some(keys) = &f.settings().webhook_secrets {
         // A secret an older version stored in plaintext is sealed on this write too.
-        seal_plaintext(keys, &mut e).map_err(|e| ApiError::internal(&e))?;
+        seal_plaintext(keys, &mut e).map_err(Error::internal)?;
     }
     if !f.store().update_webhook_endpoint(&e).await? {
         return Err(not_found(&id));
@@ -882,7 +862,7 @@ pub(crate) async fn delete(
     State(f): State<Facilitator>,
     ApiPath(id): ApiPath<String>,
     provider: Provider,
-) -> Result<StatusCode, ApiError> {
+) -> Result<StatusCode> {
     if f.store()
         .delete_webhook_endpoint(provider.address, &id)
         .await?
@@ -901,13 +881,12 @@ pub(crate) async fn rotate(
     ApiPath(id): ApiPath<String>,
     provider: Provider,
     body: axum::body::Bytes,
-) -> Result<Json<EndpointView>, ApiError> {
+) -> Result<Json<EndpointView>> {
     // The body is optional: none, or `{overlapSecs}`.
     let req: Rotate = if body.iter().all(u8::is_ascii_whitespace) {
         Rotate::default()
     } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request("InvalidField", e.to_string()))?
+        serde_json::from_slice(&body).map_err(|e| Error::InvalidField(e.to_string()))?
     };
     let overlap = req
         .overlap_secs
@@ -921,11 +900,10 @@ pub(crate) async fn rotate(
     // not to the column.
     e.old_secret = Some(std::mem::replace(
         &mut e.secret,
-        keys.seal(&e.id, &secret)
-            .map_err(|e| ApiError::internal(&e))?,
+        keys.seal(&e.id, &secret).map_err(Error::internal)?,
     ));
     e.old_secret_expires_at = Some(now + overlap);
-    seal_plaintext(keys, &mut e).map_err(|e| ApiError::internal(&e))?;
+    seal_plaintext(keys, &mut e).map_err(Error::internal)?;
     e.updated_at = now;
     if !f.store().update_webhook_endpoint(&e).await? {
         return Err(not_found(&id));
@@ -940,11 +918,11 @@ pub(crate) async fn deliveries(
     ApiPath(id): ApiPath<String>,
     ApiQuery(p): ApiQuery<Page>,
     provider: Provider,
-) -> Result<Json<Vec<DeliveryView>>, ApiError> {
+) -> Result<Json<Vec<DeliveryView>>> {
     owned(&f, provider.address, &id).await?;
     let (_, limit) = parse_page(&p);
     let all = f.store().deliveries(provider.address, &id, limit).await?;
-    Ok(Json(all.iter().map(DeliveryView::from).collect()))
+    Ok(Json(all.iter().map(delivery_view).collect()))
 }
 
 /// `POST /webhooks/endpoints/{id}/deliveries/{eventId}/redeliver`: back to pending, now.
@@ -952,14 +930,14 @@ pub(crate) async fn redeliver(
     State(f): State<Facilitator>,
     ApiPath((id, event_id)): ApiPath<(String, String)>,
     provider: Provider,
-) -> Result<StatusCode, ApiError> {
+) -> Result<StatusCode> {
     if f.store()
         .redeliver(provider.address, &id, &event_id, unix_now())
         .await?
     {
         Ok(StatusCode::ACCEPTED)
     } else {
-        Err(ApiError::not_found(format!(
+        Err(Error::NotFound(format!(
             "no delivery of event {event_id:.80} to endpoint {id:.80}"
         )))
     }
@@ -970,7 +948,7 @@ pub(crate) async fn events(
     State(f): State<Facilitator>,
     ApiQuery(p): ApiQuery<Page>,
     provider: Provider,
-) -> Result<Json<Vec<EventRecord>>, ApiError> {
+) -> Result<Json<Vec<EventRecord>>> {
     let (after, limit) = parse_page(&p);
     let all = f.store().events(provider.address, after, limit).await?;
     Ok(Json(

@@ -21,11 +21,12 @@ use std::{
 
 use alloy::primitives::{Address, B256, Bytes};
 use axum::{Router, body::Body, http::Request, routing::get};
-use tollgate_chain::Chain;
-use tollgate_devnet::{Devnet, DevnetConfig};
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
 use tollgate_gate::{Expected, Gate, Offer, Pricing};
 use tollgate_protocol::{Amount, PaymentProof};
+use tollgate_testkit::{
+    Backend,
+    harness::{PROOF_KEY, TestNet},
+};
 use tower::ServiceExt as _;
 
 #[path = "common/load.rs"]
@@ -49,46 +50,12 @@ fn main() {
 
 async fn run(n: usize) {
     // A real facilitator publishes the proof signer the gate trusts.
+    let net = TestNet::start(Backend::Devnet).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let devnet = Devnet::start(DevnetConfig {
-        state_dir: Some(dir.path().join("devnet")),
-        ..Default::default()
-    })
-    .unwrap();
-    let accounts = devnet.accounts().to_vec();
-    let d = devnet.deployment();
-    let fstore = store::open(&format!("sqlite://{}", dir.path().join("f.db").display()))
-        .await
-        .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
-    let spec = NetworkSpec {
-        name: "tollgate-devnet".into(),
-        chain_id: devnet.chain_id(),
-        token: d.token,
-        token_name: "USD Coin".into(),
-        token_version: "2".into(),
-        router: d.router,
-        subscriptions: Some(d.subscriptions),
-        confirmations: 1,
-    };
-    let f = Facilitator::new(
-        Settings {
-            public_url: facilitator_url.clone(),
-            ..Settings::default()
-        },
-        vec![(spec, devnet.clone() as Arc<dyn Chain>)],
-        vec![accounts[0].address],
-        accounts[9].private_key,
-        fstore,
-    )
-    .unwrap();
-    tokio::spawn(tollgate_facilitator::serve(
-        f,
-        listener,
-        std::future::pending(),
-    ));
-    let proof_key = accounts[9].signer();
+    let accounts = net.fixture.accounts.clone();
+    let d = net.fixture.deployment;
+    let facilitator_url = net.url.clone();
+    let proof_key = accounts[PROOF_KEY].signer();
     let pay_to = accounts[1].address;
 
     let secret = [7u8; 32];

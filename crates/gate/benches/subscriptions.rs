@@ -22,19 +22,19 @@ use std::{
 };
 
 use alloy::{
-    primitives::{B256, U256, keccak256},
+    primitives::{B256, U256},
     sol_types::{SolCall, SolEvent},
 };
 use axum::{Router, body::Body, http::Request, routing::get};
 use serde_json::{Value, json};
 use tollgate_chain::{
-    Chain, TxRequest, WaitOptions,
+    TxRequest, WaitOptions,
     contracts::{Subscriptions, Token},
 };
-use tollgate_devnet::{Devnet, DevnetConfig};
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+use tollgate_facilitator::store::Store;
 use tollgate_gate::{Gate, Pricing};
 use tollgate_protocol::{Amount, PlanTerms};
+use tollgate_testkit::harness::{PgSchema, TestNet};
 use tower::ServiceExt as _;
 
 #[path = "common/load.rs"]
@@ -60,53 +60,26 @@ fn main() {
     rt.block_on(run(n));
 }
 
-/// A facilitator on `store` over the shared devnet, served on loopback, with a provider (dev
-/// account 1) holding an API key and a plan published through it, and [`SUBSCRIPTIONS`]
-/// subscriptions to that plan with a cap no bench reaches.
+/// A facilitator on `store` (default a fresh SQLite one) over a devnet of its own, served on
+/// loopback, with a provider (dev account 1) holding an API key and a plan published through it,
+/// and [`SUBSCRIPTIONS`] subscriptions to that plan with a cap no bench reaches.
 struct Provider {
-    url: String,
+    net: TestNet,
     key: String,
     plan: PlanTerms,
     ids: Vec<B256>,
 }
 
-async fn provider(devnet: &Arc<Devnet>, store: Arc<dyn store::Store>, label: &str) -> Provider {
-    let accounts = devnet.accounts().to_vec();
-    let d = devnet.deployment();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let spec = NetworkSpec {
-        name: NETWORK.into(),
-        chain_id: devnet.chain_id(),
-        token: d.token,
-        token_name: "USD Coin".into(),
-        token_version: "2".into(),
-        router: d.router,
-        subscriptions: Some(d.subscriptions),
-        confirmations: 1,
-    };
-    let key = format!("tg_bench_{}", B256::random());
-    store
-        .insert_api_key(keccak256(key.as_bytes()), accounts[1].address, "bench", 1)
-        .await
-        .unwrap();
-    let f = Facilitator::new(
-        Settings {
-            public_url: url.clone(),
-            keeper_interval: Duration::ZERO,
-            ..Settings::default()
-        },
-        vec![(spec, Arc::clone(devnet) as Arc<dyn Chain>)],
-        vec![accounts[0].address],
-        accounts[9].private_key,
-        store,
-    )
-    .unwrap();
-    tokio::spawn(tollgate_facilitator::serve(
-        f,
-        listener,
-        std::future::pending(),
-    ));
+async fn provider(store: Option<Arc<dyn Store>>, label: &str) -> Provider {
+    let mut builder = TestNet::builder().settings(|s| s.keeper_interval = Duration::ZERO);
+    if let Some(store) = store {
+        builder = builder.store(store);
+    }
+    let net = builder.start().await.unwrap();
+    let accounts = net.fixture.accounts.clone();
+    let d = net.fixture.deployment;
+    let url = net.url.clone();
+    let key = net.api_key(1, "bench").await;
     let plan: Value = reqwest::Client::new()
         .post(format!("{url}/plans"))
         .bearer_auth(&key)
@@ -128,9 +101,9 @@ async fn provider(devnet: &Arc<Devnet>, store: Arc<dyn store::Store>, label: &st
     };
     let subscriber = accounts[2].address;
     let send = |data: Vec<u8>, to| {
-        let devnet = devnet.clone();
+        let chain = Arc::clone(&net.fixture.chain);
         async move {
-            devnet
+            chain
                 .send_and_wait(
                     TxRequest::call(subscriber, to, data),
                     WaitOptions::default(),
@@ -163,40 +136,31 @@ async fn provider(devnet: &Arc<Devnet>, store: Arc<dyn store::Store>, label: &st
         );
     }
     Provider {
-        url,
+        net,
         key,
         plan,
         ids,
     }
 }
 
-fn gate(devnet: &Arc<Devnet>, p: &Provider) -> impl std::future::Future<Output = Gate> {
-    let d = devnet.deployment();
+fn gate(p: &Provider) -> impl std::future::Future<Output = Gate> {
+    let d = p.net.fixture.deployment;
     let builder = Gate::builder()
         .network(NETWORK)
         .token(d.token, "USD Coin", "2")
-        .pay_to(devnet.accounts()[1].address)
-        .facilitator(p.url.clone())
+        .pay_to(p.net.address(1))
+        .facilitator(p.net.url.clone())
         .public_url("http://127.0.0.1:1")
         .plan(p.plan.clone())
-        .subscriptions(Arc::clone(devnet) as Arc<dyn Chain>, d.subscriptions)
+        .subscriptions(Arc::clone(&p.net.fixture.chain), d.subscriptions)
         .api_key(p.key.clone());
     async move { builder.build().await.unwrap() }
 }
 
 async fn run(n: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let devnet = Devnet::start(DevnetConfig {
-        state_dir: Some(dir.path().join("devnet")),
-        ..Default::default()
-    })
-    .unwrap();
-    let sqlite = store::open(&format!("sqlite://{}", dir.path().join("f.db").display()))
-        .await
-        .unwrap();
     eprintln!("setting up: a plan and {SUBSCRIPTIONS} subscriptions (not timed)...");
-    let p = provider(&devnet, sqlite, "bench-sqlite").await;
-    let g = gate(&devnet, &p).await;
+    let p = provider(None, "bench-sqlite").await;
+    let g = gate(&p).await;
     let id = p.ids[0].to_string();
     println!("subscriptions bench (n = {n})");
 
@@ -325,20 +289,11 @@ async fn run(n: usize) {
         rate(t, n)
     );
     if let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") {
-        let schema = format!("tg_bench_{}", std::process::id());
-        let pg = store::PostgresStore::connect_with_schema(&url, &schema)
-            .await
-            .unwrap();
-        store::Store::migrate(&pg).await.unwrap();
-        let p = provider(&devnet, Arc::new(pg), "bench-postgres").await;
-        let g = gate(&devnet, &p).await;
+        let (pg, schema) = PgSchema::create(&url, "tg_bench").await.unwrap();
+        let p = provider(Some(pg), "bench-postgres").await;
+        let g = gate(&p).await;
         deductions(&g, &p, n, "PostgreSQL").await;
-        let pool = sqlx::PgPool::connect(&url).await.unwrap();
-        let drop = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(drop))
-            .execute(&pool)
-            .await
-            .unwrap();
+        schema.drop_schema().await.unwrap();
     } else {
         println!("  (PostgreSQL skipped: TOLLGATE_TEST_DATABASE_URL is not set)");
     }

@@ -11,35 +11,22 @@
 //!   `SubscriptionNotActive`), or that cannot be checked right now.
 
 use alloy::primitives::{Address, B256};
-use tollgate_protocol::Amount;
+use tollgate_protocol::{Amount, ApiErrorCode, XPaymentError};
 
 /// Result alias with the gate's build error.
 pub type Result<T, E = BuildError> = std::result::Result<T, E>;
 
-/// Why an `X-PAYMENT` value is not a Tollgate payment proof ([`crate::parse_payment_proof`]).
+/// Why an `X-PAYMENT` value is not a Tollgate payment proof ([`crate::parse_payment_proof`]):
+/// the protocol's decoder said so ([`ProofError::Decode`]), or it is an x402 payment payload,
+/// which the layer routes to the x402 path.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ProofError {
-    /// Longer than any payment header the gate reads.
-    #[error("X-PAYMENT header of {len} bytes is too large (at most {max})")]
-    TooLarge {
-        /// The header's length.
-        len: usize,
-        /// The limit that applied.
-        max: usize,
-    },
-    /// Not base64 (standard alphabet; padding optional).
-    #[error("X-PAYMENT is not base64")]
-    NotBase64(#[source] base64::DecodeError),
-    /// Base64, but not JSON.
-    #[error("X-PAYMENT is not base64-encoded JSON")]
-    NotJson(#[source] serde_json::Error),
-    /// A proof `version` other than 1 (or none that is an integer).
-    #[error("unsupported payment proof version {0:?}; only version 1 is known")]
-    UnknownVersion(Option<u64>),
-    /// JSON, version 1, but not a proof's shape (a field missing, mistyped or unknown).
-    #[error("X-PAYMENT is not a payment proof")]
-    Malformed(#[source] serde_json::Error),
+    /// Not a readable proof, as the protocol's one `X-PAYMENT` decoder
+    /// ([`tollgate_protocol::decode_x_payment`]) reports it: too large, not base64, not JSON, an
+    /// unknown proof version, or not a proof's shape. Its message and source are the decoder's.
+    #[error(transparent)]
+    Decode(#[from] XPaymentError),
     /// An x402 payment payload (it has `x402Version`), not a Tollgate proof. The layer settles
     /// version 1 through the facilitator and refuses the others.
     #[error(
@@ -52,30 +39,11 @@ pub enum ProofError {
 }
 
 impl ProofError {
-    /// The error of a value [`tollgate_protocol::decode_x_payment`] could not read (an x402 V1
-    /// payload that is malformed is [`ProofError::X402Payload`]: the x402 path reports it).
-    pub(crate) fn from_x_payment(e: tollgate_protocol::XPaymentError) -> Self {
-        use tollgate_protocol::XPaymentError as E;
-        match e {
-            E::TooLarge { len, max } => Self::TooLarge { len, max },
-            E::NotBase64(e) => Self::NotBase64(e),
-            E::NotJson(e) => Self::NotJson(e),
-            E::UnknownProofVersion(v) => Self::UnknownVersion(v),
-            E::MalformedProof(e) => Self::Malformed(e),
-            _ => Self::X402Payload {
-                x402_version: Some(1),
-            },
-        }
-    }
-
-    /// A stable snake_case code for the 402 body's `reason`.
+    /// A stable snake_case code for the 402 body's `reason` (the decoder's
+    /// [`XPaymentError::code`], or `x402_payload`).
     pub fn code(&self) -> &'static str {
         match self {
-            Self::TooLarge { .. } => "header_too_large",
-            Self::NotBase64(_) => "header_not_base64",
-            Self::NotJson(_) => "header_not_json",
-            Self::UnknownVersion(_) => "unknown_proof_version",
-            Self::Malformed(_) => "malformed_proof",
+            Self::Decode(e) => e.code(),
             Self::X402Payload { .. } => "x402_payload",
         }
     }
@@ -308,8 +276,9 @@ pub enum DeductError {
     Refused {
         /// The HTTP status.
         status: u16,
-        /// The error body's `code`.
-        code: String,
+        /// The error body's `code` (the protocol's [`ApiErrorCode`]; a code this version does
+        /// not know is [`ApiErrorCode::Other`], kept verbatim).
+        code: ApiErrorCode,
         /// The error body's `message`.
         message: String,
     },
@@ -330,7 +299,7 @@ impl DeductError {
                 tollgate_protocol::ErrorCode::SubscriptionNotActive.as_str()
             }
             Self::NotConfigured => "MeteringNotConfigured",
-            Self::Refused { code, .. } => code,
+            Self::Refused { code, .. } => code.as_str(),
             Self::Unavailable(_) => "FacilitatorUnavailable",
         }
     }

@@ -52,7 +52,7 @@ pub(crate) fn deduct_error(e: tollgate_client::Error) -> DeductError {
         ApiErrorCode::SubscriptionNotActive => DeductError::SubscriptionNotActive { message },
         code => DeductError::Refused {
             status,
-            code: code.to_string(),
+            code,
             message,
         },
     }

@@ -20,8 +20,8 @@ use tower_service::Service;
 use alloy::primitives::B256;
 
 use crate::{
-    DeductError, Expected, Gate, Offer, Pricing, ProofError, SubscriptionError,
-    VerifiedSubscription, X_SERVICE_SUB, X402Failure, gate::path_of, parse_subscription_id,
+    DeductError, Expected, Gate, Offer, Pricing, SubscriptionError, VerifiedSubscription,
+    X_SERVICE_SUB, X402Failure, gate::path_of, parse_subscription_id,
 };
 
 pub use tollgate_protocol::headers::{PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE};
@@ -421,10 +421,7 @@ impl PaymentGateLayer {
                 Err(self.x402_refused(parts, &e.reason(), Some(e.to_string())))
             }
             Ok(XPayment::UnsupportedVersion { .. }) => Err(self.v2_unsupported(parts)),
-            Err(e) => {
-                let e = ProofError::from_x_payment(e);
-                Err(invalid(e.code(), e.to_string()))
-            }
+            Err(e) => Err(invalid(e.code(), e.to_string())),
         }
     }
 

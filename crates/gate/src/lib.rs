@@ -29,7 +29,9 @@ pub use subscription::{
     DEFAULT_SUBSCRIPTION_CACHE_TTL, DEFAULT_SUBSCRIPTION_GRACE, DEFAULT_SUBSCRIPTION_POLL_INTERVAL,
     VerifiedSubscription, X_SERVICE_SUB, parse_subscription_id,
 };
-pub use tollgate_protocol::{AllowanceUsage, Amount, PaymentProof, PaymentRequired, PlanTerms};
+pub use tollgate_protocol::{
+    AllowanceUsage, Amount, ApiErrorCode, PaymentProof, PaymentRequired, PlanTerms, XPaymentError,
+};
 pub use webhook::{
     DEFAULT_WEBHOOK_TOLERANCE, VerifiedWebhook, WebhookError, WebhookEvent, WebhookSecret,
     WebhookSecretError, verify_webhook, verify_webhook_with,

@@ -8,13 +8,16 @@ use crate::ProofError;
 /// [`PaymentProof::encode`] writes it), with the protocol's one `X-PAYMENT` decoder
 /// ([`tollgate_protocol::decode_x_payment`]).
 ///
-/// Every way the value can be wrong has its own [`ProofError`]; an x402 payment payload (JSON with
-/// `x402Version`) is reported as [`ProofError::X402Payload`] so that a caller can route it to the
-/// x402 path instead. This only parses: [`crate::Gate::verify_payment_proof`] checks the proof.
+/// A value the decoder cannot read is [`ProofError::Decode`], with the decoder's typed
+/// [`XPaymentError`]; an x402 payment payload (JSON with `x402Version`) is reported as
+/// [`ProofError::X402Payload`] so that a caller can route it to the x402 path instead. This only parses: [`crate::Gate::verify_payment_proof`] checks the proof.
 ///
 /// ```
-/// use tollgate_gate::{ProofError, parse_payment_proof};
-/// assert!(matches!(parse_payment_proof("not base64!"), Err(ProofError::NotBase64(_))));
+/// use tollgate_gate::{ProofError, XPaymentError, parse_payment_proof};
+/// assert!(matches!(
+///     parse_payment_proof("not base64!"),
+///     Err(ProofError::Decode(XPaymentError::NotBase64(_)))
+/// ));
 /// // base64 of {"x402Version":1}
 /// assert!(matches!(
 ///     parse_payment_proof("eyJ4NDAyVmVyc2lvbiI6MX0="),
@@ -32,7 +35,7 @@ pub fn parse_payment_proof(header_value: &str) -> Result<PaymentProof, ProofErro
         Ok(XPayment::UnsupportedVersion { x402_version }) => {
             Err(ProofError::X402Payload { x402_version })
         }
-        Err(e) => Err(ProofError::from_x_payment(e)),
+        Err(e) => Err(ProofError::Decode(e)),
     }
 }
 
@@ -80,43 +83,48 @@ mod tests {
     fn each_way_to_be_wrong_is_typed() {
         assert!(matches!(
             parse_payment_proof(&"A".repeat(MAX_PAYLOAD_HEADER + 1)),
-            Err(ProofError::TooLarge {
+            Err(ProofError::Decode(XPaymentError::TooLarge {
                 max: MAX_PAYLOAD_HEADER,
                 ..
-            })
+            }))
         ));
         // Larger than a proof can be, and not an x402 payload.
         let mut big = serde_json::to_value(proof()).unwrap();
         big["network"] = "x".repeat(MAX_PAYMENT_HEADER).into();
         assert!(matches!(
             parse_payment_proof(&enc(big)),
-            Err(ProofError::TooLarge {
+            Err(ProofError::Decode(XPaymentError::TooLarge {
                 max: MAX_PAYMENT_HEADER,
                 ..
-            })
+            }))
         ));
         assert!(matches!(
             parse_payment_proof("%%%"),
-            Err(ProofError::NotBase64(_))
+            Err(ProofError::Decode(XPaymentError::NotBase64(_)))
         ));
         assert!(matches!(
             parse_payment_proof("aGVsbG8="),
-            Err(ProofError::NotJson(_))
+            Err(ProofError::Decode(XPaymentError::NotJson(_)))
         ));
         let mut v2 = serde_json::to_value(proof()).unwrap();
         v2["version"] = 2.into();
         assert!(matches!(
             parse_payment_proof(&enc(v2)),
-            Err(ProofError::UnknownVersion(Some(2)))
+            Err(ProofError::Decode(XPaymentError::UnknownProofVersion(
+                Some(2)
+            )))
         ));
         assert!(matches!(
             parse_payment_proof(&enc(serde_json::json!({"hello": 1}))),
-            Err(ProofError::UnknownVersion(None))
+            Err(ProofError::Decode(XPaymentError::UnknownProofVersion(None)))
         ));
         let mut bad = serde_json::to_value(proof()).unwrap();
         bad["amount"] = 5.into();
         let e = parse_payment_proof(&enc(bad)).unwrap_err();
-        assert!(matches!(e, ProofError::Malformed(_)), "{e:?}");
+        assert!(
+            matches!(e, ProofError::Decode(XPaymentError::MalformedProof(_))),
+            "{e:?}"
+        );
         assert_eq!(e.code(), "malformed_proof");
         let x = enc(serde_json::json!({"x402Version": 2, "payload": {}}));
         assert!(matches!(

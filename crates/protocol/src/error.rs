@@ -305,6 +305,7 @@ impl<'de> Deserialize<'de> for ApiErrorCode {
 /// `{"error": {"code": "<code>", "message": "<prose>"}}`. Fields added later are ignored when
 /// read.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApiErrorBody {
     /// The error.
     pub error: ApiErrorDetail,
@@ -312,6 +313,7 @@ pub struct ApiErrorBody {
 
 /// The `error` object of an [`ApiErrorBody`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ApiErrorDetail {
     /// Machine-readable.
     pub code: ApiErrorCode,

@@ -9,6 +9,8 @@ pub mod api;
 mod error;
 pub mod headers;
 pub mod network;
+#[cfg(feature = "openapi")]
+pub mod openapi;
 mod payment;
 mod required;
 pub mod webhook;

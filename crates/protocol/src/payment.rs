@@ -9,6 +9,7 @@ use crate::Amount;
 
 /// The body of `POST /authorize`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AuthorizeRequest {
     /// The client-signed transfer.
@@ -24,24 +25,29 @@ pub struct AuthorizeRequest {
     /// cannot collect the proof and spend it first. Optional (without it, whoever presents the
     /// signed payment gets the proof); not signed, not part of the idempotency check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Hash32>))]
     pub claim: Option<B256>,
 }
 
 /// A client-signed transfer: the terms it pays and the EIP-3009 authorization that pays them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SignedPayment {
     /// Network name (e.g. `base-sepolia`).
     pub network: String,
     /// Token contract.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub token: Address,
     /// The recipient named in the payment terms.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub pay_to: Address,
     /// The price, in the token's smallest unit (the facilitator's fee is taken from it).
     pub amount: Amount,
     /// The request reference from the 402 terms.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub memo: B256,
     /// The payer's EIP-3009 `ReceiveWithAuthorization` to the facilitator's router.
     pub authorization: Eip3009Authorization,
@@ -49,13 +55,16 @@ pub struct SignedPayment {
 
 /// An EIP-3009 authorization with its signature (65 bytes `r ‖ s ‖ v`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Eip3009Authorization {
     /// The payer.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub from: Address,
     /// The payee of the authorization: the router for `/authorize`.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub to: Address,
     /// The amount authorized.
     pub value: Amount,
@@ -64,14 +73,17 @@ pub struct Eip3009Authorization {
     /// Unix seconds; valid strictly before.
     pub valid_before: Amount,
     /// 32-byte nonce; for the router, `keccak256(abi.encode(payTo, memo, fee))`.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub nonce: B256,
     /// The payer's EIP-712 signature.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::HexBytes))]
     pub signature: Bytes,
 }
 
 /// A payment proof: the facilitator's EIP-712 attestation that a payment settled on-chain. Sent
 /// by clients as base64 JSON in `X-PAYMENT`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PaymentProof {
     /// Always 1.
@@ -82,20 +94,25 @@ pub struct PaymentProof {
     pub chain_id: u64,
     /// Token contract.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub token: Address,
     /// Who paid.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub payer: Address,
     /// Who was paid.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub pay_to: Address,
     /// Gross amount paid (the payee received `amount - fee`).
     pub amount: Amount,
     /// The facilitator's fee.
     pub fee: Amount,
     /// The request reference the payment was for.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub memo: B256,
     /// The settlement transaction.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub tx_hash: B256,
     /// Its block.
     pub block: u64,
@@ -105,8 +122,10 @@ pub struct PaymentProof {
     pub expiry: u64,
     /// The facilitator's proof-signing address.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub signer: Address,
     /// EIP-712 signature over the fields above (see `tollgate_chain::authorization::ProofClaims`).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::HexBytes))]
     pub signature: Bytes,
 }
 
@@ -168,6 +187,7 @@ impl PaymentProof {
 
 /// The answer of `POST /authorize` once the transfer is confirmed (HTTP 200).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct AuthorizeResponse {
     /// `"confirmed"`.
@@ -181,11 +201,13 @@ pub struct AuthorizeResponse {
 /// The answer of `POST /authorize` when the transfer was broadcast but not yet confirmed (HTTP
 /// 202), and of `GET` on its status URL until it is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PendingResponse {
     /// `"pending"`.
     pub status: SettlementStatus,
     /// The broadcast transaction.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Hash32>))]
     pub tx_hash: Option<B256>,
     /// Where to poll: `GET` returns 200 with the proof once confirmed.
     pub status_url: String,
@@ -193,6 +215,7 @@ pub struct PendingResponse {
 
 /// Where a settlement stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum SettlementStatus {
     /// Accepted, not yet broadcast.

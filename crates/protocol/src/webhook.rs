@@ -10,10 +10,11 @@
 //!
 //! Tollgate's deliveries carry a [`WebhookEvent`] as their JSON body.
 
-use std::{fmt, str::FromStr};
+use std::str::FromStr;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use hmac::{Hmac, Mac};
+use secrecy::{ExposeSecret as _, SecretSlice};
 use serde::{Deserialize, Deserializer, Serialize};
 use sha2::Sha256;
 
@@ -43,11 +44,12 @@ const V1: &str = "v1";
 /// A symmetric signing secret: `whsec_` followed by the base64 (standard alphabet, padded) of 24
 /// to 64 random bytes; the HMAC key is those bytes.
 ///
-/// `Debug` prints no key material; [`WebhookSecret::expose_secret`] is the one way to get the
-/// `whsec_…` text back (to show it to the endpoint's owner once).
-#[derive(Clone)]
+/// The key bytes are held in a [`SecretSlice`], which zeroes them on drop and prints as
+/// `[REDACTED]`; [`WebhookSecret::expose_secret`] is the one way to get the `whsec_…` text back
+/// (to show it to the endpoint's owner once).
+#[derive(Clone, Debug)]
 pub struct WebhookSecret {
-    key: Box<[u8]>,
+    key: SecretSlice<u8>,
 }
 
 /// Why a secret was refused. The messages never include any of the secret's text.
@@ -68,16 +70,22 @@ impl WebhookSecret {
     /// A fresh secret of [`GENERATED_SECRET_LEN`] random bytes.
     pub fn generate() -> Self {
         Self {
-            key: alloy::primitives::B256::random().0.into(),
+            key: alloy::primitives::B256::random().to_vec().into(),
         }
     }
 
     /// A secret from its raw key bytes.
     pub fn from_bytes(key: &[u8]) -> Result<Self, WebhookSecretError> {
-        if !(MIN_SECRET_LEN..=MAX_SECRET_LEN).contains(&key.len()) {
-            return Err(WebhookSecretError::Length(key.len()));
+        Self::from_vec(key.to_vec().into())
+    }
+
+    /// A secret from its key bytes, already boxed.
+    fn from_vec(key: SecretSlice<u8>) -> Result<Self, WebhookSecretError> {
+        let len = key.expose_secret().len();
+        if !(MIN_SECRET_LEN..=MAX_SECRET_LEN).contains(&len) {
+            return Err(WebhookSecretError::Length(len));
         }
-        Ok(Self { key: key.into() })
+        Ok(Self { key })
     }
 
     /// Parses `whsec_<base64>`. Like the reference libraries, the bare base64 (without the prefix)
@@ -88,17 +96,20 @@ impl WebhookSecret {
         let key = STANDARD
             .decode(encoded)
             .map_err(|_| WebhookSecretError::NotBase64)?;
-        Self::from_bytes(&key)
+        Self::from_vec(key.into())
     }
 
     /// The `whsec_<base64>` text of this secret. Handle it like the secret it is.
     pub fn expose_secret(&self) -> String {
-        format!("{SECRET_PREFIX}{}", STANDARD.encode(&self.key))
+        format!(
+            "{SECRET_PREFIX}{}",
+            STANDARD.encode(self.key.expose_secret())
+        )
     }
 
     /// The HMAC-SHA256 of `{msg_id}.{timestamp}.{body}`, ready to finalize.
     fn mac(&self, msg_id: &str, timestamp: u64, body: &[u8]) -> Hmac<Sha256> {
-        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(self.key.expose_secret())
             .expect("HMAC accepts keys of any length");
         mac.update(msg_id.as_bytes());
         mac.update(b".");
@@ -106,12 +117,6 @@ impl WebhookSecret {
         mac.update(b".");
         mac.update(body);
         mac
-    }
-}
-
-impl fmt::Debug for WebhookSecret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("WebhookSecret(<redacted>)")
     }
 }
 
@@ -187,6 +192,7 @@ pub enum WebhookError {
 ///
 /// Unknown top-level fields are ignored, so that senders can add metadata.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WebhookEvent {
     /// The event's id (the same as the delivery's [`WEBHOOK_ID`]).
@@ -197,6 +203,7 @@ pub struct WebhookEvent {
     /// When the event happened (not when it was delivered), unix seconds.
     pub created_at: u64,
     /// The event's data; its shape depends on [`WebhookEvent::type`].
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub data: serde_json::Value,
 }
 
@@ -359,19 +366,19 @@ mod tests {
     fn generated_secrets_are_32_fresh_bytes() {
         let a = WebhookSecret::generate();
         let b = WebhookSecret::generate();
-        assert_eq!(a.key.len(), GENERATED_SECRET_LEN);
+        assert_eq!(a.key.expose_secret().len(), GENERATED_SECRET_LEN);
         assert_ne!(a.expose_secret(), b.expose_secret());
         let text = a.expose_secret();
         assert!(text.starts_with(SECRET_PREFIX));
-        assert_eq!(secret(&text).key, a.key);
+        assert_eq!(secret(&text).key.expose_secret(), a.key.expose_secret());
     }
 
     #[test]
     fn debug_redacts_the_key() {
         let s = secret(VECTOR_SECRET);
-        let shown = format!("{s:?} {:?}", Some(&s));
+        let shown = format!("{s:?} {:?} {s:#?}", Some(&s));
         assert!(!shown.contains("MfKQ9r8"), "{shown}");
-        assert!(shown.contains("redacted"), "{shown}");
+        assert!(shown.contains("[REDACTED]"), "{shown}");
     }
 
     #[test]

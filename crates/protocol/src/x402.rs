@@ -46,6 +46,7 @@ fn v1() -> u8 {
 
 /// One entry of `accepts`: what a resource costs and how to pay it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PaymentRequirements {
     /// `"exact"` for anything an x402 V1 client should pay.
@@ -62,12 +63,14 @@ pub struct PaymentRequirements {
     pub mime_type: String,
     /// The recipient of the payment.
     #[serde(with = "checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub pay_to: Address,
     /// How long the client's authorization should stay valid (its `validBefore` is
     /// `now + maxTimeoutSeconds`).
     pub max_timeout_seconds: u64,
     /// The token contract (its EIP-712 `verifyingContract`).
     #[serde(with = "checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub asset: Address,
     /// A JSON object describing the request and response, if any (x402-express puts
     /// `{input: {type: "http", method, discoverable}, output}` here).
@@ -84,6 +87,7 @@ pub struct PaymentRequirements {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "object_or_null"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub extra: Option<Value>,
 }
 
@@ -234,6 +238,7 @@ impl PaymentRequiredResponse {
 
 /// An x402 V1 payment: what a client sends, base64 JSON, in `X-PAYMENT`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PaymentPayload {
     /// `1`.
@@ -248,8 +253,10 @@ pub struct PaymentPayload {
 
 /// The `exact` scheme's EVM payload: an EIP-3009 `transferWithAuthorization` and its signature.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ExactEvmPayload {
     /// 65-byte `r ‖ s ‖ v` for an EOA; longer for smart wallets (EIP-1271, ERC-6492 wrapped).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::HexBytes))]
     pub signature: Bytes,
     /// What was signed.
     pub authorization: ExactEvmAuthorization,
@@ -257,13 +264,16 @@ pub struct ExactEvmPayload {
 
 /// EIP-3009 `TransferWithAuthorization` fields, numbers as decimal strings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct ExactEvmAuthorization {
     /// The payer.
     #[serde(with = "checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub from: Address,
     /// The recipient; must equal the requirements' `payTo`.
     #[serde(with = "checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub to: Address,
     /// The amount, in the asset's smallest unit.
     pub value: Amount,
@@ -272,6 +282,7 @@ pub struct ExactEvmAuthorization {
     /// Unix seconds; the transfer is valid strictly before (`now + maxTimeoutSeconds`).
     pub valid_before: Amount,
     /// Random 32 bytes.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub nonce: B256,
 }
 
@@ -351,6 +362,7 @@ fn encode_json<T: Serialize>(v: &T) -> String {
 /// The body of `POST /verify` (and of `POST /settle`: [`SettleRequest`]), as x402's
 /// `useFacilitator` sends it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyRequest {
     /// The payload's version (x402 sends it; read as 1 when absent).
@@ -378,6 +390,7 @@ pub type SettleRequest = VerifyRequest;
 
 /// The answer of `POST /verify`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyResponse {
     /// Whether the payment would settle.
@@ -391,6 +404,7 @@ pub struct VerifyResponse {
         skip_serializing_if = "Option::is_none",
         with = "checksummed_opt"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Address>))]
     pub payer: Option<Address>,
 }
 
@@ -416,6 +430,7 @@ impl VerifyResponse {
 
 /// The answer of `POST /settle`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SettleResponse {
     /// Whether the transfer is on chain.
@@ -429,6 +444,7 @@ pub struct SettleResponse {
         skip_serializing_if = "Option::is_none",
         with = "checksummed_opt"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Address>))]
     pub payer: Option<Address>,
     /// The transaction hash (`0x` + 64 hex); `""` when nothing was sent.
     pub transaction: String,
@@ -472,6 +488,7 @@ impl SettleResponse {
 
 /// The answer of `GET /supported`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SupportedResponse {
     /// What the facilitator settles.
     pub kinds: Vec<SupportedKind>,
@@ -479,6 +496,7 @@ pub struct SupportedResponse {
 
 /// One (version, scheme, network) a facilitator settles.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SupportedKind {
     /// `1`.
@@ -493,6 +511,7 @@ pub struct SupportedKind {
         skip_serializing_if = "Option::is_none",
         deserialize_with = "object_or_null"
     )]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Object>))]
     pub extra: Option<Value>,
 }
 

@@ -6,6 +6,9 @@
 //! account 0 at the same addresses, and every dev account holding
 //! [`DEV_TOKENS`].
 //!
+//! [`signing`] signs payments with the dev accounts' keys; with the `facilitator` feature,
+//! [`harness::TestNet`] adds a real facilitator served on loopback.
+//!
 //! ```no_run
 //! # async fn demo() -> tollgate_testkit::Result<()> {
 //! use tollgate_testkit::{Backend, Fixture};
@@ -16,6 +19,9 @@
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 mod anvil;
+#[cfg(feature = "facilitator")]
+pub mod harness;
+pub mod signing;
 
 use std::{fmt, sync::Arc};
 
@@ -44,6 +50,9 @@ pub enum Error {
     /// A temporary directory or listener could not be created.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// The facilitator, its store or an HTTP client could not be set up.
+    #[error("setting up: {0}")]
+    Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// Result alias for the fixtures.

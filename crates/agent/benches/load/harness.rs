@@ -20,9 +20,10 @@ use tollgate_chain::{
     contracts::{self, PaymentRouter, Token},
 };
 use tollgate_devnet::{Devnet, DevnetConfig};
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+use tollgate_facilitator::{Facilitator, Settings, store};
 use tollgate_gate::{Gate, Pricing};
 use tollgate_protocol::SettlementStatus;
+use tollgate_testkit::harness::network_spec;
 
 /// The network name the devnet, the facilitator and the gate agree on.
 pub const NETWORK: &str = "tollgate-devnet";
@@ -85,16 +86,7 @@ impl System {
         .expect("facilitator store");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
-        let spec = NetworkSpec {
-            name: NETWORK.into(),
-            chain_id: devnet.chain_id(),
-            token: d.token,
-            token_name: "USD Coin".into(),
-            token_version: "2".into(),
-            router: d.router,
-            subscriptions: Some(d.subscriptions),
-            confirmations: 1,
-        };
+        let spec = network_spec(NETWORK, devnet.chain_id(), &d, 1);
         let facilitator = Facilitator::new(
             Settings {
                 public_url: facilitator_url.clone(),

@@ -53,7 +53,7 @@ fn superset(h: &Harness, error: &str) -> Value {
             "payTo": h.address(PAYEE), "maxTimeoutSeconds": 60, "asset": token,
             "extra": { "name": "USD Coin", "version": "2" },
             "token": token, "amount": PRICE.to_string(), "memo": B256::random(),
-            "service": { "subscriptionScheme": false, "facilitator": h.facilitator_url },
+            "service": { "subscriptionScheme": false, "facilitator": h.url },
         }]
     })
 }

@@ -44,7 +44,7 @@ async fn a_corrupted_proof_is_recovered_and_resent_never_paid_twice() {
     assert_eq!(seen[1], p.header);
     // The proof was recovered from the facilitator's status URL (with the claim's token: the
     // URL answers 403 without it) before it was sent again.
-    let metrics = reqwest::get(format!("{}/metrics", h.facilitator_url))
+    let metrics = reqwest::get(format!("{}/metrics", h.url))
         .await
         .unwrap()
         .text()
@@ -108,7 +108,7 @@ async fn a_payment_the_facilitator_reports_failed_is_paid_again_only_within_the_
     // status URL reports the settlement failed. (This facilitator front reports so falsely, so
     // both payments really settle: the agent must report both.)
     let h = Harness::new().await;
-    let facilitator = CorruptingProxy::failing_status(&h.facilitator_url).await;
+    let facilitator = CorruptingProxy::failing_status(&h.url).await;
     let app = h.gated_app_via(&facilitator.url).await;
     let (payer, payee) = (h.address(PAYER), h.address(PAYEE));
 

@@ -44,7 +44,7 @@ async fn gate(h: &Harness, plan_id: B256, api_key: Option<String>) -> Gate {
         .network(NETWORK)
         .token(h.token(), "USD Coin", "2")
         .pay_to(h.address(PAYEE))
-        .facilitator(&h.facilitator_url)
+        .facilitator(&h.url)
         .subscriptions(
             Arc::clone(&h.fixture.chain),
             h.fixture.deployment.subscriptions,
@@ -87,7 +87,7 @@ async fn report_app(gate: &Gate, plan_id: B256, metered: bool) -> App {
 /// An agent of dev account `i` through the harness's facilitator under `policy`.
 fn agent_of(h: &Harness, i: usize, policy: SpendPolicy) -> Agent {
     h.agent_builder(i, policy)
-        .facilitators([h.facilitator_url.clone()])
+        .facilitators([h.url.clone()])
         .build()
         .unwrap()
 }
@@ -311,7 +311,7 @@ async fn provider_key(h: &Harness) -> String {
     let http = reqwest::Client::new();
     let account = &h.fixture.accounts[PROVIDER];
     let challenge: serde_json::Value = http
-        .post(format!("{}/providers/challenge", h.facilitator_url))
+        .post(format!("{}/providers/challenge", h.url))
         .json(&serde_json::json!({ "address": account.address }))
         .send()
         .await
@@ -322,7 +322,7 @@ async fn provider_key(h: &Harness) -> String {
     let text = challenge["challenge"].as_str().unwrap();
     let signature = account.signer().sign_message_sync(text.as_bytes()).unwrap();
     let registered: serde_json::Value = http
-        .post(format!("{}/providers/register", h.facilitator_url))
+        .post(format!("{}/providers/register", h.url))
         .json(&serde_json::json!({
             "address": account.address,
             "challenge": text,
@@ -341,7 +341,7 @@ async fn provider_key(h: &Harness) -> String {
 /// its subscriptions for the key's provider).
 async fn published_plan(h: &Harness, api_key: &str) -> B256 {
     let r = reqwest::Client::new()
-        .post(format!("{}/plans", h.facilitator_url))
+        .post(format!("{}/plans", h.url))
         .bearer_auth(api_key)
         .json(&serde_json::json!({
             "network": NETWORK,

@@ -28,7 +28,7 @@ const PER_CALL: u64 = 50_000;
 
 async fn post(h: &Harness, path: &str, key: Option<&str>, body: Value) -> Value {
     let mut r = reqwest::Client::new()
-        .post(format!("{}{path}", h.facilitator_url))
+        .post(format!("{}{path}", h.url))
         .json(&body);
     if let Some(key) = key {
         r = r.bearer_auth(key);
@@ -82,7 +82,7 @@ async fn one_agent_provides_another_subscribes_and_is_served() {
         .network(NETWORK)
         .token(h.token(), "USD Coin", "2")
         .pay_to(provider.address())
-        .facilitator(&h.facilitator_url)
+        .facilitator(&h.url)
         .subscriptions(
             Arc::clone(&h.fixture.chain),
             h.fixture.deployment.subscriptions,
@@ -137,7 +137,7 @@ async fn one_agent_provides_another_subscribes_and_is_served() {
             Amount::from_units(PER_CALL * 2),
         ),
     )
-    .facilitators([h.facilitator_url.clone()])
+    .facilitators([h.url.clone()])
     .build()
     .unwrap();
     let before = h.balance(provider.address()).await;
@@ -163,10 +163,7 @@ async fn one_agent_provides_another_subscribes_and_is_served() {
     );
     // Its ledger shows both calls metered against the subscriber's allowance.
     let usage: Value = reqwest::Client::new()
-        .get(format!(
-            "{}/subscriptions/{}/usage",
-            h.facilitator_url, ids[0]
-        ))
+        .get(format!("{}/subscriptions/{}/usage", h.url, ids[0]))
         .bearer_auth(&api_key)
         .send()
         .await

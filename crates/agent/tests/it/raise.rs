@@ -161,12 +161,9 @@ async fn remaining_on_chain(h: &Harness, id: B256) -> U256 {
 
 /// `GET /subscriptions/{id}` from the facilitator itself.
 async fn view(h: &Harness, id: B256) -> serde_json::Value {
-    let r = reqwest::get(format!(
-        "{}/subscriptions/{id}?network={NETWORK}",
-        h.facilitator_url
-    ))
-    .await
-    .unwrap();
+    let r = reqwest::get(format!("{}/subscriptions/{id}?network={NETWORK}", h.url))
+        .await
+        .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
     r.json().await.unwrap()
 }
@@ -191,7 +188,7 @@ fn raise(id: B256, cap: u64, via: &str) -> RaiseAllowance {
 async fn a_raise_lifts_the_cap_on_chain_and_a_lost_answer_is_retried_idempotently() {
     let h = Harness::new().await;
     let plan_id = create_plan(&h, 1).await;
-    let proxy = Proxy::start(&h.facilitator_url, Mode::LoseFirstAnswer).await;
+    let proxy = Proxy::start(&h.url, Mode::LoseFirstAnswer).await;
     // Through the only configured facilitator (the proxy), by default.
     let agent = h
         .agent_builder(PAYER, policy(AMOUNT, 10 * AMOUNT))
@@ -242,7 +239,7 @@ async fn a_raise_lifts_the_cap_on_chain_and_a_lost_answer_is_retried_idempotentl
 async fn a_cap_not_above_the_current_one_is_refused_before_signing() {
     let h = Harness::new().await;
     let plan_id = create_plan(&h, 2).await;
-    let proxy = Proxy::start(&h.facilitator_url, Mode::Pass).await;
+    let proxy = Proxy::start(&h.url, Mode::Pass).await;
     let agent = agent(&h, PAYER, 10 * AMOUNT);
     let sub = subscribe(&agent, &proxy.url, plan_id).await;
     let nonce_before = nonce(&h, h.address(PAYER)).await;
@@ -314,7 +311,7 @@ async fn a_cap_not_above_the_current_one_is_refused_before_signing() {
 async fn a_foreign_or_unknown_subscription_is_refused() {
     let h = Harness::new().await;
     let plan_id = create_plan(&h, 3).await;
-    let proxy = Proxy::start(&h.facilitator_url, Mode::Pass).await;
+    let proxy = Proxy::start(&h.url, Mode::Pass).await;
     let other = agent(&h, OTHER, 10 * AMOUNT);
     let theirs = subscribe(&other, &proxy.url, plan_id).await;
     let agent = agent(&h, PAYER, 10 * AMOUNT);
@@ -352,8 +349,8 @@ async fn a_foreign_or_unknown_subscription_is_refused() {
 async fn the_budget_bounds_the_raise_and_a_refused_raise_releases_it() {
     let h = Harness::new().await;
     let plan_id = create_plan(&h, 4).await;
-    let corrupting = Proxy::start(&h.facilitator_url, Mode::CorruptSignature).await;
-    let direct = h.facilitator_url.clone();
+    let corrupting = Proxy::start(&h.url, Mode::CorruptSignature).await;
+    let direct = h.url.clone();
     // Room for the first cycle and 0.5 token of overage.
     let agent = agent(&h, PAYER, AMOUNT + 500_000);
     let sub = subscribe(&agent, &direct, plan_id).await;

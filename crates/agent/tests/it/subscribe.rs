@@ -49,7 +49,7 @@ pub async fn create_plan(h: &Harness, salt: u8) -> B256 {
 /// [`PAYER`]'s agent, using the harness's facilitator.
 pub fn subscriber(h: &Harness, cap: u64, budget: u64) -> Agent {
     h.agent_builder(PAYER, policy(cap, budget))
-        .facilitators([h.facilitator_url.clone()])
+        .facilitators([h.url.clone()])
         .build()
         .unwrap()
 }
@@ -86,7 +86,7 @@ async fn an_agent_subscribes_through_the_facilitator() {
     let again = agent
         .subscribe(
             Subscribe::new(plan_id, Amount::ZERO)
-                .facilitator(h.facilitator_url.clone())
+                .facilitator(h.url.clone())
                 .network(NETWORK),
         )
         .await
@@ -132,7 +132,7 @@ async fn refusals_are_typed_and_create_nothing() {
     );
     let payees = h
         .agent_builder(PAYER, policy(AMOUNT, 10 * AMOUNT).payees([h.address(0)]))
-        .facilitators([h.facilitator_url.clone()])
+        .facilitators([h.url.clone()])
         .build()
         .unwrap();
     let err = payees
@@ -162,7 +162,7 @@ async fn refusals_are_typed_and_create_nothing() {
         tollgate_agent::Secp256k1Signer::random(),
         policy(AMOUNT, 10 * AMOUNT),
     )
-    .facilitators([h.facilitator_url.clone()])
+    .facilitators([h.url.clone()])
     .build()
     .unwrap();
     let err = poor

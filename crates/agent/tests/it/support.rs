@@ -2,6 +2,7 @@
 //! gated by `tollgate-gate`, and agents with dev keys.
 
 use std::{
+    ops::Deref,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -11,118 +12,58 @@ use std::{
 
 use axum::{Router, routing::get};
 use tollgate_agent::{Agent, AgentBuilder, Amount, Payment, SpendPolicy};
-use tollgate_chain::{
-    Address, U256,
-    authorization::router_nonce,
-    contracts::{self, Token},
-};
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, settlement_key, store};
+use tollgate_chain::{Address, U256, authorization::router_nonce};
+use tollgate_facilitator::settlement_key;
 use tollgate_gate::{Gate, Pricing};
 use tollgate_protocol::SignedPayment;
-use tollgate_testkit::{Backend, Fixture};
+use tollgate_testkit::harness::{DEVNET_NETWORK, TestNet};
+pub use tollgate_testkit::harness::{FEE, PAYEE, PAYER};
 
-/// The relayer and the proof key: dev accounts 8 and 9.
-pub const RELAYER: usize = 8;
-pub const PROOF_KEY: usize = 9;
 /// A network x402 does not name: the agent learns its chain id from the facilitator (Tollgate
 /// path) or from [`AgentBuilder::network`] (generic path).
-pub const NETWORK: &str = "tollgate-devnet";
-/// The payee and the payer.
-pub const PAYEE: usize = 7;
-pub const PAYER: usize = 1;
-/// The price of `/v1/quote` and the facilitator's fee.
+pub const NETWORK: &str = DEVNET_NETWORK;
+/// The price of `/v1/quote`.
 pub const PRICE: u64 = 500_000;
-pub const FEE: u64 = 1_000;
 
-pub struct Harness {
-    pub fixture: Fixture,
-    pub facilitator_url: String,
-    /// The facilitator's store (what it recorded of each settlement).
-    pub store: Arc<dyn store::Store>,
-    _server: tokio::task::JoinHandle<std::io::Result<()>>,
-    _dir: tempfile::TempDir,
+/// The shared [`TestNet`] (the devnet, a facilitator serving [`NETWORK`] for a fee of [`FEE`])
+/// with what the agent's tests add: agents, gated apps, and what the facilitator recorded.
+pub struct Harness(TestNet);
+
+impl Deref for Harness {
+    type Target = TestNet;
+
+    fn deref(&self) -> &TestNet {
+        &self.0
+    }
 }
 
 impl Harness {
     pub async fn new() -> Self {
-        tollgate_chain::install_crypto_provider();
-        let fixture = Fixture::new(Backend::Devnet).await.expect("chain fixture");
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("facilitator.db").display());
-        let store = store::open(&url).await.expect("store");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
-        let settings = Settings {
-            public_url: facilitator_url.clone(),
-            fee: U256::from(FEE),
-            ..Settings::default()
-        };
-        let d = fixture.deployment;
-        let spec = NetworkSpec {
-            name: NETWORK.into(),
-            chain_id: fixture.chain.chain_id(),
-            token: d.token,
-            token_name: "USD Coin".into(),
-            token_version: "2".into(),
-            router: d.router,
-            subscriptions: Some(d.subscriptions),
-            confirmations: 1,
-        };
-        let facilitator = Facilitator::new(
-            settings,
-            vec![(spec, Arc::clone(&fixture.chain))],
-            vec![fixture.accounts[RELAYER].address],
-            fixture.accounts[PROOF_KEY].private_key,
-            Arc::clone(&store),
-        )
-        .expect("facilitator");
-        let server = tokio::spawn(tollgate_facilitator::serve(
-            facilitator,
-            listener,
-            std::future::pending(),
-        ));
-        Self {
-            fixture,
-            facilitator_url,
-            store,
-            _server: server,
-            _dir: dir,
-        }
-    }
-
-    pub fn address(&self, i: usize) -> Address {
-        self.fixture.accounts[i].address
-    }
-
-    pub fn token(&self) -> Address {
-        self.fixture.deployment.token
-    }
-
-    pub fn chain_id(&self) -> u64 {
-        self.fixture.chain.chain_id()
+        let net = TestNet::builder()
+            .networks([NETWORK])
+            .settings(|s| s.fee = U256::from(FEE))
+            .start()
+            .await
+            .expect("test network");
+        Self(net)
     }
 
     /// The signed payment the facilitator recorded for `payment` (a Tollgate one).
     pub async fn signed_payment(&self, payment: &Payment) -> SignedPayment {
         let nonce = router_nonce(payment.pay_to, payment.memo.unwrap(), U256::from(FEE));
         let key = settlement_key(self.chain_id(), self.token(), payment.payer, nonce);
-        let row = self.store.settlement(key).await.unwrap().expect("recorded");
+        let store = self.facilitator.store();
+        let row = store.settlement(key).await.unwrap().expect("recorded");
         serde_json::from_str(&row.new.request).unwrap()
     }
 
     pub async fn balance(&self, who: Address) -> U256 {
-        contracts::read(
-            &*self.fixture.chain,
-            self.token(),
-            &Token::balanceOfCall { account: who },
-        )
-        .await
-        .unwrap()
+        self.token_balance(who).await
     }
 
     /// An agent builder paying with dev account `i`'s key.
     pub fn agent_builder(&self, i: usize, policy: SpendPolicy) -> AgentBuilder {
-        Agent::builder(self.fixture.accounts[i].signer(), policy)
+        Agent::builder(self.account(i).signer(), policy)
     }
 
     /// An agent paying with [`PAYER`]'s key.
@@ -133,7 +74,7 @@ impl Harness {
     /// A gate for this chain and facilitator, paid to [`PAYEE`], serving `/v1/quote` at
     /// [`PRICE`] and an ungated `/free`.
     pub async fn gated_app(&self) -> App {
-        self.gated_app_via(&self.facilitator_url).await
+        self.gated_app_via(&self.url).await
     }
 
     /// [`Harness::gated_app`], its gate (and its 402s) naming the facilitator at `facilitator`.
@@ -165,7 +106,7 @@ impl Harness {
 impl Harness {
     /// A gate for this chain and facilitator, paid to [`PAYEE`].
     pub async fn gate(&self) -> Gate {
-        self.gate_via(&self.facilitator_url).await
+        self.gate_via(&self.url).await
     }
 
     /// [`Harness::gate`] through the facilitator at `facilitator`.

@@ -20,6 +20,7 @@ use ring::{
     aead::{Aad, CHACHA20_POLY1305, LessSafeKey, NONCE_LEN, Nonce, UnboundKey},
     rand::{SecureRandom as _, SystemRandom},
 };
+use secrecy::{ExposeSecret as _, ExposeSecretMut as _, SecretSlice};
 
 use crate::config::KeyError;
 
@@ -33,17 +34,23 @@ const AAD_CONTEXT: &[u8] = b"tollgate webhook secret v1\0";
 const KEY_ID_CONTEXT: &[u8] = b"tollgate webhook secrets key id\0";
 
 /// The key webhook signing secrets are encrypted with at rest: 32 random bytes, configured as
-/// 64 hex digits (`keys.webhook_secrets`). `Debug` and `Display` print `[redacted]` and its id.
-#[derive(Clone)]
+/// 64 hex digits (`keys.webhook_secrets`). The bytes are held in a [`SecretSlice`], which zeroes
+/// them on drop: `Debug` prints `[REDACTED]` and the key's id, `Display` `[redacted]`.
+#[derive(Clone, Debug)]
 pub struct SecretsKey {
-    bytes: [u8; SECRETS_KEY_LEN],
+    bytes: SecretSlice<u8>,
     id: String,
 }
 
 impl SecretsKey {
     /// A key from its 32 bytes.
     pub fn from_bytes(bytes: [u8; SECRETS_KEY_LEN]) -> Self {
-        let id = hex::encode(&keccak256([KEY_ID_CONTEXT, bytes.as_slice()].concat())[..4]);
+        Self::from_secret(bytes.to_vec().into())
+    }
+
+    /// A key from its bytes, already boxed (`SECRETS_KEY_LEN` of them).
+    fn from_secret(bytes: SecretSlice<u8>) -> Self {
+        let id = hex::encode(&keccak256([KEY_ID_CONTEXT, bytes.expose_secret()].concat())[..4]);
         Self { bytes, id }
     }
 
@@ -64,25 +71,25 @@ impl SecretsKey {
         if digits.len() != 2 * SECRETS_KEY_LEN {
             return Err(KeyError::Length(digits.len()));
         }
-        let mut bytes = [0u8; SECRETS_KEY_LEN];
-        hex::decode_to_slice(digits, &mut bytes).map_err(|_| KeyError::NotHex)?;
-        Ok(Self::from_bytes(bytes))
+        let mut bytes = SecretSlice::from(vec![0u8; SECRETS_KEY_LEN]);
+        hex::decode_to_slice(digits, bytes.expose_secret_mut()).map_err(|_| KeyError::NotHex)?;
+        Ok(Self::from_secret(bytes))
     }
 
     /// A fresh random key (what `tollgate dev` generates; in production use
     /// `openssl rand -hex 32`).
     pub fn generate() -> Result<Self, SealError> {
-        let mut bytes = [0u8; SECRETS_KEY_LEN];
+        let mut bytes = SecretSlice::from(vec![0u8; SECRETS_KEY_LEN]);
         SystemRandom::new()
-            .fill(&mut bytes)
+            .fill(bytes.expose_secret_mut())
             .map_err(|_| SealError::Random)?;
-        Ok(Self::from_bytes(bytes))
+        Ok(Self::from_secret(bytes))
     }
 
     /// The key as 64 hex digits (no `0x`), to keep it somewhere safe. Handle it like the secret
     /// it is.
     pub fn expose_hex(&self) -> String {
-        hex::encode(self.bytes)
+        hex::encode(self.bytes.expose_secret())
     }
 
     /// The key's id: 8 hex digits of a hash of it, written into every value it seals. Not secret.
@@ -92,7 +99,7 @@ impl SecretsKey {
 
     fn aead(&self) -> LessSafeKey {
         // 32 bytes is ChaCha20-Poly1305's key length, so this cannot fail.
-        let unbound = UnboundKey::new(&CHACHA20_POLY1305, &self.bytes)
+        let unbound = UnboundKey::new(&CHACHA20_POLY1305, self.bytes.expose_secret())
             .unwrap_or_else(|_| unreachable!("a 32-byte ChaCha20-Poly1305 key"));
         LessSafeKey::new(unbound)
     }
@@ -138,12 +145,6 @@ impl SecretsKey {
             )
             .map_err(|_| SealError::Tampered)?;
         String::from_utf8(plain.to_vec()).map_err(|_| SealError::Malformed)
-    }
-}
-
-impl fmt::Debug for SecretsKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SecretsKey([redacted], id {})", self.id)
     }
 }
 
@@ -361,7 +362,12 @@ mod tests {
     fn keys_parse_and_never_print() {
         let k = SecretsKey::from_hex(&format!(" 0x{}\n", "ab".repeat(32))).unwrap();
         assert_eq!(k.expose_hex(), "ab".repeat(32));
-        assert!(!format!("{k:?} {k}").contains("abab"));
+        let shown = format!("{k:?} {k:#?} {k} {:?}", SecretsKeys::new(k.clone()));
+        assert!(!shown.contains("abab"), "{shown}");
+        assert!(
+            shown.contains("[REDACTED]") && shown.contains(k.id()),
+            "{shown}"
+        );
         assert_eq!(SecretsKey::from_hex("").unwrap_err(), KeyError::Empty);
         assert_eq!(
             SecretsKey::from_hex("0x12").unwrap_err(),

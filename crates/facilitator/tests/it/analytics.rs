@@ -13,7 +13,7 @@ use std::{
 };
 
 use alloy::{
-    primitives::{Address, B256, U256, keccak256},
+    primitives::{Address, B256, U256},
     sol_types::{SolCall, SolEvent},
 };
 use axum::{Router, http::StatusCode, routing::post};
@@ -54,13 +54,7 @@ async fn next_second() {
 }
 
 async fn key_for(h: &Harness, who: usize) -> String {
-    let key = format!("tg_test_{}", B256::random());
-    h.facilitator
-        .store()
-        .insert_api_key(keccak256(key.as_bytes()), h.account(who).address, "t", 1)
-        .await
-        .unwrap();
-    key
+    h.api_key(who, "t").await
 }
 
 async fn call(

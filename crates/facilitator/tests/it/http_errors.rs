@@ -3,7 +3,7 @@
 //! settlement, out-of-range analytics queries, query strings and path parameters that do not
 //! parse, unknown routes and methods.
 
-use alloy::primitives::{B256, keccak256};
+use alloy::primitives::B256;
 use reqwest::Method;
 use serde_json::{Value, json};
 use tollgate_facilitator::settlement_key;
@@ -15,13 +15,7 @@ const PROVIDER: usize = 7;
 
 /// A provider API key for `who`, stored as registration stores it.
 async fn key_for(h: &Harness, who: usize) -> String {
-    let key = format!("tg_test_{}", B256::random());
-    h.facilitator
-        .store()
-        .insert_api_key(keccak256(key.as_bytes()), h.account(who).address, "t", 1)
-        .await
-        .unwrap();
-    key
+    h.api_key(who, "t").await
 }
 
 /// Sends `method path` (with `key` as Bearer auth) and returns the status, the content type and

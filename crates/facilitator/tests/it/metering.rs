@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use alloy::{
-    primitives::{Address, B256, U256, keccak256},
+    primitives::{Address, B256, U256},
     sol_types::{SolCall, SolEvent},
 };
 use serde_json::{Value, json};
@@ -38,13 +38,7 @@ struct Metered {
 }
 
 async fn api_key(h: &Harness, who: usize, label: &str) -> String {
-    let key = format!("tg_test_{label}_{}", B256::random());
-    h.facilitator
-        .store()
-        .insert_api_key(keccak256(key.as_bytes()), h.account(who).address, label, 1)
-        .await
-        .unwrap();
-    key
+    h.api_key(who, label).await
 }
 
 async fn send(h: &Harness, from: usize, to: Address, data: Vec<u8>) -> tollgate_chain::Receipt {

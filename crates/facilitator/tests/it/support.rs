@@ -1,37 +1,37 @@
 //! Fixtures: a chain (devnet or anvil) with the contracts, a facilitator on a real store, served
 //! on a loopback port, and a client that signs payments as an agent would.
 
-use std::{sync::Arc, time::Duration};
+use std::{ops::Deref, sync::Arc};
 
-use alloy::primitives::{Address, B256, U256};
-use tollgate_chain::{
-    accounts::DevAccount,
-    authorization::{
-        ReceiveWithAuthorization, TransferWithAuthorization, router_nonce, sign, token_domain,
-    },
-    contracts::{self, Token},
-};
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+use alloy::primitives::{Address, B256};
+use tollgate_facilitator::{Facilitator, Settings, store};
 use tollgate_protocol::{
-    Amount, Eip3009Authorization, SignedPayment,
-    x402::{ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements},
+    SignedPayment,
+    x402::{PaymentPayload, PaymentRequirements},
 };
-pub use tollgate_testkit::Backend;
-use tollgate_testkit::Fixture;
+pub use tollgate_testkit::{
+    Backend,
+    harness::{PROOF_KEY, RELAYER},
+};
+use tollgate_testkit::{
+    Fixture,
+    harness::{self, DEVNET_NETWORK, TestNet},
+    signing::RouterTerms,
+};
 
-/// The relayer and the proof key: dev accounts 8 and 9 (distinct keys, as required).
-pub const RELAYER: usize = 8;
-pub const PROOF_KEY: usize = 9;
 /// The network name the tests use.
-pub const NETWORK: &str = "tollgate-devnet";
+pub const NETWORK: &str = DEVNET_NETWORK;
 
-pub struct Harness {
-    pub fixture: Fixture,
-    pub facilitator: Facilitator,
-    pub url: String,
-    pub http: reqwest::Client,
-    _server: tokio::task::JoinHandle<std::io::Result<()>>,
-    _dir: tempfile::TempDir,
+/// The shared [`TestNet`] (a chain, a facilitator on a real store serving [`NETWORK`]) with what
+/// the facilitator's tests add: payments for [`NETWORK`] and raw HTTP calls.
+pub struct Harness(TestNet);
+
+impl Deref for Harness {
+    type Target = TestNet;
+
+    fn deref(&self) -> &TestNet {
+        &self.0
+    }
 }
 
 impl Harness {
@@ -48,7 +48,13 @@ impl Harness {
         confirmations: u64,
         tweak: impl FnOnce(&mut Settings),
     ) -> Self {
-        Self::build(backend, confirmations, None, tweak).await
+        Self::start(
+            TestNet::builder()
+                .backend(backend)
+                .confirmations(confirmations)
+                .settings(tweak),
+        )
+        .await
     }
 
     /// On PostgreSQL (a schema of its own), when `TOLLGATE_TEST_DATABASE_URL` is set.
@@ -62,27 +68,21 @@ impl Harness {
         tweak: impl FnOnce(&mut Settings),
     ) -> Option<(Self, PgSchema)> {
         let url = std::env::var("TOLLGATE_TEST_DATABASE_URL").ok()?;
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let schema = format!("tg_it_{}_{n}", std::process::id());
-        let pg = store::PostgresStore::connect_with_schema(&url, &schema)
+        let (pg, schema) = harness::PgSchema::create(&url, "tg_it")
             .await
             .expect("postgres");
-        store::Store::migrate(&pg).await.unwrap();
-        let h = Self::build(backend, 1, Some(Arc::new(pg)), tweak).await;
-        Some((h, PgSchema { url, schema }))
+        let h = Self::start(
+            TestNet::builder()
+                .backend(backend)
+                .store(pg)
+                .settings(tweak),
+        )
+        .await;
+        Some((h, PgSchema(schema)))
     }
 
-    async fn build(
-        backend: Backend,
-        confirmations: u64,
-        store: Option<Arc<dyn store::Store>>,
-        tweak: impl FnOnce(&mut Settings),
-    ) -> Self {
-        tollgate_chain::install_crypto_provider();
-        let fixture = Fixture::new(backend).await.expect("chain fixture");
-        let chain = Arc::clone(&fixture.chain);
-        Self::assemble(fixture, chain, confirmations, store, tweak).await
+    async fn start(builder: harness::TestNetBuilder<'_>) -> Self {
+        Self(builder.start().await.expect("test network"))
     }
 
     /// A facilitator on `fixture`'s contracts that reaches the chain through `chain` (e.g. a
@@ -94,106 +94,23 @@ impl Harness {
         store: Option<Arc<dyn store::Store>>,
         tweak: impl FnOnce(&mut Settings),
     ) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let store = match store {
-            Some(s) => s,
-            None => {
-                let url = format!("sqlite://{}", dir.path().join("facilitator.db").display());
-                store::open(&url).await.expect("store")
-            }
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let mut settings = Settings {
-            public_url: url.clone(),
-            ..Settings::default()
-        };
-        tweak(&mut settings);
-        let d = fixture.deployment;
-        let spec = NetworkSpec {
-            name: NETWORK.into(),
-            chain_id: fixture.chain.chain_id(),
-            token: d.token,
-            token_name: "USD Coin".into(),
-            token_version: "2".into(),
-            router: d.router,
-            subscriptions: Some(d.subscriptions),
-            confirmations,
-        };
-        let facilitator = Facilitator::new(
-            settings,
-            vec![(spec, chain)],
-            vec![fixture.accounts[RELAYER].address],
-            fixture.accounts[PROOF_KEY].private_key,
-            store,
-        )
-        .expect("facilitator");
-        let server = tokio::spawn(tollgate_facilitator::serve(
-            facilitator.clone(),
-            listener,
-            std::future::pending(),
-        ));
-        Self {
-            fixture,
-            facilitator,
-            url,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()
-                .unwrap(),
-            _server: server,
-            _dir: dir,
+        let mut builder = TestNet::builder()
+            .fixture(fixture)
+            .chain(chain)
+            .confirmations(confirmations)
+            .settings(tweak);
+        if let Some(store) = store {
+            builder = builder.store(store);
         }
+        Self::start(builder).await
     }
 
     /// Another facilitator over the same chain and contracts with an empty store of its own (a
     /// second operator settling the same payments), with the directory that holds its store.
     pub async fn facilitator_with_fresh_store(&self) -> (Facilitator, tempfile::TempDir) {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("other.db").display());
-        let store = store::open(&url).await.expect("store");
-        let d = self.fixture.deployment;
-        let spec = NetworkSpec {
-            name: NETWORK.into(),
-            chain_id: self.fixture.chain.chain_id(),
-            token: d.token,
-            token_name: "USD Coin".into(),
-            token_version: "2".into(),
-            router: d.router,
-            subscriptions: Some(d.subscriptions),
-            confirmations: 1,
-        };
-        let f = Facilitator::new(
-            Settings::default(),
-            vec![(spec, Arc::clone(&self.fixture.chain))],
-            vec![self.fixture.accounts[RELAYER].address],
-            self.fixture.accounts[PROOF_KEY].private_key,
-            store,
-        )
-        .expect("facilitator");
-        (f, dir)
-    }
-
-    pub fn account(&self, i: usize) -> &DevAccount {
-        &self.fixture.accounts[i]
-    }
-
-    pub async fn token_balance(&self, who: Address) -> U256 {
-        contracts::read(
-            &*self.fixture.chain,
-            self.fixture.deployment.token,
-            &Token::balanceOfCall { account: who },
-        )
-        .await
-        .unwrap()
-    }
-
-    pub async fn now(&self) -> u64 {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        self.fixture.chain.timestamp().await.unwrap().max(wall)
+        self.other_facilitator(&[NETWORK])
+            .await
+            .expect("facilitator")
     }
 
     /// A payment as an agent signs it: a `ReceiveWithAuthorization` to the router whose nonce
@@ -205,8 +122,9 @@ impl Harness {
         amount: u64,
         memo: B256,
     ) -> SignedPayment {
-        let now = self.now().await;
-        self.signed_payment_with(payer, pay_to, amount, memo, 1_000, now - 60, now + 300)
+        self.0
+            .signed_payment(NETWORK, payer, pay_to, amount, memo)
+            .await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -220,34 +138,17 @@ impl Harness {
         valid_after: u64,
         valid_before: u64,
     ) -> SignedPayment {
-        let d = self.fixture.deployment;
-        let payer = &self.fixture.accounts[payer];
-        let auth = ReceiveWithAuthorization {
-            from: payer.address,
-            to: d.router,
-            value: U256::from(amount),
-            validAfter: U256::from(valid_after),
-            validBefore: U256::from(valid_before),
-            nonce: router_nonce(pay_to, memo, U256::from(fee)),
-        };
-        let domain = token_domain("USD Coin", "2", self.fixture.chain.chain_id(), d.token);
-        let signature = sign(&payer.signer(), &auth, &domain).unwrap();
-        SignedPayment {
-            network: NETWORK.into(),
-            token: d.token,
+        let terms = RouterTerms {
             pay_to,
-            amount: Amount::from_units(amount),
+            amount,
             memo,
-            authorization: Eip3009Authorization {
-                from: payer.address,
-                to: d.router,
-                value: Amount::from_units(amount),
-                valid_after: Amount::from_units(valid_after),
-                valid_before: Amount::from_units(valid_before),
-                nonce: auth.nonce,
-                signature,
-            },
-        }
+            fee,
+            valid_after,
+            valid_before,
+        };
+        self.fixture
+            .sign_router_payment(NETWORK, payer, &terms)
+            .unwrap()
     }
 
     /// x402 V1 requirements for `amount` to `pay_to`, as an x402 resource server builds them.
@@ -267,7 +168,7 @@ impl Harness {
         .unwrap()
     }
 
-    /// An x402 V1 `exact` payment as x402-fetch signs it: `transferWithAuthorization` to payTo.
+    /// An x402 V1 `exact` payment on [`NETWORK`] as x402-fetch signs it.
     pub async fn x402_payload(
         &self,
         payer: usize,
@@ -275,39 +176,9 @@ impl Harness {
         amount: u64,
         nonce: B256,
     ) -> PaymentPayload {
-        let now = self.now().await;
-        let payer = &self.fixture.accounts[payer];
-        let auth = TransferWithAuthorization {
-            from: payer.address,
-            to: pay_to,
-            value: U256::from(amount),
-            validAfter: U256::from(now - 600),
-            validBefore: U256::from(now + 60),
-            nonce,
-        };
-        let domain = token_domain(
-            "USD Coin",
-            "2",
-            self.fixture.chain.chain_id(),
-            self.fixture.deployment.token,
-        );
-        let signature = sign(&payer.signer(), &auth, &domain).unwrap();
-        PaymentPayload {
-            x402_version: 1,
-            scheme: "exact".into(),
-            network: NETWORK.into(),
-            payload: ExactEvmPayload {
-                signature,
-                authorization: ExactEvmAuthorization {
-                    from: payer.address,
-                    to: pay_to,
-                    value: Amount::from_units(amount),
-                    valid_after: Amount::from_units(now - 600),
-                    valid_before: Amount::from_units(now + 60),
-                    nonce,
-                },
-            },
-        }
+        self.0
+            .x402_payload(NETWORK, payer, pay_to, amount, nonce)
+            .await
     }
 
     pub async fn post(&self, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
@@ -353,19 +224,11 @@ impl Harness {
 }
 
 /// Drops a test's PostgreSQL schema.
-pub struct PgSchema {
-    url: String,
-    schema: String,
-}
+pub struct PgSchema(harness::PgSchema);
 
 impl PgSchema {
     pub async fn drop_schema(self) {
-        let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
-        let sql = format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.schema);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&pool)
-            .await
-            .unwrap();
+        self.0.drop_schema().await.unwrap();
     }
 }
 

@@ -9,7 +9,7 @@ use std::{
     time::Duration,
 };
 
-use alloy::primitives::{Address, B256, keccak256};
+use alloy::primitives::{Address, B256};
 use axum::{
     Router,
     body::Bytes,
@@ -90,13 +90,7 @@ impl Receiver {
 }
 
 async fn key_for(h: &Harness, who: usize) -> String {
-    let key = format!("tg_test_{}", B256::random());
-    h.facilitator
-        .store()
-        .insert_api_key(keccak256(key.as_bytes()), h.account(who).address, "t", 1)
-        .await
-        .unwrap();
-    key
+    h.api_key(who, "t").await
 }
 
 async fn call(

@@ -15,7 +15,7 @@ use std::{
 };
 
 use alloy::{
-    primitives::{Address, B256, U256, keccak256},
+    primitives::{Address, B256, U256},
     sol_types::{SolCall, SolEvent},
 };
 use axum::{
@@ -51,15 +51,10 @@ impl World {
     async fn new(backend: Backend) -> Self {
         let h = Harness::on(backend).await;
         // The provider (the payee) gets an API key and publishes its plan through the facilitator.
-        let key = format!("tg_test_{}", B256::random());
-        h.facilitator
-            .store()
-            .insert_api_key(keccak256(key.as_bytes()), h.address(PAYEE), "test", 1)
-            .await
-            .unwrap();
+        let key = h.api_key(PAYEE, "test").await;
         let r = h
             .http
-            .post(format!("{}/plans", h.facilitator_url))
+            .post(format!("{}/plans", h.url))
             .bearer_auth(&key)
             .json(&json!({
                 "network": NETWORK, "amount": PLAN_AMOUNT.to_string(), "interval": INTERVAL,
@@ -167,7 +162,7 @@ impl World {
             .http
             .get(format!(
                 "{}/subscriptions/{id}/usage?network={NETWORK}",
-                self.h.facilitator_url
+                self.h.url
             ))
             .bearer_auth(&self.key)
             .send()
@@ -338,7 +333,7 @@ async fn state_table(backend: Backend) {
         .http
         .post(format!(
             "{}/plans/{}/deprecate?network={NETWORK}",
-            w.h.facilitator_url, w.plan.plan_id
+            w.h.url, w.plan.plan_id
         ))
         .bearer_auth(&w.key)
         .send()

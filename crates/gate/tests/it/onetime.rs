@@ -77,7 +77,7 @@ async fn unpaid_gets_the_superset_402_then_pays_once() {
         serde_json::json!({"name": "USD Coin", "version": "2"})
     );
     assert_eq!(e["service"]["subscriptionScheme"], false);
-    assert_eq!(e["service"]["facilitator"], h.facilitator_url);
+    assert_eq!(e["service"]["facilitator"], h.url);
     assert_eq!(app.hits(), 0);
 
     let payee_before = h.token_balance(h.address(PAYEE)).await;

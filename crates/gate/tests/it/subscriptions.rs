@@ -462,7 +462,7 @@ async fn multi_scheme_offers_both_and_serves_each_way() {
     assert_eq!(e["amount"], ONE_TIME.to_string());
     assert_eq!(e["service"]["subscriptionScheme"], true);
     assert_eq!(e["service"]["planId"], plan.plan_id.to_string());
-    assert_eq!(e["service"]["facilitator"], s.h.facilitator_url);
+    assert_eq!(e["service"]["facilitator"], s.h.url);
     assert_eq!(e["plan"]["planId"], plan.plan_id.to_string());
     assert_eq!(app.hits(), 0);
 

@@ -2,6 +2,7 @@
 //! gated by the layer on another, and a client that pays as an agent (or an x402 client) does.
 
 use std::{
+    ops::Deref,
     sync::{
         Arc,
         atomic::{AtomicUsize, Ordering},
@@ -9,45 +10,34 @@ use std::{
     time::Duration,
 };
 
-use alloy::primitives::{Address, B256, U256};
+use alloy::primitives::{Address, B256};
 use axum::{Router, routing::get};
 use serde_json::Value;
-use tollgate_chain::{
-    authorization::{
-        ReceiveWithAuthorization, TransferWithAuthorization, router_nonce, sign, token_domain,
-    },
-    contracts::{self, Token},
-};
-use tollgate_facilitator::{Facilitator, NetworkSpec, Settings, store};
+use tollgate_facilitator::Settings;
 use tollgate_gate::{Gate, GateBuilder, Pricing};
-use tollgate_protocol::{
-    Amount, AuthorizeResponse, Eip3009Authorization, PaymentProof, SignedPayment,
-    x402::{ExactEvmAuthorization, ExactEvmPayload, PaymentPayload},
-};
+use tollgate_protocol::{AuthorizeResponse, PaymentProof, x402::PaymentPayload};
 pub use tollgate_testkit::Backend;
-use tollgate_testkit::Fixture;
+use tollgate_testkit::harness::{DEVNET_NETWORK, TestNet};
+pub use tollgate_testkit::harness::{PAYEE, PAYER, PROOF_KEY};
 
-/// The relayer and the proof key: dev accounts 8 and 9.
-pub const RELAYER: usize = 8;
-pub const PROOF_KEY: usize = 9;
 /// The gate's network: an x402 V1 name (the devnet runs under it), so x402 clients could pay.
 pub const NETWORK: &str = "base-sepolia";
 /// A second network the facilitator serves on the same chain, for wrong-network proofs.
-pub const OTHER_NETWORK: &str = "tollgate-devnet";
-/// The payee and the payer.
-pub const PAYEE: usize = 7;
-pub const PAYER: usize = 1;
+pub const OTHER_NETWORK: &str = DEVNET_NETWORK;
 /// Prices of the gated routes.
 pub const QUOTE_PRICE: u64 = 500_000;
 pub const PREMIUM_PRICE: u64 = 1_000_000;
 
-pub struct Harness {
-    pub fixture: Fixture,
-    pub facilitator: Facilitator,
-    pub facilitator_url: String,
-    pub http: reqwest::Client,
-    _server: tokio::task::JoinHandle<std::io::Result<()>>,
-    _dir: tempfile::TempDir,
+/// The shared [`TestNet`] (the devnet, a facilitator serving [`NETWORK`] and [`OTHER_NETWORK`])
+/// with what the gate's tests add: gates, and payments through `/authorize`.
+pub struct Harness(TestNet);
+
+impl Deref for Harness {
+    type Target = TestNet;
+
+    fn deref(&self) -> &TestNet {
+        &self.0
+    }
 }
 
 impl Harness {
@@ -62,91 +52,27 @@ impl Harness {
 
     /// On `backend`, with the facilitator's settings adjusted.
     pub async fn on_with(backend: Backend, tweak: impl FnOnce(&mut Settings)) -> Self {
-        tollgate_chain::install_crypto_provider();
-        let fixture = Fixture::new(backend).await.expect("chain fixture");
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("facilitator.db").display());
-        let store = store::open(&url).await.expect("store");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let facilitator_url = format!("http://{}", listener.local_addr().unwrap());
-        let mut settings = Settings {
-            public_url: facilitator_url.clone(),
-            ..Settings::default()
-        };
-        tweak(&mut settings);
-        let d = fixture.deployment;
-        let spec = |name: &str| NetworkSpec {
-            name: name.into(),
-            chain_id: fixture.chain.chain_id(),
-            token: d.token,
-            token_name: "USD Coin".into(),
-            token_version: "2".into(),
-            router: d.router,
-            subscriptions: Some(d.subscriptions),
-            confirmations: 1,
-        };
-        let facilitator = Facilitator::new(
-            settings,
-            vec![
-                (spec(NETWORK), Arc::clone(&fixture.chain)),
-                (spec(OTHER_NETWORK), Arc::clone(&fixture.chain)),
-            ],
-            vec![fixture.accounts[RELAYER].address],
-            fixture.accounts[PROOF_KEY].private_key,
-            store,
-        )
-        .expect("facilitator");
-        let server = tokio::spawn(tollgate_facilitator::serve(
-            facilitator.clone(),
-            listener,
-            std::future::pending(),
-        ));
-        Self {
-            fixture,
-            facilitator,
-            facilitator_url,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()
-                .unwrap(),
-            _server: server,
-            _dir: dir,
-        }
-    }
-
-    pub fn address(&self, i: usize) -> Address {
-        self.fixture.accounts[i].address
+        let net = TestNet::builder()
+            .backend(backend)
+            .networks([NETWORK, OTHER_NETWORK])
+            .settings(tweak)
+            .start()
+            .await
+            .expect("test network");
+        Self(net)
     }
 
     /// A gate builder for this chain and facilitator, paid to [`PAYEE`].
     pub fn gate_builder(&self) -> GateBuilder {
         Gate::builder()
             .network(NETWORK)
-            .token(self.fixture.deployment.token, "USD Coin", "2")
+            .token(self.token(), "USD Coin", "2")
             .pay_to(self.address(PAYEE))
-            .facilitator(&self.facilitator_url)
+            .facilitator(&self.url)
     }
 
     pub async fn gate(&self) -> Gate {
         self.gate_builder().build().await.expect("gate")
-    }
-
-    pub async fn token_balance(&self, who: Address) -> U256 {
-        contracts::read(
-            &*self.fixture.chain,
-            self.fixture.deployment.token,
-            &Token::balanceOfCall { account: who },
-        )
-        .await
-        .unwrap()
-    }
-
-    pub async fn now(&self) -> u64 {
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        self.fixture.chain.timestamp().await.unwrap().max(wall)
     }
 
     /// Pays as a Tollgate agent does: signs a router payment committing to the 402's memo and the
@@ -163,7 +89,7 @@ impl Harness {
             .await;
         let r = self
             .http
-            .post(format!("{}/authorize", self.facilitator_url))
+            .post(format!("{}/authorize", self.url))
             .json(&serde_json::json!({ "signedPayment": sp }))
             .send()
             .await
@@ -183,47 +109,7 @@ impl Harness {
             .await
     }
 
-    pub async fn signed_payment(
-        &self,
-        network: &str,
-        payer: usize,
-        pay_to: Address,
-        amount: u64,
-        memo: B256,
-    ) -> SignedPayment {
-        let now = self.now().await;
-        let (valid_after, valid_before, fee) = (now - 60, now + 300, 1_000u64);
-        let d = self.fixture.deployment;
-        let payer = &self.fixture.accounts[payer];
-        let auth = ReceiveWithAuthorization {
-            from: payer.address,
-            to: d.router,
-            value: U256::from(amount),
-            validAfter: U256::from(valid_after),
-            validBefore: U256::from(valid_before),
-            nonce: router_nonce(pay_to, memo, U256::from(fee)),
-        };
-        let domain = token_domain("USD Coin", "2", self.fixture.chain.chain_id(), d.token);
-        let signature = sign(&payer.signer(), &auth, &domain).unwrap();
-        SignedPayment {
-            network: network.into(),
-            token: d.token,
-            pay_to,
-            amount: Amount::from_units(amount),
-            memo,
-            authorization: Eip3009Authorization {
-                from: payer.address,
-                to: d.router,
-                value: Amount::from_units(amount),
-                valid_after: Amount::from_units(valid_after),
-                valid_before: Amount::from_units(valid_before),
-                nonce: auth.nonce,
-                signature,
-            },
-        }
-    }
-
-    /// An x402 V1 `exact` payment as x402-fetch signs it: `transferWithAuthorization` to payTo.
+    /// An x402 V1 `exact` payment on [`NETWORK`] as x402-fetch signs it.
     pub async fn x402_payload(
         &self,
         payer: usize,
@@ -231,39 +117,9 @@ impl Harness {
         amount: u64,
         nonce: B256,
     ) -> PaymentPayload {
-        let now = self.now().await;
-        let payer = &self.fixture.accounts[payer];
-        let auth = TransferWithAuthorization {
-            from: payer.address,
-            to: pay_to,
-            value: U256::from(amount),
-            validAfter: U256::from(now - 600),
-            validBefore: U256::from(now + 60),
-            nonce,
-        };
-        let domain = token_domain(
-            "USD Coin",
-            "2",
-            self.fixture.chain.chain_id(),
-            self.fixture.deployment.token,
-        );
-        let signature = sign(&payer.signer(), &auth, &domain).unwrap();
-        PaymentPayload {
-            x402_version: 1,
-            scheme: "exact".into(),
-            network: NETWORK.into(),
-            payload: ExactEvmPayload {
-                signature,
-                authorization: ExactEvmAuthorization {
-                    from: payer.address,
-                    to: pay_to,
-                    value: Amount::from_units(amount),
-                    valid_after: Amount::from_units(now - 600),
-                    valid_before: Amount::from_units(now + 60),
-                    nonce,
-                },
-            },
-        }
+        self.0
+            .x402_payload(NETWORK, payer, pay_to, amount, nonce)
+            .await
     }
 }
 

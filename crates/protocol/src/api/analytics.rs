@@ -14,6 +14,11 @@ const MONDAY: u64 = 4 * DAY;
 /// `GET /analytics` query parameters, as text (parsed by the facilitator into typed
 /// errors, each naming its parameter).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::IntoParams),
+    into_params(parameter_in = Query)
+)]
 pub struct ReportParams {
     /// Start, unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,6 +42,7 @@ pub struct ReportParams {
 
 /// A report's bucket width.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Bucket {
     /// One hour.
@@ -74,6 +80,7 @@ impl Bucket {
 
 /// Settled volume of a group, amounts as decimal strings.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeView {
     /// Settled payments.
@@ -88,6 +95,7 @@ pub struct VolumeView {
 
 /// One bucket of the volume series.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct VolumePoint {
     /// The bucket's start, unix seconds.
@@ -99,6 +107,7 @@ pub struct VolumePoint {
 
 /// One entry of a top list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Ranked {
     /// The resource URL, network name or payer address (`""`: the client did not report the
@@ -111,6 +120,7 @@ pub struct Ranked {
 
 /// Settled volume.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeReport {
     /// Over the whole range.
@@ -129,11 +139,13 @@ pub struct VolumeReport {
 
 /// One plan's subscriptions.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct PlanReport {
     /// Network name.
     pub network: String,
     /// The plan.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub plan_id: B256,
     /// Price per cycle, when its `plan.created` event is known.
     pub amount: Option<String>,
@@ -151,6 +163,7 @@ pub struct PlanReport {
 
 /// Subscription lifecycle counts of one bucket.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionPoint {
     /// The bucket's start.
@@ -167,6 +180,7 @@ pub struct SubscriptionPoint {
 
 /// Subscriptions to the provider's plans.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionReport {
     /// Active now.
@@ -197,6 +211,7 @@ pub struct SubscriptionReport {
 
 /// Metered usage of one bucket.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MeteredPoint {
     /// The bucket's start.
@@ -209,6 +224,7 @@ pub struct MeteredPoint {
 
 /// Metered usage of subscriptions to the provider's plans.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct MeteredReport {
     /// Deductions in the range.
@@ -229,6 +245,7 @@ pub struct MeteredReport {
 
 /// One endpoint's delivery health.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct EndpointReport {
     /// Endpoint id.
@@ -252,9 +269,11 @@ pub struct EndpointReport {
 
 /// One recent payment.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct RecentPayment {
     /// Settlement key (`GET /settlements/{key}`).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub key: B256,
     /// `router` (`/authorize`) or `x402` (`/settle`).
     pub path: String,
@@ -273,6 +292,7 @@ pub struct RecentPayment {
     pub resource: Option<String>,
     /// The transaction, once known.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Hash32>))]
     pub tx_hash: Option<B256>,
     /// Unix seconds of its last change.
     pub at: u64,
@@ -280,6 +300,7 @@ pub struct RecentPayment {
 
 /// `GET /analytics`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     /// The provider (payee) reported on, checksummed.

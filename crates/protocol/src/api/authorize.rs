@@ -25,15 +25,22 @@ pub fn settlement_key(chain_id: u64, token: Address, from: Address, nonce: B256)
 /// The query of `GET /settlements/{key}`: `token = keccak256(claim)` when the settlement was
 /// authorized with a `claim`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::IntoParams),
+    into_params(parameter_in = Query)
+)]
 #[serde(deny_unknown_fields)]
 pub struct StatusQuery {
     /// `keccak256(claim)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(value_type = Option<crate::openapi::Hash32>))]
     pub token: Option<B256>,
 }
 
 /// The body of `POST /proofs/verify`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct VerifyProofRequest {
     /// The proof as `X-PAYMENT` carries it (base64 JSON).
@@ -42,6 +49,7 @@ pub struct VerifyProofRequest {
 
 /// The answer of `POST /proofs/verify` (always HTTP 200 for a readable request).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct VerifyProofResponse {
     /// Whether this facilitator issued the proof for a confirmed settlement, unexpired.

@@ -19,6 +19,7 @@ pub const NONCE_DERIVATION: &str = "keccak256(abi.encode(payTo, memo, fee))";
 ///
 /// Fields are declared in the order they are written (alphabetical).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WellKnown {
     /// The facilitator's public base URL.
@@ -28,6 +29,7 @@ pub struct WellKnown {
     /// How the router nonce is derived ([`NONCE_DERIVATION`]).
     pub nonce: String,
     /// Addresses whose proof signatures the facilitator stands behind.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<crate::openapi::Address>))]
     pub proof_signers: Vec<Address>,
     /// Always 1.
     pub x402_version: u8,
@@ -35,6 +37,7 @@ pub struct WellKnown {
 
 /// One network a facilitator settles on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct NetworkInfo {
     /// EIP-155 chain id.
@@ -50,10 +53,13 @@ pub struct NetworkInfo {
     /// The fee per `/authorize` settlement, which the router nonce commits to.
     pub fee: Amount,
     /// The payment router an `/authorize` authorization pays.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub router: Address,
     /// The subscriptions contract, if the network has one (`null` otherwise).
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Address>))]
     pub subscriptions: Option<Address>,
     /// The token settled.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub token: Address,
     /// Its EIP-712 domain name.
     pub token_name: String,

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// The answer of `GET /healthz`: `{"status": "ok"}` while the process serves.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Health {
     /// `"ok"`.
     pub status: String,
@@ -22,6 +23,7 @@ impl Health {
 
 /// The answer of `GET /readyz` (200 when ready, 503 otherwise).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Readiness {
     /// Per dependency (`chain:<network>`, `store`): what it answered.
     pub checks: BTreeMap<String, String>,

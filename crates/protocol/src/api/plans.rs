@@ -11,6 +11,7 @@ pub const DEFAULT_INTERVAL: u64 = 30 * 24 * 3600;
 
 /// The body of `POST /plans`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreatePlanRequest {
     /// The network the plan lives on.
@@ -22,6 +23,7 @@ pub struct CreatePlanRequest {
     pub interval: u64,
     /// Who is paid (default: the provider's own address).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Address>))]
     pub pay_to: Option<Address>,
     /// Makes retries safe: the same key (1 to 200 bytes) returns the same plan.
     pub idempotency_key: String,
@@ -34,15 +36,19 @@ fn default_interval() -> u64 {
 /// A plan as the plans API shows it: its on-chain terms, its network and its provider.
 /// (The quote's [`crate::PlanView`] is the contract's view, keyed `id`.)
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Plan {
     /// The plan id.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub plan_id: B256,
     /// Its network.
     pub network: String,
     /// The payment token.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub token: Address,
     /// The payment recipient.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub pay_to: Address,
     /// The amount billed per cycle.
     pub amount: Amount,
@@ -51,6 +57,7 @@ pub struct Plan {
     /// Whether it refuses new subscriptions.
     pub deprecated: bool,
     /// The provider that created it through this facilitator, else its on-chain creator.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub provider: Address,
 }
 
@@ -58,6 +65,11 @@ pub struct Plan {
 /// `GET /plans/{id}`, `POST /plans/{id}/deprecate`, `GET /subscriptions/{id}`,
 /// `GET /subscriptions/{id}/usage`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::IntoParams),
+    into_params(parameter_in = Query)
+)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkQuery {
     /// The network name.

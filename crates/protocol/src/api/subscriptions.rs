@@ -12,20 +12,24 @@ use crate::Amount;
 /// The body of `POST /subscriptions`: a `Subscribe` intent (EIP-712, under the subscriptions
 /// contract's domain) and the EIP-2612 permit that grants the contract its standing allowance.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubscribeRequest {
     /// Network name.
     pub network: String,
     /// The plan subscribed to.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub plan_id: B256,
     /// The subscriber and signer.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub subscriber: Address,
     /// The overage cap per cycle, in the token's smallest unit.
     pub max_overage: Amount,
     /// Unix seconds; the intent is valid until then (inclusive).
     pub deadline: u64,
     /// The subscriber's 65-byte `Subscribe` signature.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::HexBytes))]
     pub signature: Bytes,
     /// The standing authorization.
     pub permit: PermitSignature,
@@ -33,6 +37,7 @@ pub struct SubscribeRequest {
 
 /// An EIP-2612 permit of the plan's token to the subscriptions contract.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PermitSignature {
     /// The allowance it sets.
@@ -40,11 +45,13 @@ pub struct PermitSignature {
     /// Unix seconds; the last time it is valid.
     pub deadline: u64,
     /// The holder's 65-byte signature (empty: no permit, an existing allowance is used).
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::HexBytes))]
     pub signature: Bytes,
 }
 
 /// A subscription's state, as the contract reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[non_exhaustive]
 pub enum SubscriptionStatus {
@@ -58,6 +65,7 @@ pub enum SubscriptionStatus {
 
 /// The overage allowance of the current cycle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AllowanceView {
     /// The cap per cycle (`maxOverage`).
@@ -69,16 +77,20 @@ pub struct AllowanceView {
 /// A subscription as `POST /subscriptions` and `GET /subscriptions/{id}` report it, read from
 /// the chain.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubscriptionView {
     /// `subscriptionIdFor(planId, subscriber, nonce)`.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub id: B256,
     /// Its state.
     pub status: SubscriptionStatus,
     /// The plan.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub plan_id: B256,
     /// The subscriber.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub subscriber: Address,
     /// The last paid cycle (1 after the first billing).
     pub cycle: u32,
@@ -88,23 +100,29 @@ pub struct SubscriptionView {
     pub allowance: AllowanceView,
     /// The transaction that created it (when known).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Hash32>))]
     pub tx_hash: Option<B256>,
 }
 
 /// A plan's on-chain terms.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PlanView {
     /// The plan id.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub id: B256,
     /// Its creator.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub provider: Address,
     /// The payment token.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub token: Address,
     /// The payment recipient.
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub pay_to: Address,
     /// The amount billed per cycle.
     pub amount: Amount,
@@ -116,6 +134,7 @@ pub struct PlanView {
 
 /// `GET /subscriptions/quote`: everything a subscriber signs against.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubscriptionQuote {
     /// Network name.
@@ -124,6 +143,7 @@ pub struct SubscriptionQuote {
     pub chain_id: u64,
     /// The subscriptions contract (the EIP-712 verifying contract and the permit's spender).
     #[serde(with = "crate::x402::checksummed")]
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub subscriptions: Address,
     /// The plan.
     pub plan: PlanView,
@@ -140,6 +160,7 @@ pub struct SubscriptionQuote {
 /// `POST /subscriptions/{id}/usage` (provider API key): deducts metered usage from the
 /// subscription's overage allowance for the current cycle (the spec's `deductAllowance`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeductRequest {
     /// Network name; default: the facilitator's only network with a subscriptions contract.
@@ -156,9 +177,11 @@ pub struct DeductRequest {
 /// A subscription's overage allowance in its current cycle, as the facilitator's usage ledger
 /// holds it: the answer to a deduction and to `GET /subscriptions/{id}/usage`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AllowanceUsage {
     /// The subscription id.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub subscription_id: B256,
     /// The billing cycle the usage counts against.
     pub cycle: u32,
@@ -179,6 +202,7 @@ pub struct AllowanceUsage {
 /// `POST /subscriptions/{id}/allowance`: raises the overage cap with the subscriber's EIP-712
 /// `Action` signature (action 4, `value` = the new cap), relayed as `raiseAllowanceWithSig`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RaiseAllowanceRequest {
     /// Network name.
@@ -188,12 +212,18 @@ pub struct RaiseAllowanceRequest {
     /// Unix seconds; the signature is valid until then (inclusive).
     pub deadline: u64,
     /// The subscriber's 65-byte `Action` signature.
+    #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::HexBytes))]
     pub signature: Bytes,
 }
 
 /// The query of `GET /subscriptions/quote`. `planId` and `subscriber` travel as text so that
 /// the facilitator can name the one that does not parse.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::IntoParams),
+    into_params(parameter_in = Query)
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct QuoteQuery {
     /// Network name; default: the facilitator's only network with a subscriptions contract.

@@ -9,6 +9,7 @@ use crate::webhook::WebhookEvent;
 
 /// Which event types an endpoint takes: `"*"` (all), one type, or a list.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(untagged)]
 pub enum EventFilter {
     /// `"*"` for all, or one event type.
@@ -40,6 +41,7 @@ impl EventFilter {
 
 /// The body of `POST /webhooks/endpoints`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateEndpoint {
     /// Where events are POSTed (absolute http(s); no private address outside dev mode).
@@ -54,6 +56,7 @@ pub struct CreateEndpoint {
 
 /// The body of `PATCH /webhooks/endpoints/{id}`: what to change.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateEndpoint {
     /// A new URL.
@@ -72,6 +75,7 @@ pub struct UpdateEndpoint {
 
 /// The body of `POST /webhooks/endpoints/{id}/rotate`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rotate {
     /// How long the old secret keeps signing beside the new one, in seconds (default 86400).
@@ -81,6 +85,11 @@ pub struct Rotate {
 
 /// The query of the listing calls (`/events`, `/webhooks/endpoints/{id}/deliveries`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(
+    feature = "openapi",
+    derive(utoipa::IntoParams),
+    into_params(parameter_in = Query)
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Page {
     /// Only events after this sequence number (`/events`).
@@ -93,6 +102,7 @@ pub struct Page {
 
 /// An endpoint as the API shows it; its signing secret only when created or rotated.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Endpoint {
     /// `we_…`.
@@ -122,6 +132,7 @@ pub struct Endpoint {
 
 /// Where a delivery stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum DeliveryState {
@@ -135,6 +146,7 @@ pub enum DeliveryState {
 
 /// One event's delivery to an endpoint.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Delivery {
     /// The event (`evt_…`).
@@ -160,6 +172,7 @@ pub struct Delivery {
 
 /// One entry of `GET /events`: the event as delivered, with its sequence number.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EventRecord {
     /// The provider's event sequence number (`?after=` pages by it).
     pub seq: u64,

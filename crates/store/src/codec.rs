@@ -7,7 +7,7 @@ use std::str::FromStr;
 use alloy::primitives::{Address, B256, hex};
 use tollgate_protocol::{Amount, SettlementStatus};
 
-use super::{NewSettlement, Settlement, SettlementKind, StoreError, StoreResult};
+use crate::{NewSettlement, PlanOwner, Settlement, SettlementKind, StoreError, StoreResult};
 
 /// The settlement columns, in the order of [`SettlementRow`] (for `SELECT` and `RETURNING`); a
 /// macro so that statements are `&'static str` built with `concat!`.
@@ -18,10 +18,10 @@ macro_rules! settlement_columns {
          resource, claim_hash"
     };
 }
-pub(super) use settlement_columns;
+pub(crate) use settlement_columns;
 
 /// Every status, in the order `count_by_status()` reports them.
-pub(super) const ALL_STATUSES: [SettlementStatus; 5] = [
+pub(crate) const ALL_STATUSES: [SettlementStatus; 5] = [
     SettlementStatus::Received,
     SettlementStatus::Submitted,
     SettlementStatus::Pending,
@@ -30,18 +30,18 @@ pub(super) const ALL_STATUSES: [SettlementStatus; 5] = [
 ];
 
 /// `0x` + 64 lowercase hex digits.
-pub(super) fn b256(v: &B256) -> String {
+pub(crate) fn b256(v: &B256) -> String {
     hex::encode_prefixed(v)
 }
 
 /// `0x` + 40 lowercase hex digits (not the checksummed form: one spelling per address, so
 /// equality in SQL is equality of addresses).
-pub(super) fn address(v: &Address) -> String {
+pub(crate) fn address(v: &Address) -> String {
     hex::encode_prefixed(v)
 }
 
 /// A `u64` for a `BIGINT` column; beyond `i64::MAX` is refused (an encode error), not wrapped.
-pub(super) fn int(what: &'static str, v: u64) -> StoreResult<i64> {
+pub(crate) fn int(what: &'static str, v: u64) -> StoreResult<i64> {
     i64::try_from(v).map_err(|_| {
         StoreError::Database(sqlx::Error::Encode(
             format!("{what} {v} exceeds the BIGINT range").into(),
@@ -53,7 +53,7 @@ pub(super) fn int(what: &'static str, v: u64) -> StoreResult<i64> {
 /// `uint256` beyond `u64` means "never expires"); anything beyond `i64::MAX` (the year 292
 /// billion) is stored as `i64::MAX` and read back as `u64::MAX`, so the saturated value round-trips
 /// and ordering by expiry stays right. The exact value is in the stored `request`.
-pub(super) fn valid_before(v: u64) -> i64 {
+pub(crate) fn valid_before(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
@@ -75,11 +75,11 @@ fn strict_hex<const N: usize>(column: &str, s: &str) -> StoreResult<[u8; N]> {
     Ok(out)
 }
 
-pub(super) fn parse_b256(column: &str, s: &str) -> StoreResult<B256> {
+pub(crate) fn parse_b256(column: &str, s: &str) -> StoreResult<B256> {
     strict_hex::<32>(column, s).map(B256::from)
 }
 
-pub(super) fn parse_address(column: &str, s: &str) -> StoreResult<Address> {
+pub(crate) fn parse_address(column: &str, s: &str) -> StoreResult<Address> {
     strict_hex::<20>(column, s).map(Address::from)
 }
 
@@ -96,7 +96,7 @@ fn parse_amount(column: &str, s: &str) -> StoreResult<Amount> {
     Ok(amount)
 }
 
-pub(super) fn parse_status(s: &str) -> StoreResult<SettlementStatus> {
+pub(crate) fn parse_status(s: &str) -> StoreResult<SettlementStatus> {
     SettlementStatus::parse(s).ok_or_else(|| corrupt("status", s))
 }
 
@@ -111,26 +111,26 @@ fn parse_kind(s: &str) -> StoreResult<SettlementKind> {
 /// The values of a [`NewSettlement`] as bound, in column order (status, tx_hash, block, proof
 /// and error are set by the statement; `updated_at` is `created_at`).
 #[derive(Debug)]
-pub(super) struct NewRow {
-    pub(super) key: String,
-    pub(super) kind: &'static str,
-    pub(super) request_hash: String,
-    pub(super) chain_id: i64,
-    pub(super) token: String,
-    pub(super) payer: String,
-    pub(super) pay_to: String,
-    pub(super) amount: String,
-    pub(super) fee: String,
-    pub(super) memo: String,
-    pub(super) nonce: String,
-    pub(super) valid_before: i64,
-    pub(super) resource: Option<String>,
-    pub(super) claim_hash: Option<String>,
-    pub(super) created_at: i64,
+pub(crate) struct NewRow {
+    pub(crate) key: String,
+    pub(crate) kind: &'static str,
+    pub(crate) request_hash: String,
+    pub(crate) chain_id: i64,
+    pub(crate) token: String,
+    pub(crate) payer: String,
+    pub(crate) pay_to: String,
+    pub(crate) amount: String,
+    pub(crate) fee: String,
+    pub(crate) memo: String,
+    pub(crate) nonce: String,
+    pub(crate) valid_before: i64,
+    pub(crate) resource: Option<String>,
+    pub(crate) claim_hash: Option<String>,
+    pub(crate) created_at: i64,
 }
 
 impl NewRow {
-    pub(super) fn encode(new: &NewSettlement) -> StoreResult<Self> {
+    pub(crate) fn encode(new: &NewSettlement) -> StoreResult<Self> {
         Ok(Self {
             key: b256(&new.key),
             kind: new.kind.as_str(),
@@ -153,7 +153,7 @@ impl NewRow {
 
 /// A settlement row as the database returns it.
 #[derive(Debug, sqlx::FromRow)]
-pub(super) struct SettlementRow {
+pub(crate) struct SettlementRow {
     key: String,
     kind: String,
     request_hash: String,
@@ -181,7 +181,7 @@ pub(super) struct SettlementRow {
 
 impl SettlementRow {
     /// Decodes the row; any value the writer would not have produced is `Corrupt`.
-    pub(super) fn decode(self) -> StoreResult<Settlement> {
+    pub(crate) fn decode(self) -> StoreResult<Settlement> {
         let valid_before = if self.valid_before == i64::MAX {
             u64::MAX
         } else {
@@ -228,7 +228,7 @@ impl SettlementRow {
 
 /// Puts counts in the order of [`ALL_STATUSES`], with zero for a status no row has (so a
 /// metrics gauge drops to zero instead of disappearing).
-pub(super) fn status_counts(rows: Vec<(String, i64)>) -> StoreResult<Vec<(SettlementStatus, u64)>> {
+pub(crate) fn status_counts(rows: Vec<(String, i64)>) -> StoreResult<Vec<(SettlementStatus, u64)>> {
     let mut counts = ALL_STATUSES.map(|s| (s, 0u64));
     for (status, n) in rows {
         let status = parse_status(&status)?;
@@ -241,10 +241,10 @@ pub(super) fn status_counts(rows: Vec<(String, i64)>) -> StoreResult<Vec<(Settle
 }
 
 /// A `plans` row as selected: network, plan id, provider, relayer, created at.
-pub(super) type PlanRow = (String, String, String, String, i64);
+pub(crate) type PlanRow = (String, String, String, String, i64);
 
 /// Encodes a plan owner's key columns: plan id, provider, relayer, created at.
-pub(super) fn encode_plan(p: &super::PlanOwner) -> StoreResult<(String, String, String, i64)> {
+pub(crate) fn encode_plan(p: &PlanOwner) -> StoreResult<(String, String, String, i64)> {
     Ok((
         b256(&p.plan_id),
         address(&p.provider),
@@ -254,9 +254,9 @@ pub(super) fn encode_plan(p: &super::PlanOwner) -> StoreResult<(String, String, 
 }
 
 /// Decodes a `plans` row.
-pub(super) fn decode_plan(row: PlanRow) -> StoreResult<super::PlanOwner> {
+pub(crate) fn decode_plan(row: PlanRow) -> StoreResult<PlanOwner> {
     let (network, plan_id, provider, relayer, created_at) = row;
-    Ok(super::PlanOwner {
+    Ok(PlanOwner {
         network,
         plan_id: parse_b256("plan_id", &plan_id)?,
         provider: parse_address("provider", &provider)?,

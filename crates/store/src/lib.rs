@@ -1,10 +1,16 @@
-//! The facilitator's durable store, behind one seam with two implementations: SQLite (the
-//! default: WAL, a file in the state directory) and PostgreSQL (the same schema, for several
-//! replicas). Migrations are embedded in the binary and run by [`Store::migrate`].
+//! The Tollgate facilitator's durable store, behind one seam with two implementations: SQLite
+//! (the default: WAL, a file in the state directory) and PostgreSQL (the same schema, for
+//! several replicas). Migrations are embedded in the binary and run by [`Store::migrate`].
 //!
 //! The chain is the source of truth for money; the store keeps what the chain does not: the
 //! settlement state machine with its idempotency keys, issued proofs, provider API keys (hashed),
-//! the renewal keeper's index, and the metering ledger with its on-chain charges.
+//! the renewal keeper's index, the metering ledger with its on-chain charges, the webhook outbox
+//! and the analytics rollups.
+//!
+//! Each statement is written once for both databases, in the domain module it belongs to
+//! (`settlements`, `providers`, `renewals`, `metering`, `webhooks`, `analytics`), and bound once
+//! through a small connection seam; the two backends (`sqlite`, `postgres`) only open
+//! connections and choose the transaction each operation runs in.
 
 use std::{fmt, sync::Arc};
 
@@ -14,15 +20,20 @@ use tollgate_protocol::{Amount, SettlementStatus};
 
 mod analytics;
 mod codec;
+mod conn;
+mod error;
 mod metering;
 mod postgres;
+mod providers;
 mod renewals;
+mod settlements;
 mod sqlite;
 mod webhooks;
 
 pub use analytics::{
     AnalyticsData, AnalyticsQuery, COUNTED_EVENTS, EndpointHealth, PlanStates, ROLLUP_MAX, Volume,
 };
+pub use error::{StoreError, StoreResult};
 pub use metering::{
     AllowanceCycle, ChargeOutcome, ChargeState, DeductOutcome, Deduction, MAX_METERED, NewCharge,
     OverageCharge,
@@ -35,27 +46,6 @@ pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use webhooks::{
     Attempt, Delivery, DeliveryState, Endpoint, EndpointSecrets, Event, NewEvent, event_id,
 };
-
-/// Store errors. Their text never reaches clients (see [`crate::error`]).
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The database failed.
-    #[error("database: {0}")]
-    Database(#[from] sqlx::Error),
-    /// A migration failed.
-    #[error("migration: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    /// A stored value could not be read back (corruption or a schema mismatch).
-    #[error("corrupt row: {0}")]
-    Corrupt(String),
-    /// The URL names no supported database.
-    #[error("unsupported store URL {0:?}: use sqlite://PATH or postgres://...")]
-    UnsupportedUrl(String),
-}
-
-/// Store result.
-pub type StoreResult<T> = Result<T, StoreError>;
 
 /// Which path a settlement took.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -107,7 +97,7 @@ pub struct NewSettlement {
     pub valid_before: u64,
     /// The signed request as received (JSON), to resubmit after a crash.
     pub request: String,
-    /// The URL of the resource paid for, for analytics ([`crate::analytics::resource_label`]):
+    /// The URL of the resource paid for, for analytics (the facilitator's `analytics::resource_label`):
     /// reported by the client on `/authorize`, the x402 requirements' `resource` on `/settle`.
     pub resource: Option<String>,
     /// `keccak256` of the client's claim secret ([`tollgate_protocol::AuthorizeRequest::claim`]):

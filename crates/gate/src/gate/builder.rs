@@ -1,0 +1,417 @@
+//! [`GateBuilder`]: a gate's settings, their defaults and their checks.
+
+use std::{
+    fmt,
+    sync::{Arc, atomic::AtomicU64},
+    time::Duration,
+};
+
+use alloy::primitives::{Address, B256};
+use tollgate_chain::Chain;
+use tollgate_protocol::PlanTerms;
+
+use super::{Gate, Inner};
+use crate::{
+    BuildError, facilitator,
+    memo::MemoSecret,
+    store::{self, MemoStore},
+    subscription::{
+        self, Checker, DEFAULT_SUBSCRIPTION_CACHE_TTL, DEFAULT_SUBSCRIPTION_GRACE,
+        DEFAULT_SUBSCRIPTION_POLL_INTERVAL,
+    },
+};
+
+/// Default memo lifetime: how long the terms of a 402 can be paid.
+pub const DEFAULT_MEMO_TTL: Duration = Duration::from_secs(300);
+/// Default bound on every request to the facilitator.
+pub const DEFAULT_FACILITATOR_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the facilitator's published proof signers are trusted without asking again.
+pub const DEFAULT_SIGNERS_TTL: Duration = Duration::from_secs(600);
+/// At most one refresh of the signers per this long (on an unknown signer, or while the
+/// facilitator is unreachable).
+pub const DEFAULT_SIGNERS_MIN_REFRESH: Duration = Duration::from_secs(30);
+
+/// Builds a [`Gate`]. Required: [`network`](Self::network), [`token`](Self::token),
+/// [`pay_to`](Self::pay_to), [`facilitator`](Self::facilitator).
+pub struct GateBuilder {
+    network: Option<String>,
+    token: Option<(Address, String, String)>,
+    pay_to: Option<Address>,
+    facilitator: Option<String>,
+    public_url: Option<String>,
+    secret: Option<[u8; 32]>,
+    memo_ttl: Duration,
+    facilitator_timeout: Duration,
+    signers_ttl: Duration,
+    signers_min_refresh: Duration,
+    store: Option<Arc<dyn MemoStore>>,
+    store_url: Option<String>,
+    chain: Option<Arc<dyn Chain>>,
+    plans: Vec<PlanTerms>,
+    subscriptions: Option<(Arc<dyn Chain>, Address)>,
+    subscription_cache_ttl: Duration,
+    subscription_poll_interval: Duration,
+    subscription_grace: Duration,
+    api_key: Option<String>,
+}
+
+impl fmt::Debug for GateBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GateBuilder")
+            .field("network", &self.network)
+            .field("token", &self.token)
+            .field("pay_to", &self.pay_to)
+            .field("facilitator", &self.facilitator)
+            .field("memo_secret", &self.secret.map(|_| "<redacted>"))
+            .field("api_key", &self.api_key.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// A builder with the defaults: memo TTL [`DEFAULT_MEMO_TTL`], facilitator timeout
+    /// [`DEFAULT_FACILITATOR_TIMEOUT`], a random memo secret, and an in-memory SQLite memo store.
+    pub fn builder() -> GateBuilder {
+        GateBuilder {
+            network: None,
+            token: None,
+            pay_to: None,
+            facilitator: None,
+            public_url: None,
+            secret: None,
+            memo_ttl: DEFAULT_MEMO_TTL,
+            facilitator_timeout: DEFAULT_FACILITATOR_TIMEOUT,
+            signers_ttl: DEFAULT_SIGNERS_TTL,
+            signers_min_refresh: DEFAULT_SIGNERS_MIN_REFRESH,
+            store: None,
+            store_url: None,
+            chain: None,
+            plans: Vec::new(),
+            subscriptions: None,
+            subscription_cache_ttl: DEFAULT_SUBSCRIPTION_CACHE_TTL,
+            subscription_poll_interval: DEFAULT_SUBSCRIPTION_POLL_INTERVAL,
+            subscription_grace: DEFAULT_SUBSCRIPTION_GRACE,
+            api_key: None,
+        }
+    }
+}
+
+impl GateBuilder {
+    /// The network payments settle on: an x402 V1 name (`base`, `base-sepolia`, …; `<name>-mainnet`
+    /// is accepted for mainnets) or a custom name the facilitator serves (x402 V1 clients cannot
+    /// pay a custom name).
+    pub fn network(mut self, name: impl Into<String>) -> Self {
+        self.network = Some(name.into());
+        self
+    }
+
+    /// The token contract and its EIP-712 domain name and version (USDC: `"USD Coin"` / `"2"` on
+    /// Base, `"USDC"` / `"2"` on Base Sepolia), which x402 clients sign with.
+    pub fn token(
+        mut self,
+        address: Address,
+        eip712_name: impl Into<String>,
+        eip712_version: impl Into<String>,
+    ) -> Self {
+        self.token = Some((address, eip712_name.into(), eip712_version.into()));
+        self
+    }
+
+    /// Who gets paid.
+    pub fn pay_to(mut self, address: Address) -> Self {
+        self.pay_to = Some(address);
+        self
+    }
+
+    /// The facilitator's base URL (`https://facilitator.example.com`).
+    pub fn facilitator(mut self, base_url: impl Into<String>) -> Self {
+        self.facilitator = Some(base_url.into());
+        self
+    }
+
+    /// This API's public base URL (`https://api.example.com`), for the absolute `resource` URLs
+    /// of 402 bodies. Without it, the layer uses the request's `Host` header over `http`
+    /// (or `X-Forwarded-Proto`).
+    pub fn public_url(mut self, base_url: impl Into<String>) -> Self {
+        self.public_url = Some(base_url.into());
+        self
+    }
+
+    /// The 32-byte secret memos are MACed with. Default: random per process, which is right for a
+    /// single process; **replicas behind one load balancer must share one secret** (a 402 from
+    /// one replica is paid at another), and so must restarts that should honour 402s issued
+    /// before them. Keep it secret: whoever holds it can mint memos.
+    pub fn memo_secret(mut self, secret: [u8; 32]) -> Self {
+        self.secret = Some(secret);
+        self
+    }
+
+    /// How long the terms of a 402 can be paid (default 300 s); also the 402's
+    /// `maxTimeoutSeconds`. A proof for an expired memo is refused, so leave time for the client
+    /// to settle and retry.
+    pub fn memo_ttl(mut self, ttl: Duration) -> Self {
+        self.memo_ttl = ttl;
+        self
+    }
+
+    /// The bound on each request to the facilitator (default 10 s). x402 `/settle` waits for the
+    /// transfer's confirmation: on a slow chain, raise it.
+    pub fn facilitator_timeout(mut self, timeout: Duration) -> Self {
+        self.facilitator_timeout = timeout;
+        self
+    }
+
+    /// How long the facilitator's published proof signers are trusted (default 600 s), and at
+    /// most how often they are fetched again (default 30 s; on an unknown signer, or while the
+    /// facilitator is unreachable, in which case the last known signers stay in use).
+    pub fn signers_cache(mut self, ttl: Duration, min_refresh: Duration) -> Self {
+        self.signers_ttl = ttl;
+        self.signers_min_refresh = min_refresh;
+        self
+    }
+
+    /// The once-only memo store (default: `sqlite::memory:`, one process only).
+    pub fn memo_store(mut self, store: Arc<dyn MemoStore>) -> Self {
+        self.store = Some(store);
+        self
+    }
+
+    /// The memo store by URL ([`crate::store::open`]): `sqlite://gate.db`, `sqlite::memory:`,
+    /// `postgres://…` (shared by replicas).
+    pub fn memo_store_url(mut self, url: impl Into<String>) -> Self {
+        self.store_url = Some(url.into());
+        self
+    }
+
+    /// Also checks each proof on-chain: the transaction's receipt must carry the router's
+    /// `PaymentSettled(memo, payer, payTo, amount, fee)`.
+    pub fn on_chain(mut self, chain: Arc<dyn Chain>) -> Self {
+        self.chain = Some(chain);
+        self
+    }
+
+    /// The terms of a plan that [`Pricing::Subscription`] entries refer to (until plans are
+    /// fetched from the facilitator).
+    pub fn plan(mut self, terms: PlanTerms) -> Self {
+        self.plans.push(terms);
+        self
+    }
+
+    /// Checks `X-Service-Sub` subscriptions on `chain`, against the `Subscriptions` contract at
+    /// `contract`. Required when any route is priced with [`Pricing::Subscription`]: without it,
+    /// a request carrying `X-Service-Sub` gets a 500 (`SubscriptionsNotConfigured`) and
+    /// [`Gate::payment_gate`] logs an error when it is built. Building the gate then starts a
+    /// background watcher of the contract's events (on the current tokio runtime), stopped when
+    /// the last clone of the gate is dropped.
+    pub fn subscriptions(mut self, chain: Arc<dyn Chain>, contract: Address) -> Self {
+        self.subscriptions = Some((chain, contract));
+        self
+    }
+
+    /// How long a subscription's on-chain status is reused without reading the chain again
+    /// (default [`DEFAULT_SUBSCRIPTION_CACHE_TTL`], 5 s; zero disables the cache). Ids whose
+    /// status changes with an event (pause, cancel, resume, renewal, failed renewal) are evicted
+    /// by the watcher sooner, within [`subscription_poll_interval`](Self::subscription_poll_interval):
+    /// the TTL bounds staleness only when the watcher cannot reach the chain.
+    pub fn subscription_cache_ttl(mut self, ttl: Duration) -> Self {
+        self.subscription_cache_ttl = ttl;
+        self
+    }
+
+    /// How often the watcher polls the subscriptions contract's events (default
+    /// [`DEFAULT_SUBSCRIPTION_POLL_INTERVAL`], 1 s): the staleness bound after an event.
+    pub fn subscription_poll_interval(mut self, interval: Duration) -> Self {
+        self.subscription_poll_interval = interval;
+        self
+    }
+
+    /// How long past its `paidThrough` an ACTIVE subscription that was not renewed yet is still
+    /// served (default [`DEFAULT_SUBSCRIPTION_GRACE`]: none; the chain's clock decides). With a
+    /// renewal keeper, set it to cover the keeper's lag so subscribers are not refused between
+    /// the end of a cycle and its collection. Whole seconds.
+    pub fn subscription_grace(mut self, grace: Duration) -> Self {
+        self.subscription_grace = grace;
+        self
+    }
+
+    /// The provider's facilitator API key (from `tollgate provider register`), which
+    /// [`Gate::deduct_allowance`] and metered routes ([`crate::PaymentGateLayer::metered`])
+    /// present. Never logged.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
+    }
+
+    /// Builds the gate: checks every setting, builds the facilitator HTTP client and opens the
+    /// memo store. Does not contact the facilitator (signers are fetched on the first proof).
+    pub async fn build(self) -> Result<Gate, BuildError> {
+        let network = self.network.ok_or(BuildError::Missing("network"))?;
+        if network.is_empty() {
+            return Err(BuildError::Invalid {
+                setting: "network",
+                problem: "empty".into(),
+            });
+        }
+        let (token, token_name, token_version) = self.token.ok_or(BuildError::Missing("token"))?;
+        let pay_to = self.pay_to.ok_or(BuildError::Missing("pay_to"))?;
+        if pay_to == Address::ZERO {
+            return Err(BuildError::Invalid {
+                setting: "pay_to",
+                problem: "the zero address".into(),
+            });
+        }
+        let facilitator_url = self.facilitator.ok_or(BuildError::Missing("facilitator"))?;
+        let facilitator_url = check_base_url("facilitator", &facilitator_url)?;
+        let public_url = self
+            .public_url
+            .map(|u| check_base_url("public_url", &u))
+            .transpose()?;
+        if self.memo_ttl.as_secs() == 0 {
+            return Err(BuildError::Invalid {
+                setting: "memo_ttl",
+                problem: "must be at least one second".into(),
+            });
+        }
+        if self.facilitator_timeout.is_zero() {
+            return Err(BuildError::Invalid {
+                setting: "facilitator_timeout",
+                problem: "must be positive".into(),
+            });
+        }
+        let api_key = self.api_key.filter(|k| !k.is_empty());
+        let facilitator = facilitator::client(
+            &facilitator_url,
+            api_key.as_deref(),
+            self.facilitator_timeout,
+            self.signers_ttl,
+            self.signers_min_refresh,
+        )?;
+        let store = match (self.store, self.store_url) {
+            (Some(s), _) => s,
+            (None, Some(url)) => store::open(&url).await?,
+            (None, None) => store::open("sqlite::memory:").await?,
+        };
+        let subscriptions = match self.subscriptions {
+            None => None,
+            Some((chain, contract)) => {
+                if self.subscription_poll_interval.is_zero() {
+                    return Err(BuildError::Invalid {
+                        setting: "subscription_poll_interval",
+                        problem: "must be positive".into(),
+                    });
+                }
+                if contract == Address::ZERO {
+                    return Err(BuildError::Invalid {
+                        setting: "subscriptions",
+                        problem: "the zero address".into(),
+                    });
+                }
+                let rt =
+                    tokio::runtime::Handle::try_current().map_err(|_| BuildError::Invalid {
+                        setting: "subscriptions",
+                        problem:
+                            "the gate must be built on a tokio runtime (it runs a watcher task)"
+                                .into(),
+                    })?;
+                let settings = subscription::Settings {
+                    contract,
+                    cache_ttl: self.subscription_cache_ttl,
+                    poll_interval: self.subscription_poll_interval,
+                    grace: self.subscription_grace,
+                };
+                Some(Checker::start(chain, settings, &rt))
+            }
+        };
+        let secret = self.secret.unwrap_or_else(|| B256::random().0);
+        Ok(Gate {
+            inner: Arc::new(Inner {
+                network,
+                token,
+                token_name,
+                token_version,
+                pay_to,
+                facilitator,
+                facilitator_url,
+                public_url,
+                secret: MemoSecret(secret),
+                memo_ttl: self.memo_ttl,
+                plans: self.plans,
+                store,
+                chain: self.chain,
+                subscriptions,
+                api_key,
+                last_prune: AtomicU64::new(0),
+            }),
+        })
+    }
+}
+
+fn check_base_url(setting: &'static str, url: &str) -> Result<String, BuildError> {
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| BuildError::Invalid {
+            setting,
+            problem: e.to_string(),
+        })?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.host().is_none() {
+        return Err(BuildError::Invalid {
+            setting,
+            problem: format!("{url:?} is not an absolute http(s) URL"),
+        });
+    }
+    Ok(url.trim_end_matches('/').to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn builder_names_what_is_missing_or_wrong() {
+        let e = Gate::builder().build().await.unwrap_err();
+        assert!(matches!(e, BuildError::Missing("network")), "{e}");
+        let base = || {
+            Gate::builder()
+                .network("base-sepolia")
+                .token(Address::repeat_byte(1), "USDC", "2")
+                .pay_to(Address::repeat_byte(2))
+        };
+        let e = base().build().await.unwrap_err();
+        assert!(matches!(e, BuildError::Missing("facilitator")), "{e}");
+        let e = base().facilitator("ftp://x").build().await.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                BuildError::Invalid {
+                    setting: "facilitator",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = base()
+            .facilitator("http://f")
+            .memo_ttl(Duration::ZERO)
+            .build()
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                BuildError::Invalid {
+                    setting: "memo_ttl",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let g = base()
+            .facilitator("http://f/")
+            .memo_secret([0xab; 32])
+            .build()
+            .await
+            .unwrap();
+        assert_eq!(g.facilitator_url(), "http://f");
+        assert!(!format!("{g:?}").contains("abab"), "{g:?}");
+    }
+}

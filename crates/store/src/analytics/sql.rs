@@ -1,0 +1,253 @@
+//! The analytics statements, written once for both databases, and the operations on them.
+
+use super::{AnalyticsData, AnalyticsQuery, Raw, assemble};
+use crate::{
+    Settlement, StoreResult,
+    codec::{self, SettlementRow, settlement_columns},
+    conn::{Conn, args},
+};
+
+/// `x = x + v`, saturating at [`ROLLUP_MAX`](super::ROLLUP_MAX) (both dialects; never evaluates an overflow).
+macro_rules! saturating_add {
+    ($table:literal, $col:literal) => {
+        concat!(
+            $col,
+            " = CASE WHEN ",
+            $table,
+            ".",
+            $col,
+            " > 9223372036854775807 - excluded.",
+            $col,
+            " THEN 9223372036854775807 ELSE ",
+            $table,
+            ".",
+            $col,
+            " + excluded.",
+            $col,
+            " END"
+        )
+    };
+}
+
+/// The sum of an integer column as two texts, of its high and low 32 bits: SQLite's `SUM`
+/// fails on an `i64` overflow, and rows of up to 2^63 each can overflow it; the halves cannot
+/// (for fewer than 2^31 rows), and `split_sum` (in the parent module) adds them up exactly.
+macro_rules! split_sum {
+    ($col:literal) => {
+        concat!(
+            "CAST(SUM(",
+            $col,
+            " / 4294967296) AS TEXT), CAST(SUM(",
+            $col,
+            " % 4294967296) AS TEXT)"
+        )
+    };
+}
+
+/// `payments, gross (hi, lo), fees (hi, lo)` of a rollup group.
+macro_rules! volume_sums {
+    () => {
+        concat!(
+            "CAST(SUM(payments) AS BIGINT), ",
+            split_sum!("gross"),
+            ", ",
+            split_sum!("fees")
+        )
+    };
+}
+
+/// Joins a table aliased `u` with `(network, id)` of a subscription to the provider's plans.
+macro_rules! owned_subscription {
+    () => {
+        " JOIN subscriptions_index s ON s.network = u.network AND s.id = u.id \
+         JOIN plans p ON p.network = s.network AND p.plan_id = s.plan_id WHERE p.provider = $1"
+    };
+}
+
+/// (pay_to, hour, network, resource, gross, fees): one settlement into the hourly rollup.
+const ROLLUP_VOLUME: &str = concat!(
+    "INSERT INTO volume_rollups (pay_to, hour, network, resource, payments, gross, fees) \
+     VALUES ($1, $2, $3, $4, 1, $5, $6) \
+     ON CONFLICT (pay_to, hour, network, resource) DO UPDATE SET \
+     payments = volume_rollups.payments + 1, ",
+    saturating_add!("volume_rollups", "gross"),
+    ", ",
+    saturating_add!("volume_rollups", "fees")
+);
+
+/// (pay_to, day, payer, gross, fees): one settlement into the daily payer rollup.
+const ROLLUP_PAYER: &str = concat!(
+    "INSERT INTO payer_rollups (pay_to, day, payer, payments, gross, fees) \
+     VALUES ($1, $2, $3, 1, $4, $5) \
+     ON CONFLICT (pay_to, day, payer) DO UPDATE SET payments = payer_rollups.payments + 1, ",
+    saturating_add!("payer_rollups", "gross"),
+    ", ",
+    saturating_add!("payer_rollups", "fees")
+);
+
+/// (provider, from hour, to, offset, bucket) → (start, payments, gross, fees).
+const SERIES: &str = concat!(
+    "SELECT ((hour - $4) / $5) * $5 + $4 AS t, ",
+    volume_sums!(),
+    " FROM volume_rollups WHERE pay_to = $1 AND hour >= $2 AND hour < $3 \
+     GROUP BY t ORDER BY t"
+);
+
+// Ranked by the sum as a float (`* 1.0`): exact enough to order by, and unlike an integer
+// `SUM` it cannot overflow on SQLite.
+
+/// (provider, from hour, to, limit) → (resource, payments, gross, fees).
+const BY_RESOURCE: &str = concat!(
+    "SELECT resource, ",
+    volume_sums!(),
+    " FROM volume_rollups WHERE pay_to = $1 AND hour >= $2 AND hour < $3 \
+     GROUP BY resource ORDER BY SUM(gross * 1.0) DESC, resource LIMIT $4"
+);
+
+/// (provider, from hour, to, limit) → (network, payments, gross, fees).
+const BY_NETWORK: &str = concat!(
+    "SELECT network, ",
+    volume_sums!(),
+    " FROM volume_rollups WHERE pay_to = $1 AND hour >= $2 AND hour < $3 \
+     GROUP BY network ORDER BY SUM(gross * 1.0) DESC, network LIMIT $4"
+);
+
+/// (provider, from day, to, limit) → (payer, payments, gross, fees).
+const BY_PAYER: &str = concat!(
+    "SELECT payer, ",
+    volume_sums!(),
+    " FROM payer_rollups WHERE pay_to = $1 AND day >= $2 AND day < $3 \
+     GROUP BY payer ORDER BY SUM(gross * 1.0) DESC, payer LIMIT $4"
+);
+
+/// (provider) → (network, plan, state, count).
+const PLAN_STATES: &str = "SELECT s.network, s.plan_id, s.state, COUNT(*) \
+     FROM subscriptions_index s JOIN plans p ON p.network = s.network AND p.plan_id = s.plan_id \
+     WHERE p.provider = $1 GROUP BY s.network, s.plan_id, s.state";
+
+/// (provider) → plan.created data.
+const PLAN_TERMS: &str = "SELECT data FROM events WHERE provider = $1 AND type = 'plan.created' \
+     ORDER BY created_at";
+
+/// (provider, from, to, offset, bucket) → (start, type, count) of the
+/// [`COUNTED_EVENTS`](super::COUNTED_EVENTS).
+const EVENTS: &str = "SELECT ((created_at - $4) / $5) * $5 + $4 AS t, type, COUNT(*) FROM events \
+     WHERE provider = $1 AND type IN ('payment.failed', 'subscription.created', \
+     'subscription.renewed', 'subscription.renewal_failed', 'subscription.paused', \
+     'subscription.resumed', 'subscription.cancelled', 'allowance.exhausted', \
+     'allowance.raised', 'allowance.charged') \
+     AND created_at >= $2 AND created_at < $3 GROUP BY t, type ORDER BY t, type";
+
+/// (provider, from, to, offset, bucket) → (start, deductions, amount).
+const METERED: &str = concat!(
+    "SELECT ((u.created_at - $4) / $5) * $5 + $4 AS t, COUNT(*), ",
+    split_sum!("u.amount"),
+    " FROM usage_records u",
+    owned_subscription!(),
+    " AND u.created_at >= $2 AND u.created_at < $3 GROUP BY t ORDER BY t"
+);
+
+/// (provider, from, to) → (state, amount).
+const CHARGES: &str = concat!(
+    "SELECT u.state, ",
+    split_sum!("u.amount"),
+    " FROM overage_charges u",
+    owned_subscription!(),
+    " AND u.state <> 'pending' AND u.updated_at >= $2 AND u.updated_at < $3 \
+     GROUP BY u.state"
+);
+
+/// (provider, from, to) → endpoint health rows.
+const ENDPOINTS: &str = "SELECT e.id, e.url, e.enabled, e.disabled_reason, \
+     (SELECT COUNT(*) FROM webhook_deliveries d \
+      WHERE d.endpoint_id = e.id AND d.state = 'pending'), \
+     (SELECT COUNT(*) FROM webhook_deliveries d \
+      WHERE d.endpoint_id = e.id AND d.state = 'pending' AND d.attempts > 0), \
+     (SELECT COUNT(*) FROM webhook_deliveries d \
+      WHERE d.endpoint_id = e.id AND d.state = 'dead'), \
+     (SELECT COUNT(*) FROM webhook_deliveries d WHERE d.endpoint_id = e.id \
+      AND d.state = 'delivered' AND d.updated_at >= $2 AND d.updated_at < $3) \
+     FROM webhook_endpoints e WHERE e.provider = $1 ORDER BY e.created_at, e.id";
+
+/// (provider, limit) → settlement rows.
+const RECENT: &str = concat!(
+    "SELECT ",
+    settlement_columns!(),
+    " FROM settlements WHERE pay_to = $1 ORDER BY updated_at DESC, key LIMIT $2"
+);
+
+/// Writes the rollups of a settlement just confirmed (at its `updated_at`), inside the
+/// caller's transaction.
+pub(crate) async fn write_rollup(c: &mut impl Conn, s: &Settlement) -> StoreResult<()> {
+    let at = i64::try_from(s.updated_at).unwrap_or(i64::MAX);
+    let units = |a: tollgate_protocol::Amount| i64::try_from(a.get()).unwrap_or(i64::MAX);
+    let pay_to = codec::address(&s.new.pay_to);
+    let payer = codec::address(&s.new.payer);
+    let (hour, day) = (at - at % 3600, at - at % 86_400);
+    let resource = s.new.resource.as_deref().unwrap_or_default();
+    let (gross, fees) = (units(s.new.amount), units(s.new.fee));
+    c.execute(
+        ROLLUP_VOLUME,
+        args![&pay_to, hour, &s.new.network, resource, gross, fees],
+    )
+    .await?;
+    c.execute(ROLLUP_PAYER, args![&pay_to, day, &payer, gross, fees])
+        .await?;
+    Ok(())
+}
+
+/// [`crate::Store::analytics`]: a report's reads, one after the other on `c`.
+pub(crate) async fn read(c: &mut impl Conn, q: &AnalyticsQuery) -> StoreResult<AnalyticsData> {
+    let provider = codec::address(&q.provider);
+    let from = codec::int("from", q.from)?;
+    let to = codec::int("to", q.to)?;
+    let from_hour = from - from % 3600;
+    let from_day = from - from % 86_400;
+    let offset = codec::int("bucket offset", q.bucket_offset % q.bucket_secs.max(1))?;
+    let bucket = codec::int("bucket", q.bucket_secs.max(1))?;
+    let top = i64::from(q.top);
+    let raw = Raw {
+        series: c
+            .fetch_all(SERIES, args![&provider, from_hour, to, offset, bucket])
+            .await?,
+        by_resource: c
+            .fetch_all(BY_RESOURCE, args![&provider, from_hour, to, top])
+            .await?,
+        by_network: c
+            .fetch_all(BY_NETWORK, args![&provider, from_hour, to, top])
+            .await?,
+        by_payer: c
+            .fetch_all(BY_PAYER, args![&provider, from_day, to, top])
+            .await?,
+        plan_states: c.fetch_all(PLAN_STATES, args![&provider]).await?,
+        plan_terms: c.fetch_all(PLAN_TERMS, args![&provider]).await?,
+        events: c
+            .fetch_all(EVENTS, args![&provider, from, to, offset, bucket])
+            .await?,
+        metered: c
+            .fetch_all(METERED, args![&provider, from, to, offset, bucket])
+            .await?,
+        charges: c.fetch_all(CHARGES, args![&provider, from, to]).await?,
+        endpoints: c.fetch_all(ENDPOINTS, args![&provider, from, to]).await?,
+        recent: c
+            .fetch_all::<SettlementRow>(RECENT, args![&provider, i64::from(q.recent)])
+            .await?,
+    };
+    assemble(raw)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counted event types in [`EVENTS`] are exactly [`super::super::COUNTED_EVENTS`].
+    #[test]
+    fn events_counts_the_counted_events() {
+        let list = super::super::COUNTED_EVENTS
+            .iter()
+            .map(|e| format!("'{e}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        assert!(EVENTS.contains(&format!("type IN ({list})")), "{EVENTS}");
+    }
+}

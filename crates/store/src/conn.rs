@@ -1,0 +1,214 @@
+//! The one seam the shared queries run through: a connection of either backend.
+//!
+//! Every statement is written once (`$N` placeholders: PostgreSQL's, which SQLite takes as
+//! numbered parameters too) and bound once, as a list of [`Arg`]s; [`Conn`] runs it on a
+//! `SqliteConnection` or a `PgConnection`. The backends only choose the connection and the
+//! transaction around it (SQLite: the group commit's; PostgreSQL: one of its own).
+//!
+//! The values bound are the few the schema uses: `BIGINT` integers and text, either nullable. A
+//! row type is anything both drivers decode ([`Record`]).
+
+use std::future::Future;
+
+use sqlx::{FromRow, PgConnection, SqliteConnection, postgres::PgRow, sqlite::SqliteRow};
+
+use crate::StoreResult;
+
+/// A bound value.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Arg<'a> {
+    /// `BIGINT`.
+    Int(i64),
+    /// `TEXT`.
+    Text(&'a str),
+    /// A nullable `BIGINT`.
+    OptInt(Option<i64>),
+    /// A nullable `TEXT`.
+    OptText(Option<&'a str>),
+}
+
+impl From<i64> for Arg<'_> {
+    fn from(v: i64) -> Self {
+        Self::Int(v)
+    }
+}
+
+impl<'a> From<&'a str> for Arg<'a> {
+    fn from(v: &'a str) -> Self {
+        Self::Text(v)
+    }
+}
+
+impl<'a> From<&'a String> for Arg<'a> {
+    fn from(v: &'a String) -> Self {
+        Self::Text(v)
+    }
+}
+
+impl From<Option<i64>> for Arg<'_> {
+    fn from(v: Option<i64>) -> Self {
+        Self::OptInt(v)
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Arg<'a> {
+    fn from(v: Option<&'a str>) -> Self {
+        Self::OptText(v)
+    }
+}
+
+impl<'a> From<&'a Option<String>> for Arg<'a> {
+    fn from(v: &'a Option<String>) -> Self {
+        Self::OptText(v.as_deref())
+    }
+}
+
+/// The arguments of a statement, in placeholder order: `args![a, b, c]`.
+macro_rules! args {
+    ($($v:expr),* $(,)?) => {
+        &[$($crate::conn::Arg::from($v)),*]
+    };
+}
+pub(crate) use args;
+
+/// A row both drivers decode.
+pub(crate) trait Record:
+    for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
+{
+}
+
+impl<T> Record for T where
+    T: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
+{
+}
+
+/// A database's spelling, for the few statements that differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// SQLite.
+    Sqlite,
+    /// PostgreSQL.
+    Postgres,
+}
+
+/// One statement in each dialect.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PerDialect {
+    /// SQLite's spelling.
+    pub(crate) sqlite: &'static str,
+    /// PostgreSQL's spelling.
+    pub(crate) postgres: &'static str,
+}
+
+impl PerDialect {
+    /// The spelling of `dialect`.
+    pub(crate) const fn of(&self, dialect: Dialect) -> &'static str {
+        match dialect {
+            Dialect::Sqlite => self.sqlite,
+            Dialect::Postgres => self.postgres,
+        }
+    }
+}
+
+/// A connection the shared queries run on (inside whatever transaction its backend opened).
+pub(crate) trait Conn: Send {
+    /// Its database's spelling.
+    const DIALECT: Dialect;
+
+    /// Runs a statement; the number of rows it changed.
+    fn execute<'a>(
+        &'a mut self,
+        sql: &'static str,
+        args: &'a [Arg<'a>],
+    ) -> impl Future<Output = StoreResult<u64>> + Send + 'a;
+
+    /// The first row of a query, if any.
+    fn fetch_optional<'a, R: Record>(
+        &'a mut self,
+        sql: &'static str,
+        args: &'a [Arg<'a>],
+    ) -> impl Future<Output = StoreResult<Option<R>>> + Send + 'a;
+
+    /// Every row of a query.
+    fn fetch_all<'a, R: Record>(
+        &'a mut self,
+        sql: &'static str,
+        args: &'a [Arg<'a>],
+    ) -> impl Future<Output = StoreResult<Vec<R>>> + Send + 'a;
+
+    /// The row of a query that has one (none is `sqlx::Error::RowNotFound`).
+    fn fetch_one<'a, R: Record>(
+        &'a mut self,
+        sql: &'static str,
+        args: &'a [Arg<'a>],
+    ) -> impl Future<Output = StoreResult<R>> + Send + 'a {
+        async move {
+            self.fetch_optional(sql, args)
+                .await?
+                .ok_or(crate::StoreError::Database(sqlx::Error::RowNotFound))
+        }
+    }
+}
+
+/// `Conn` for one driver's connection: the binding is the only per-driver code.
+macro_rules! impl_conn {
+    ($conn:ty, $db:ty, $dialect:expr) => {
+        impl Conn for $conn {
+            const DIALECT: Dialect = $dialect;
+
+            async fn execute<'a>(
+                &'a mut self,
+                sql: &'static str,
+                args: &'a [Arg<'a>],
+            ) -> StoreResult<u64> {
+                let mut q = sqlx::query::<$db>(sql);
+                for a in args {
+                    q = match *a {
+                        Arg::Int(v) => q.bind(v),
+                        Arg::Text(v) => q.bind(v),
+                        Arg::OptInt(v) => q.bind(v),
+                        Arg::OptText(v) => q.bind(v),
+                    };
+                }
+                Ok(q.execute(&mut *self).await?.rows_affected())
+            }
+
+            async fn fetch_optional<'a, R: Record>(
+                &'a mut self,
+                sql: &'static str,
+                args: &'a [Arg<'a>],
+            ) -> StoreResult<Option<R>> {
+                let mut q = sqlx::query_as::<$db, R>(sql);
+                for a in args {
+                    q = match *a {
+                        Arg::Int(v) => q.bind(v),
+                        Arg::Text(v) => q.bind(v),
+                        Arg::OptInt(v) => q.bind(v),
+                        Arg::OptText(v) => q.bind(v),
+                    };
+                }
+                Ok(q.fetch_optional(&mut *self).await?)
+            }
+
+            async fn fetch_all<'a, R: Record>(
+                &'a mut self,
+                sql: &'static str,
+                args: &'a [Arg<'a>],
+            ) -> StoreResult<Vec<R>> {
+                let mut q = sqlx::query_as::<$db, R>(sql);
+                for a in args {
+                    q = match *a {
+                        Arg::Int(v) => q.bind(v),
+                        Arg::Text(v) => q.bind(v),
+                        Arg::OptInt(v) => q.bind(v),
+                        Arg::OptText(v) => q.bind(v),
+                    };
+                }
+                Ok(q.fetch_all(&mut *self).await?)
+            }
+        }
+    };
+}
+
+impl_conn!(SqliteConnection, sqlx::Sqlite, Dialect::Sqlite);
+impl_conn!(PgConnection, sqlx::Postgres, Dialect::Postgres);

@@ -1,0 +1,189 @@
+//! Settlements: the state machine of each payment, keyed by its idempotency key. A confirmation
+//! or a final failure records its webhook event (and a confirmation its analytics rollups) in
+//! the same transaction.
+
+use alloy::primitives::B256;
+use tollgate_protocol::SettlementStatus;
+
+use crate::{
+    NewSettlement, Settlement, StoreResult, analytics,
+    codec::{self, NewRow, SettlementRow, settlement_columns},
+    conn::{Conn, args},
+    webhooks,
+};
+
+const INSERT: &str = concat!(
+    "INSERT INTO settlements (key, kind, request_hash, network, chain_id, token, payer, pay_to, \
+     amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at, resource, \
+     claim_hash) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'received', $15, $15, $16, \
+     $17) \
+     ON CONFLICT (key) DO NOTHING RETURNING ",
+    settlement_columns!()
+);
+
+const SELECT_BY_KEY: &str = concat!(
+    "SELECT ",
+    settlement_columns!(),
+    " FROM settlements WHERE key = $1"
+);
+
+// Repeating the same tx hash is a no-op; a new one (a replacement) is recorded. Confirmed and
+// failed rows are final.
+const MARK_SUBMITTED: &str = "UPDATE settlements SET status = 'submitted', tx_hash = $2, updated_at = $3 \
+     WHERE key = $1 AND status IN ('received', 'submitted', 'pending') AND tx_hash IS DISTINCT FROM $2";
+
+const MARK_PENDING: &str = "UPDATE settlements SET status = 'pending', updated_at = $2 \
+     WHERE key = $1 AND status IN ('received', 'submitted')";
+
+// The chain is the truth: a confirmation overrides a failure, but never another confirmation.
+const MARK_CONFIRMED: &str = concat!(
+    "UPDATE settlements SET status = 'confirmed', tx_hash = $2, block = $3, proof = $4, \
+     error = NULL, updated_at = $5 WHERE key = $1 AND status <> 'confirmed' RETURNING ",
+    settlement_columns!()
+);
+
+// The first failure's reason stays.
+const MARK_FAILED: &str = concat!(
+    "UPDATE settlements SET status = 'failed', error = $2, updated_at = $3 \
+     WHERE key = $1 AND status IN ('received', 'submitted', 'pending') RETURNING ",
+    settlement_columns!()
+);
+
+const UNFINISHED: &str = concat!(
+    "SELECT ",
+    settlement_columns!(),
+    " FROM settlements WHERE status IN ('received', 'submitted', 'pending') \
+     ORDER BY created_at, key LIMIT $1"
+);
+
+const COUNT_BY_STATUS: &str = "SELECT status, COUNT(*) FROM settlements GROUP BY status";
+
+/// [`crate::Store::insert_settlement`].
+pub(crate) async fn insert(c: &mut impl Conn, new: &NewSettlement) -> StoreResult<Settlement> {
+    let row = NewRow::encode(new)?;
+    let inserted: Option<SettlementRow> = c
+        .fetch_optional(
+            INSERT,
+            args![
+                &row.key,
+                row.kind,
+                &row.request_hash,
+                &new.network,
+                row.chain_id,
+                &row.token,
+                &row.payer,
+                &row.pay_to,
+                &row.amount,
+                &row.fee,
+                &row.memo,
+                &row.nonce,
+                row.valid_before,
+                &new.request,
+                row.created_at,
+                &row.resource,
+                &row.claim_hash,
+            ],
+        )
+        .await?;
+    let stored = match inserted {
+        Some(stored) => stored,
+        // The key was there already (on PostgreSQL a concurrent insert of it made this one wait
+        // for its commit): rows are never deleted, so it is still there.
+        None => c.fetch_one(SELECT_BY_KEY, args![&row.key]).await?,
+    };
+    stored.decode()
+}
+
+/// [`crate::Store::settlement`].
+pub(crate) async fn get(c: &mut impl Conn, key: B256) -> StoreResult<Option<Settlement>> {
+    let row: Option<SettlementRow> = c
+        .fetch_optional(SELECT_BY_KEY, args![&codec::b256(&key)])
+        .await?;
+    row.map(SettlementRow::decode).transpose()
+}
+
+/// [`crate::Store::mark_submitted`].
+pub(crate) async fn mark_submitted(
+    c: &mut impl Conn,
+    key: B256,
+    tx_hash: B256,
+    at: u64,
+) -> StoreResult<()> {
+    let at = codec::int("updated_at", at)?;
+    let (key, tx_hash) = (codec::b256(&key), codec::b256(&tx_hash));
+    c.execute(MARK_SUBMITTED, args![&key, &tx_hash, at]).await?;
+    Ok(())
+}
+
+/// [`crate::Store::mark_pending`].
+pub(crate) async fn mark_pending(c: &mut impl Conn, key: B256, at: u64) -> StoreResult<()> {
+    let at = codec::int("updated_at", at)?;
+    c.execute(MARK_PENDING, args![&codec::b256(&key), at])
+        .await?;
+    Ok(())
+}
+
+/// [`crate::Store::mark_confirmed`], inside the caller's transaction.
+pub(crate) async fn mark_confirmed(
+    c: &mut impl Conn,
+    key: B256,
+    tx_hash: B256,
+    block: u64,
+    proof: Option<&str>,
+    at: u64,
+) -> StoreResult<Settlement> {
+    let key = codec::b256(&key);
+    let block = codec::int("block", block)?;
+    let at = codec::int("updated_at", at)?;
+    let tx_hash = codec::b256(&tx_hash);
+    let updated: Option<SettlementRow> = c
+        .fetch_optional(MARK_CONFIRMED, args![&key, &tx_hash, block, proof, at])
+        .await?;
+    let stored: SettlementRow = match updated {
+        Some(stored) => {
+            // The event and the rollups commit with the confirmation (the outbox).
+            let s = stored.decode()?;
+            webhooks::emit(c, &webhooks::payment_event(&s, s.updated_at)).await?;
+            analytics::write_rollup(c, &s).await?;
+            return Ok(s);
+        }
+        // Already confirmed (confirmed is final, so this reads the first proof; on PostgreSQL a
+        // concurrent confirmation held the row lock, and once it committed this statement
+        // re-checked `status` and skipped the row), or no such row: `sqlx::Error::RowNotFound`.
+        None => c.fetch_one(SELECT_BY_KEY, args![&key]).await?,
+    };
+    stored.decode()
+}
+
+/// [`crate::Store::mark_failed`], inside the caller's transaction.
+pub(crate) async fn mark_failed(
+    c: &mut impl Conn,
+    key: B256,
+    error: &str,
+    at: u64,
+) -> StoreResult<()> {
+    let at = codec::int("updated_at", at)?;
+    let failed: Option<SettlementRow> = c
+        .fetch_optional(MARK_FAILED, args![&codec::b256(&key), error, at])
+        .await?;
+    if let Some(row) = failed {
+        let s = row.decode()?;
+        webhooks::emit(c, &webhooks::payment_event(&s, s.updated_at)).await?;
+    }
+    Ok(())
+}
+
+/// [`crate::Store::unfinished`].
+pub(crate) async fn unfinished(c: &mut impl Conn, limit: u32) -> StoreResult<Vec<Settlement>> {
+    let rows: Vec<SettlementRow> = c.fetch_all(UNFINISHED, args![i64::from(limit)]).await?;
+    rows.into_iter().map(SettlementRow::decode).collect()
+}
+
+/// [`crate::Store::count_by_status`].
+pub(crate) async fn count_by_status(
+    c: &mut impl Conn,
+) -> StoreResult<Vec<(SettlementStatus, u64)>> {
+    let rows: Vec<(String, i64)> = c.fetch_all(COUNT_BY_STATUS, args![]).await?;
+    codec::status_counts(rows)
+}

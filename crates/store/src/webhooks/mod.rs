@@ -1,0 +1,404 @@
+//! The webhook rows: providers' endpoints, the event outbox and the deliveries: types, decoding
+//! and the events the store records itself here, the statements and operations in `sql`.
+
+use alloy::primitives::Address;
+
+use crate::{StoreError, StoreResult, codec::parse_address};
+
+mod sql;
+
+pub(crate) use sql::{
+    delete_endpoint, deliveries, due_deliveries, emit, endpoint, endpoints, events,
+    finish_deliveries, insert_endpoint, pending_deliveries, redeliver, replace_secrets, secrets,
+    update_endpoint,
+};
+
+/// An event to record, with the provider it is for. Its `id` is derived from its cause, so the
+/// same cause recorded twice (a log read again, a retried transition) is one event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewEvent {
+    /// `evt_…`: the `webhook-id` of every delivery of it.
+    pub id: String,
+    /// Whose event it is.
+    pub provider: Address,
+    /// `payment.settled`, `subscription.renewed`, …
+    pub r#type: String,
+    /// The `data` object, as JSON text.
+    pub data: String,
+    /// Unix seconds.
+    pub created_at: u64,
+}
+
+/// A recorded event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    /// Its place in the outbox (increasing).
+    pub seq: u64,
+    /// What was recorded.
+    pub new: NewEvent,
+}
+
+/// A webhook endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    /// `we_…`.
+    pub id: String,
+    /// The provider that owns it.
+    pub provider: Address,
+    /// Where deliveries are POSTed.
+    pub url: String,
+    /// `*` or the event types it takes, comma-separated.
+    pub events: String,
+    /// Free text.
+    pub description: String,
+    /// The signing secret (`whsec_…`) as stored: sealed under the facilitator's
+    /// `keys.webhook_secrets` (`enc1:…`, see the facilitator's `webhooks::SecretsKeys`), or plaintext when
+    /// written by an older version. The store neither seals nor opens it.
+    pub secret: String,
+    /// The previous secret, still signing until `old_secret_expires_at` (a rotation's overlap);
+    /// stored like `secret`.
+    pub old_secret: Option<String>,
+    /// Unix seconds.
+    pub old_secret_expires_at: Option<u64>,
+    /// Whether deliveries are made.
+    pub enabled: bool,
+    /// Why it was disabled (e.g. the receiver answered 410).
+    pub disabled_reason: Option<String>,
+    /// Unix seconds.
+    pub created_at: u64,
+    /// Unix seconds.
+    pub updated_at: u64,
+}
+
+impl Endpoint {
+    /// Whether it takes events of `kind`.
+    pub fn takes(&self, kind: &str) -> bool {
+        self.events == "*" || self.events.split(',').any(|e| e == kind)
+    }
+
+    /// The secrets deliveries are signed with at `now`, as stored: the current one, and the
+    /// previous one during a rotation's overlap.
+    pub fn signing_secrets(&self, now: u64) -> Vec<&str> {
+        let mut v = vec![self.secret.as_str()];
+        if let (Some(old), Some(until)) = (&self.old_secret, self.old_secret_expires_at)
+            && now < until
+        {
+            v.push(old);
+        }
+        v
+    }
+}
+
+/// An endpoint's stored secrets ([`crate::Store::webhook_secrets`]), as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndpointSecrets {
+    /// The endpoint.
+    pub id: String,
+    /// [`Endpoint::secret`].
+    pub secret: String,
+    /// [`Endpoint::old_secret`].
+    pub old_secret: Option<String>,
+}
+
+/// Where a delivery stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeliveryState {
+    /// To be attempted at `next_attempt_at`.
+    Pending,
+    /// The receiver answered 2xx.
+    Delivered,
+    /// Every attempt failed (or the endpoint answered 410): no more automatic attempts.
+    Dead,
+}
+
+impl DeliveryState {
+    /// The stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Delivered => "delivered",
+            Self::Dead => "dead",
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> StoreResult<Self> {
+        match s {
+            "pending" => Ok(Self::Pending),
+            "delivered" => Ok(Self::Delivered),
+            "dead" => Ok(Self::Dead),
+            other => Err(StoreError::Corrupt(format!("state = {other:.40}"))),
+        }
+    }
+}
+
+/// A delivery of an event to an endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// The endpoint.
+    pub endpoint_id: String,
+    /// The event.
+    pub event: Event,
+    /// Where it stands.
+    pub state: DeliveryState,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Unix seconds.
+    pub next_attempt_at: u64,
+    /// The receiver's last HTTP status.
+    pub last_status: Option<u16>,
+    /// The last failure.
+    pub last_error: Option<String>,
+    /// Unix seconds of the last change.
+    pub updated_at: u64,
+}
+
+/// How an attempt ended ([`crate::Store::finish_deliveries`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// 2xx.
+    Delivered {
+        /// The status.
+        status: u16,
+    },
+    /// Failed; try again at `next_attempt_at`.
+    Retry {
+        /// The status, if the receiver answered.
+        status: Option<u16>,
+        /// What went wrong.
+        error: String,
+        /// Unix seconds.
+        next_attempt_at: u64,
+    },
+    /// Failed for the last time: dead-lettered.
+    Dead {
+        /// The status, if the receiver answered.
+        status: Option<u16>,
+        /// What went wrong.
+        error: String,
+    },
+    /// The receiver answered 410 Gone: the delivery is dead and the endpoint disabled.
+    Gone,
+}
+
+/// Row types and decoding.
+pub(crate) type EndpointRow = (
+    String,
+    String,
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<i64>,
+    i64,
+    Option<String>,
+    i64,
+    i64,
+);
+
+fn nonneg(what: &str, v: i64) -> StoreResult<u64> {
+    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} = {v}")))
+}
+
+pub(crate) fn decode_endpoint(row: EndpointRow) -> StoreResult<Endpoint> {
+    let (id, provider, url, events, description, secret, old, old_until, enabled, reason, c, u) =
+        row;
+    Ok(Endpoint {
+        id,
+        provider: parse_address("provider", &provider)?,
+        url,
+        events,
+        description,
+        secret,
+        old_secret: old,
+        old_secret_expires_at: old_until
+            .map(|v| nonneg("old_secret_expires_at", v))
+            .transpose()?,
+        enabled: enabled != 0,
+        disabled_reason: reason,
+        created_at: nonneg("created_at", c)?,
+        updated_at: nonneg("updated_at", u)?,
+    })
+}
+
+/// An event row: seq, id, provider, type, data, created at.
+pub(crate) type EventRow = (i64, String, String, String, String, i64);
+
+pub(crate) fn decode_event(row: EventRow) -> StoreResult<Event> {
+    let (seq, id, provider, kind, data, at) = row;
+    Ok(Event {
+        seq: nonneg("seq", seq)?,
+        new: NewEvent {
+            id,
+            provider: parse_address("provider", &provider)?,
+            r#type: kind,
+            data,
+            created_at: nonneg("created_at", at)?,
+        },
+    })
+}
+
+/// A delivery row joined with its event: endpoint id, state, attempts, next attempt, last status,
+/// last error, updated at, then the event's columns.
+pub(crate) type DeliveryRow = (
+    String,
+    String,
+    i64,
+    i64,
+    Option<i64>,
+    Option<String>,
+    i64,
+    i64,
+    String,
+    String,
+    String,
+    String,
+    i64,
+);
+
+pub(crate) fn decode_delivery(row: DeliveryRow) -> StoreResult<Delivery> {
+    let (
+        endpoint_id,
+        state,
+        attempts,
+        next,
+        status,
+        error,
+        updated,
+        seq,
+        id,
+        provider,
+        kind,
+        data,
+        at,
+    ) = row;
+    Ok(Delivery {
+        endpoint_id,
+        event: decode_event((seq, id, provider, kind, data, at))?,
+        state: DeliveryState::parse(&state)?,
+        attempts: u32::try_from(attempts)
+            .map_err(|_| StoreError::Corrupt(format!("attempts = {attempts}")))?,
+        next_attempt_at: nonneg("next_attempt_at", next)?,
+        last_status: status.and_then(|s| u16::try_from(s).ok()),
+        last_error: error,
+        updated_at: nonneg("updated_at", updated)?,
+    })
+}
+
+/// `allowance.exhausted`: a deduction was refused at the cap (once per cycle and cap).
+pub(crate) fn exhausted_event(
+    d: &crate::Deduction,
+    row: &crate::AllowanceCycle,
+) -> Option<NewEvent> {
+    let provider = d.provider?;
+    let data = serde_json::json!({
+        "network": d.network,
+        "subscriptionId": d.id,
+        "cycle": row.cycle,
+        "cap": row.cap.to_string(),
+        "used": row.used.to_string(),
+        "remaining": row.remaining().to_string(),
+        "requested": d.amount.to_string(),
+    });
+    Some(NewEvent {
+        id: event_id(&[
+            d.network.as_bytes(),
+            d.id.as_slice(),
+            &row.cycle.to_be_bytes(),
+            &row.cap.to_be_bytes(),
+            b"allowance.exhausted",
+        ]),
+        provider,
+        r#type: "allowance.exhausted".into(),
+        data: data.to_string(),
+        created_at: d.at,
+    })
+}
+
+/// A `u64` for a `BIGINT` column, saturated (timestamps and sequence numbers never get there).
+pub(crate) fn int(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The (state, next attempt, status, error) columns an attempt writes.
+pub(crate) fn attempt_columns(
+    a: &Attempt,
+    at: u64,
+) -> (&'static str, i64, Option<i64>, Option<String>) {
+    let short = |e: &str| e.chars().take(500).collect::<String>();
+    match a {
+        Attempt::Delivered { status } => (
+            DeliveryState::Delivered.as_str(),
+            int(at),
+            Some(i64::from(*status)),
+            None,
+        ),
+        Attempt::Retry {
+            status,
+            error,
+            next_attempt_at,
+        } => (
+            DeliveryState::Pending.as_str(),
+            int(*next_attempt_at),
+            status.map(i64::from),
+            Some(short(error)),
+        ),
+        Attempt::Dead { status, error } => (
+            DeliveryState::Dead.as_str(),
+            int(at),
+            status.map(i64::from),
+            Some(short(error)),
+        ),
+        Attempt::Gone => (
+            DeliveryState::Dead.as_str(),
+            int(at),
+            Some(410),
+            Some("410 Gone: endpoint disabled".to_owned()),
+        ),
+    }
+}
+
+/// `evt_` and 32 hex digits of `keccak256(parts…)`: an event id derived from its cause.
+pub fn event_id(parts: &[&[u8]]) -> String {
+    let h = alloy::primitives::keccak256(parts.concat());
+    format!("evt_{}", alloy::primitives::hex::encode(&h[..16]))
+}
+
+/// `payment.settled` (confirmed) or `payment.failed`, for the settlement's payee.
+pub(crate) fn payment_event(s: &crate::Settlement, at: u64) -> NewEvent {
+    use tollgate_protocol::SettlementStatus;
+    let n = &s.new;
+    let kind = if s.status == SettlementStatus::Confirmed {
+        "payment.settled"
+    } else {
+        "payment.failed"
+    };
+    let mut data = serde_json::json!({
+        "network": n.network,
+        "chainId": n.chain_id,
+        "path": n.kind.as_str(),
+        "token": n.token,
+        "payer": n.payer,
+        "payTo": n.pay_to,
+        "amount": n.amount,
+        "fee": n.fee,
+        "memo": n.memo,
+        "nonce": n.nonce,
+    });
+    if let Some(tx) = s.tx_hash {
+        data["txHash"] = serde_json::json!(tx);
+    }
+    if let Some(block) = s.block {
+        data["block"] = serde_json::json!(block);
+    }
+    if let Some(error) = &s.error {
+        data["error"] = serde_json::json!(error);
+    }
+    NewEvent {
+        id: event_id(&[n.key.as_slice(), kind.as_bytes()]),
+        provider: n.pay_to,
+        r#type: kind.to_owned(),
+        data: data.to_string(),
+        created_at: at,
+    }
+}

@@ -7,7 +7,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use tollgate_gate::{ProofError, parse_payment_proof};
+use tollgate_gate::{ProofError, XPaymentError, parse_payment_proof};
 use tollgate_protocol::{MAX_PAYMENT_HEADER, PaymentProof, ProofDecodeError};
 
 fuzz_target!(|data: &[u8]| {
@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
     // Error rendering is part of the 402 answer: it must not panic either.
     if let Err(e) = &gate {
         let _ = (e.code(), e.to_string());
-        if let ProofError::TooLarge { len, max } = e {
+        if let ProofError::Decode(XPaymentError::TooLarge { len, max }) = e {
             assert!(len > max);
         }
     }

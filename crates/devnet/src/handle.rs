@@ -73,7 +73,7 @@ struct Identity {
     genesis_timestamp: u64,
 }
 
-/// The embedded devnet. Implements [`Chain`], signing with the dev accounts' keys and any keys
+/// The embedded devnet. Implements [`Chain`](tollgate_chain::Chain), signing with the dev accounts' keys and any keys
 /// added with [`Devnet::add_signers`]. Create it with [`Devnet::start`].
 pub struct Devnet {
     pub(crate) core: Mutex<Core>,
@@ -84,7 +84,7 @@ pub struct Devnet {
     pub(crate) accounts: Vec<DevAccount>,
     pub(crate) deployment: Deployment,
     pub(crate) wallet: Mutex<Wallet>,
-    /// Per-sender nonce locks for [`Chain::send`], so concurrent sends never collide.
+    /// Per-sender nonce locks for [`Chain::send`](tollgate_chain::Chain::send), so concurrent sends never collide.
     pub(crate) send_locks: Mutex<HashMap<Address, Arc<tokio::sync::Mutex<()>>>>,
     pub(crate) genesis_timestamp: u64,
 }
@@ -213,7 +213,7 @@ impl Devnet {
         }))
     }
 
-    /// The dev accounts (funded with [`DEV_ETH`] and [`DEV_TOKENS`]).
+    /// The dev accounts (funded with [`DEV_ETH`](crate::DEV_ETH) and [`DEV_TOKENS`](crate::DEV_TOKENS)).
     pub fn accounts(&self) -> &[DevAccount] {
         &self.accounts
     }
@@ -251,7 +251,7 @@ impl Devnet {
         }
     }
 
-    /// Adds signing keys (e.g. a facilitator's relayer) that [`Chain::send`] may use.
+    /// Adds signing keys (e.g. a facilitator's relayer) that [`Chain::send`](tollgate_chain::Chain::send) may use.
     pub fn add_signers(&self, keys: impl IntoIterator<Item = B256>) -> Result<()> {
         let added = Wallet::from_keys(keys)?;
         let mut wallet = lock(&self.wallet);

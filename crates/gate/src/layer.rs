@@ -55,7 +55,7 @@ const RETRY_AFTER_SECS: &str = "5";
 /// | `X-PAYMENT` with an x402 V1 `exact` payload | settled through the facilitator (`/verify`, `/settle`) first, then as a valid proof; refused: 402, `error: "InvalidPaymentProof"` (`"InsufficientFunds"` for `insufficient_funds`) with the x402 reason code in `reason` (`duplicate_settlement` for a replay) |
 /// | an x402 payment whose settlement was sent but not confirmed yet | **503** `SettlementPending` with `Retry-After`: the payment is held for this request; the same `X-PAYMENT` again picks up the outcome and is served once |
 /// | x402 V2 (`PAYMENT-SIGNATURE`, or `x402Version: 2`) | 402, `error: "UnsupportedVersion"`, `reason: "x402_v2"` |
-/// | a garbled, oversized or wrongly encoded `X-PAYMENT` | 402, `error: "InvalidPaymentProof"`, `reason` ([`ProofError::code`]) |
+/// | a garbled, oversized or wrongly encoded `X-PAYMENT` | 402, `error: "InvalidPaymentProof"`, `reason` ([`ProofError::code`](crate::ProofError::code)) |
 /// | the facilitator, chain or memo store cannot be reached | **503** with `Retry-After` and `{"error": {"code", "message"}}`, and a `tracing::error!`: the payment could not be checked, not found wrong, so no memo is spent and the client should retry the same payment rather than pay again |
 ///
 /// `X-PAYMENT` takes precedence over `X-Service-Sub` when both are sent (the one-time path is

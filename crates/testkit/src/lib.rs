@@ -7,7 +7,7 @@
 //! [`DEV_TOKENS`].
 //!
 //! [`signing`] signs payments with the dev accounts' keys; with the `facilitator` feature,
-//! [`harness::TestNet`] adds a real facilitator served on loopback.
+//! `harness::TestNet` (feature `facilitator`) adds a real facilitator served on loopback.
 //!
 //! ```no_run
 //! # async fn demo() -> tollgate_testkit::Result<()> {

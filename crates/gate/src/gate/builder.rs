@@ -190,7 +190,7 @@ impl GateBuilder {
         self
     }
 
-    /// The terms of a plan that [`Pricing::Subscription`] entries refer to (until plans are
+    /// The terms of a plan that [`Pricing::Subscription`](crate::Pricing::Subscription) entries refer to (until plans are
     /// fetched from the facilitator).
     pub fn plan(mut self, terms: PlanTerms) -> Self {
         self.plans.push(terms);
@@ -198,7 +198,7 @@ impl GateBuilder {
     }
 
     /// Checks `X-Service-Sub` subscriptions on `chain`, against the `Subscriptions` contract at
-    /// `contract`. Required when any route is priced with [`Pricing::Subscription`]: without it,
+    /// `contract`. Required when any route is priced with [`Pricing::Subscription`](crate::Pricing::Subscription): without it,
     /// a request carrying `X-Service-Sub` gets a 500 (`SubscriptionsNotConfigured`) and
     /// [`Gate::payment_gate`] logs an error when it is built. Building the gate then starts a
     /// background watcher of the contract's events (on the current tokio runtime), stopped when

@@ -20,9 +20,9 @@ pub enum Pricing {
         /// The price per request.
         amount: Amount,
     },
-    /// A subscription to a plan. Its terms (in the 402) come from [`GateBuilder::plan`]; a request
+    /// A subscription to a plan. Its terms (in the 402) come from [`GateBuilder::plan`](crate::GateBuilder::plan); a request
     /// with `X-Service-Sub` is served when the id is an ACTIVE, paid subscription to this plan,
-    /// checked on the chain given with [`GateBuilder::subscriptions`] (required).
+    /// checked on the chain given with [`GateBuilder::subscriptions`](crate::GateBuilder::subscriptions) (required).
     Subscription {
         /// The plan's id.
         plan: B256,
@@ -90,7 +90,7 @@ impl Gate {
     ///   clients cannot pay it). Further plans beside a one-time price are left out when the
     ///   network is an x402 V1 name (x402 clients refuse a 402 with any non-`exact` entry).
     ///
-    /// A plan without terms from [`GateBuilder::plan`] is advertised by id only.
+    /// A plan without terms from [`GateBuilder::plan`](crate::GateBuilder::plan) is advertised by id only.
     pub fn build_payment_required(&self, offer: &Offer<'_>, error: &str) -> PaymentRequired {
         let i = &self.inner;
         let path = path_of(offer.resource_url);

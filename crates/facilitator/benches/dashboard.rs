@@ -15,6 +15,8 @@
 //! ```
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
+mod support;
+
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -36,16 +38,8 @@ const RESOURCES: u64 = 20;
 
 fn main() {
     tollgate_chain::install_crypto_provider();
-    let n: u64 = std::env::var("TOLLGATE_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1_000_000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(run(n));
+    let n: u64 = support::size("TOLLGATE_BENCH_N", 1_000_000);
+    support::runtime().block_on(run(n));
 }
 
 async fn run(n: u64) {

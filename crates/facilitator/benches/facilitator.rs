@@ -13,6 +13,8 @@
 //! bench works in a schema of its own and drops it afterwards. Sizes: `TOLLGATE_BENCH_N`.
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
+mod support;
+
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -33,15 +35,8 @@ fn main() {
         .collect();
     let all = which.is_empty();
     let want = |name: &str| all || which.iter().any(|w| w == name);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let n: usize = std::env::var("TOLLGATE_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let rt = support::runtime();
+    let n: usize = support::size("TOLLGATE_BENCH_N", 10_000);
     if want("authorize") {
         rt.block_on(authorize(None, n));
     }

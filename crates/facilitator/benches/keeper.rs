@@ -14,6 +14,8 @@
 //! ```
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
+mod support;
+
 use std::{
     sync::Arc,
     time::{Duration, Instant},
@@ -36,16 +38,8 @@ const CLIENTS: usize = 64;
 
 fn main() {
     tollgate_chain::install_crypto_provider();
-    let n: usize = std::env::var("TOLLGATE_BENCH_SUBSCRIPTIONS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(100_000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(run(n));
+    let n: usize = support::size("TOLLGATE_BENCH_SUBSCRIPTIONS", 100_000);
+    support::runtime().block_on(run(n));
 }
 
 async fn send(devnet: &Devnet, from: Address, to: Address, data: Vec<u8>) {

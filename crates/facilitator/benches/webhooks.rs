@@ -14,6 +14,8 @@
 //! ```
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
+mod support;
+
 use std::{
     sync::{
         Arc,
@@ -35,16 +37,8 @@ use tollgate_testkit::harness::{PgSchema, network_spec};
 
 fn main() {
     tollgate_chain::install_crypto_provider();
-    let n: usize = std::env::var("TOLLGATE_BENCH_N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(run(n));
+    let n: usize = support::size("TOLLGATE_BENCH_N", 10_000);
+    support::runtime().block_on(run(n));
 }
 
 async fn run(n: usize) {

@@ -24,7 +24,6 @@
 use std::collections::BTreeMap;
 
 use alloy::primitives::{Address, B256};
-use axum::{Json, extract::State};
 use serde::Deserialize;
 pub use tollgate_protocol::api::analytics::{
     Bucket, EndpointReport, MeteredPoint, MeteredReport, PlanReport, Ranked, RecentPayment, Report,
@@ -32,9 +31,8 @@ pub use tollgate_protocol::api::analytics::{
 };
 
 use crate::{
-    error::{ApiQuery, Error, Result},
+    error::{Error, Result},
     facilitator::{Facilitator, unix_now},
-    providers::Provider,
     store::{AnalyticsData, AnalyticsQuery, Volume},
 };
 
@@ -421,15 +419,6 @@ impl Facilitator {
         let data = self.store().analytics(&q).await?;
         Ok(report(&q, bucket, &data))
     }
-}
-
-/// `GET /analytics`.
-pub(crate) async fn show(
-    State(f): State<Facilitator>,
-    ApiQuery(params): ApiQuery<ReportParams>,
-    provider: Provider,
-) -> Result<Json<Report>> {
-    f.analytics(provider.address, &params).await.map(Json)
 }
 
 #[cfg(test)]

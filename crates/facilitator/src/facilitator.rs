@@ -92,7 +92,7 @@ impl Default for Settings {
             max_validity_secs: 3600,
             proof_ttl_secs: 600,
             log_lookback_blocks: 10_000,
-            max_body_bytes: crate::http::DEFAULT_MAX_BODY,
+            max_body_bytes: crate::api::DEFAULT_MAX_BODY,
             server: tollgate_server::Limits::default(),
             keeper_interval: crate::keeper::DEFAULT_INTERVAL,
             overage_batch_interval: crate::metering::DEFAULT_BATCH_INTERVAL,

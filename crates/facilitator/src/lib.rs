@@ -5,19 +5,24 @@
 //!
 //! Entry points: [`start::build`] from a [`config::Config`] (or [`Facilitator::new`] from parts), then [`router`] for tests
 //! (`ServiceExt::oneshot`) or [`serve`] on a listener.
+//!
+//! Layout: the HTTP surface (the router, the handlers and the mapping between the wire and the
+//! domain, the one `IntoResponse` of errors) is in a private `api` module; the domain modules
+//! ([`Facilitator`]'s methods: settlement, x402, subscriptions, metering, plans, providers,
+//! webhooks, analytics, the keeper) return [`error::Error`] and know nothing of HTTP; [`metrics`]
+//! and [`dashboard`] are the operations side.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod analytics;
+mod api;
 pub mod config;
-pub mod dashboard;
 pub mod error;
 mod facilitator;
 pub mod fault;
-mod http;
 pub mod keeper;
 pub mod metering;
-pub mod metrics;
 pub mod openapi;
+mod ops;
 mod plans;
 mod providers;
 mod settle;
@@ -27,9 +32,10 @@ mod subscriptions;
 pub mod webhooks;
 mod x402;
 
+pub use api::{DEFAULT_MAX_BODY, router, serve};
 pub use facilitator::{BuildError, Facilitator, NetworkSpec, Settings};
-pub use http::{DEFAULT_MAX_BODY, router, serve};
 pub use keeper::{KeeperHandle, KeeperReport};
 pub use metering::MeteringReport;
+pub use ops::{dashboard, metrics};
 pub use settle::{Outcome, settlement_key};
 pub use webhooks::{DeliveryReport, WebhookHandle};

@@ -12,20 +12,18 @@ use alloy::{
     primitives::{Address, B256, keccak256},
     sol_types::{SolCall, SolValue},
 };
-use axum::{Json, extract::State, http::StatusCode};
 use tollgate_chain::{
     Confirmation, Error as ChainError, TxRequest, WaitOptions,
     contracts::{self, Revert, Subscriptions},
 };
 use tollgate_protocol::{
     Amount, ApiErrorCode,
-    api::plans::{CreatePlanRequest, NetworkQuery, Plan},
+    api::plans::{CreatePlanRequest, Plan},
 };
 
 use crate::{
-    error::{ApiJson, ApiPath, ApiQuery, Error, Result},
+    error::{Error, Result},
     facilitator::{Facilitator, Network, unix_now},
-    providers::Provider,
     store::PlanOwner,
 };
 
@@ -40,6 +38,11 @@ pub(crate) fn plan_salt(provider: Address, idempotency_key: &str) -> B256 {
 /// `Subscriptions.planIdFor(creator, salt)`, computed locally.
 pub(crate) fn plan_id_for(creator: Address, salt: B256) -> B256 {
     keccak256((creator, salt).abi_encode_params())
+}
+
+/// 404: no plan `plan_id` on `net`.
+fn no_plan(plan_id: B256, net: &Network) -> Error {
+    Error::NotFound(format!("no plan {plan_id} on {}", net.spec.name))
 }
 
 impl Facilitator {
@@ -126,148 +129,134 @@ impl Facilitator {
             Err(e) => Err(Err(e.into())),
         }
     }
-}
 
-/// `POST /plans`.
-pub(crate) async fn create(
-    State(f): State<Facilitator>,
-    provider: Provider,
-    ApiJson(req): ApiJson<CreatePlanRequest>,
-) -> Result<(StatusCode, Json<Plan>)> {
-    if req.idempotency_key.is_empty() || req.idempotency_key.len() > MAX_IDEMPOTENCY_KEY {
-        return Err(Error::InvalidField(format!(
-            "idempotencyKey: 1 to {MAX_IDEMPOTENCY_KEY} bytes"
-        )));
-    }
-    if req.amount.0.is_zero() {
-        return Err(Error::invalid(
-            ApiErrorCode::InvalidPlan,
-            "amount: must be positive",
-        ));
-    }
-    if req.interval == 0 {
-        return Err(Error::invalid(
-            ApiErrorCode::InvalidPlan,
-            "interval: must be positive (seconds)",
-        ));
-    }
-    let pay_to = req.pay_to.unwrap_or(provider.address);
-    if pay_to == Address::ZERO {
-        return Err(Error::invalid(
-            ApiErrorCode::InvalidPlan,
-            "payTo: the zero address cannot be paid",
-        ));
-    }
-    let (net, subscriptions) = f.plan_network(Some(&req.network))?;
-    // The first relayer creates every plan, so the id is stable across retries.
-    let relayer = *f
-        .inner
-        .relayers
-        .first()
-        .ok_or_else(|| Error::internal("no relayer"))?;
-    let salt = plan_salt(provider.address, &req.idempotency_key);
-    let plan_id = plan_id_for(relayer, salt);
-    let _guard = f.inner.locks.lock(plan_id).await;
+    /// Publishes a plan for `provider` (`POST /plans`): idempotent by the request's idempotency
+    /// key. The plan, and whether this call created it (`false`: an earlier call with the same
+    /// key did).
+    pub(crate) async fn create_plan(
+        &self,
+        provider: Address,
+        req: &CreatePlanRequest,
+    ) -> Result<(Plan, bool)> {
+        if req.idempotency_key.is_empty() || req.idempotency_key.len() > MAX_IDEMPOTENCY_KEY {
+            return Err(Error::InvalidField(format!(
+                "idempotencyKey: 1 to {MAX_IDEMPOTENCY_KEY} bytes"
+            )));
+        }
+        if req.amount.0.is_zero() {
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidPlan,
+                "amount: must be positive",
+            ));
+        }
+        if req.interval == 0 {
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidPlan,
+                "interval: must be positive (seconds)",
+            ));
+        }
+        let pay_to = req.pay_to.unwrap_or(provider);
+        if pay_to == Address::ZERO {
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidPlan,
+                "payTo: the zero address cannot be paid",
+            ));
+        }
+        let (net, subscriptions) = self.plan_network(Some(&req.network))?;
+        // The first relayer creates every plan, so the id is stable across retries.
+        let relayer = *self
+            .inner
+            .relayers
+            .first()
+            .ok_or_else(|| Error::internal("no relayer"))?;
+        let salt = plan_salt(provider, &req.idempotency_key);
+        let plan_id = plan_id_for(relayer, salt);
+        let _guard = self.inner.locks.lock(plan_id).await;
 
-    let owner = f
-        .store()
-        .insert_plan(&PlanOwner {
-            network: net.spec.name.clone(),
-            plan_id,
-            provider: provider.address,
-            relayer,
-            created_at: unix_now(),
-        })
-        .await?;
-    if owner.provider != provider.address {
-        // The salt commits to the provider, so this takes a hash collision.
-        return Err(Error::internal("plan id owned by another provider"));
+        let owner = self
+            .store()
+            .insert_plan(&PlanOwner {
+                network: net.spec.name.clone(),
+                plan_id,
+                provider,
+                relayer,
+                created_at: unix_now(),
+            })
+            .await?;
+        if owner.provider != provider {
+            // The salt commits to the provider, so this takes a hash collision.
+            return Err(Error::internal("plan id owned by another provider"));
+        }
+        if let Some(existing) = self.read_plan(net, subscriptions, plan_id).await? {
+            return Ok((existing, false));
+        }
+        let call = Subscriptions::createPlanCall {
+            token: net.spec.token,
+            payTo: pay_to,
+            amount: req.amount.0,
+            interval: req.interval,
+            operator: relayer,
+            salt,
+        };
+        let tx = TxRequest::call(relayer, subscriptions, call.abi_encode());
+        match self.send_confirmed(net, tx).await {
+            Ok(()) | Err(Ok(Revert::PlanExists { .. })) => {}
+            Err(Ok(revert)) => return Err(Error::Revert(revert)),
+            Err(Err(e)) => return Err(e),
+        }
+        tracing::info!(%plan_id, %provider, network = %net.spec.name, "plan created");
+        let plan = self
+            .read_plan(net, subscriptions, plan_id)
+            .await?
+            .ok_or_else(|| Error::internal("confirmed createPlan left no plan"))?;
+        Ok((plan, true))
     }
-    if let Some(existing) = f.read_plan(net, subscriptions, plan_id).await? {
-        return Ok((StatusCode::OK, Json(existing)));
-    }
-    let call = Subscriptions::createPlanCall {
-        token: net.spec.token,
-        payTo: pay_to,
-        amount: req.amount.0,
-        interval: req.interval,
-        operator: relayer,
-        salt,
-    };
-    let tx = TxRequest::call(relayer, subscriptions, call.abi_encode());
-    match f.send_confirmed(net, tx).await {
-        Ok(()) | Err(Ok(Revert::PlanExists { .. })) => {}
-        Err(Ok(revert)) => return Err(Error::Revert(revert)),
-        Err(Err(e)) => return Err(e),
-    }
-    tracing::info!(%plan_id, provider = %provider.address, network = %net.spec.name, "plan created");
-    let plan = f
-        .read_plan(net, subscriptions, plan_id)
-        .await?
-        .ok_or_else(|| Error::internal("confirmed createPlan left no plan"))?;
-    Ok((StatusCode::CREATED, Json(plan)))
-}
 
-fn parse_plan_id(id: &str) -> Result<B256> {
-    id.parse()
-        .map_err(|_| Error::InvalidField("id: expected a 0x-prefixed 32-byte hex plan id".into()))
-}
-
-/// `GET /plans/{id}?network=`.
-pub(crate) async fn show(
-    State(f): State<Facilitator>,
-    ApiPath(id): ApiPath<String>,
-    ApiQuery(q): ApiQuery<NetworkQuery>,
-) -> Result<Json<Plan>> {
-    let plan_id = parse_plan_id(&id)?;
-    let (net, subscriptions) = f.plan_network(q.network.as_deref())?;
-    f.read_plan(net, subscriptions, plan_id)
-        .await?
-        .map(Json)
-        .ok_or_else(|| Error::NotFound(format!("no plan {plan_id} on {}", net.spec.name)))
-}
-
-/// `POST /plans/{id}/deprecate?network=`: owner only; idempotent.
-pub(crate) async fn deprecate(
-    State(f): State<Facilitator>,
-    ApiPath(id): ApiPath<String>,
-    ApiQuery(q): ApiQuery<NetworkQuery>,
-    provider: Provider,
-) -> Result<Json<Plan>> {
-    let plan_id = parse_plan_id(&id)?;
-    let (net, subscriptions) = f.plan_network(q.network.as_deref())?;
-    let Some(plan) = f.read_plan(net, subscriptions, plan_id).await? else {
-        return Err(Error::NotFound(format!(
-            "no plan {plan_id} on {}",
-            net.spec.name
-        )));
-    };
-    let owner = f.store().plan_owner(&net.spec.name, plan_id).await?;
-    let Some(owner) = owner.filter(|o| o.provider == provider.address) else {
-        return Err(Error::Forbidden(
-            "only the provider that created this plan may deprecate it".into(),
-        ));
-    };
-    if plan.deprecated {
-        return Ok(Json(plan));
+    /// The plan `plan_id` on the named network (or the only one); 404 when there is none.
+    pub(crate) async fn plan_by_id(&self, network: Option<&str>, plan_id: B256) -> Result<Plan> {
+        let (net, subscriptions) = self.plan_network(network)?;
+        self.read_plan(net, subscriptions, plan_id)
+            .await?
+            .ok_or_else(|| no_plan(plan_id, net))
     }
-    let _guard = f.inner.locks.lock(plan_id).await;
-    let tx = TxRequest::call(
-        owner.relayer,
-        subscriptions,
-        Subscriptions::deprecatePlanCall { planId: plan_id }.abi_encode(),
-    );
-    if let Err(e) = f.send_confirmed(net, tx).await {
-        return Err(match e {
-            Ok(revert) => Error::Revert(revert),
-            Err(e) => e,
-        });
+
+    /// Deprecates `provider`'s plan (`POST /plans/{id}/deprecate`): owner only; idempotent.
+    pub(crate) async fn deprecate_plan(
+        &self,
+        provider: Address,
+        network: Option<&str>,
+        plan_id: B256,
+    ) -> Result<Plan> {
+        let (net, subscriptions) = self.plan_network(network)?;
+        let Some(plan) = self.read_plan(net, subscriptions, plan_id).await? else {
+            return Err(no_plan(plan_id, net));
+        };
+        let owner = self.store().plan_owner(&net.spec.name, plan_id).await?;
+        let Some(owner) = owner.filter(|o| o.provider == provider) else {
+            return Err(Error::Forbidden(
+                "only the provider that created this plan may deprecate it".into(),
+            ));
+        };
+        if plan.deprecated {
+            return Ok(plan);
+        }
+        let _guard = self.inner.locks.lock(plan_id).await;
+        let tx = TxRequest::call(
+            owner.relayer,
+            subscriptions,
+            Subscriptions::deprecatePlanCall { planId: plan_id }.abi_encode(),
+        );
+        if let Err(e) = self.send_confirmed(net, tx).await {
+            return Err(match e {
+                Ok(revert) => Error::Revert(revert),
+                Err(e) => e,
+            });
+        }
+        tracing::info!(%plan_id, %provider, "plan deprecated");
+        self.read_plan(net, subscriptions, plan_id)
+            .await?
+            .ok_or_else(|| Error::internal("deprecated plan vanished"))
     }
-    tracing::info!(%plan_id, provider = %provider.address, "plan deprecated");
-    f.read_plan(net, subscriptions, plan_id)
-        .await?
-        .map(Json)
-        .ok_or_else(|| Error::internal("deprecated plan vanished"))
 }
 
 #[cfg(test)]

@@ -11,25 +11,17 @@
 //!    unexpired and unused (it is consumed atomically). The key, `tg_` + 64 hex digits, is
 //!    returned once; only its keccak-256 is stored.
 //!
-//! Authenticated endpoints take `Authorization: Bearer <key>` through the [`Provider`]
-//! extractor; `POST /providers/keys/revoke` revokes the presented key.
+//! Authenticated endpoints take `Authorization: Bearer <key>`
+//! ([`Facilitator::authenticate`]); `POST /providers/keys/revoke` revokes the presented key.
 
 use alloy::primitives::{Address, B256, Signature, hex, keccak256};
-use axum::{
-    Json,
-    extract::{FromRequestParts, State},
-    http::{StatusCode, header, request::Parts},
-};
 use tollgate_protocol::{
     ApiErrorCode,
-    api::providers::{
-        API_KEY_PREFIX, ChallengeRequest, ChallengeResponse, RegisterRequest, RegisterResponse,
-        RevokeResponse,
-    },
+    api::providers::{API_KEY_PREFIX, ChallengeResponse, RegisterRequest, RegisterResponse},
 };
 
 use crate::{
-    error::{ApiJson, Error, Result},
+    error::{Error, Result},
     facilitator::{Facilitator, unix_now},
 };
 
@@ -40,7 +32,7 @@ pub(crate) const CHALLENGE_TTL_SECS: u64 = 300;
 const SELF_REGISTERED: &str = "self-registered";
 
 /// 401 `Unauthorized`.
-fn unauthorized(message: impl Into<String>) -> Error {
+pub(crate) fn unauthorized(message: impl Into<String>) -> Error {
     Error::Unauthorized(message.into())
 }
 
@@ -61,75 +53,100 @@ pub(crate) fn key_hash(key: &str) -> B256 {
     keccak256(key.as_bytes())
 }
 
-/// `POST /providers/challenge`.
-pub(crate) async fn challenge(
-    State(f): State<Facilitator>,
-    ApiJson(req): ApiJson<ChallengeRequest>,
-) -> Result<Json<ChallengeResponse>> {
-    if req.address == Address::ZERO {
-        return Err(Error::invalid(
-            ApiErrorCode::InvalidField,
-            "address: the zero address cannot register",
-        ));
-    }
-    let now = unix_now();
-    let expires_at = now + CHALLENGE_TTL_SECS;
-    let text = challenge_text(
-        &f.settings().public_url,
-        req.address,
-        B256::random(),
-        expires_at,
-    );
-    f.store()
-        .insert_provider_challenge(keccak256(text.as_bytes()), req.address, expires_at, now)
-        .await?;
-    Ok(Json(ChallengeResponse {
-        challenge: text,
-        expires_at,
-    }))
-}
-
-/// `POST /providers/register`.
-pub(crate) async fn register(
-    State(f): State<Facilitator>,
-    ApiJson(req): ApiJson<RegisterRequest>,
-) -> Result<(StatusCode, Json<RegisterResponse>)> {
-    let bad_signature = || {
-        unauthorized("signature: not a personal_sign signature of the challenge by this address")
-    };
-    // The signature first: a forged request must not burn a provider's challenge.
-    let signature = Signature::from_raw(&req.signature).map_err(|_| bad_signature())?;
-    let signer = signature
-        .recover_address_from_msg(req.challenge.as_bytes())
-        .map_err(|_| bad_signature())?;
-    if signer != req.address {
-        return Err(bad_signature());
-    }
-    let now = unix_now();
-    let consumed = f
-        .store()
-        .consume_provider_challenge(keccak256(req.challenge.as_bytes()), req.address, now)
-        .await?;
-    if !consumed {
-        return Err(unauthorized(
-            "challenge: unknown, issued to another address, expired or already used; request a new one",
-        ));
-    }
-    let api_key = format!("{API_KEY_PREFIX}{}", hex::encode(B256::random()));
-    f.store()
-        .insert_api_key(key_hash(&api_key), req.address, SELF_REGISTERED, now)
-        .await?;
-    tracing::info!(provider = %req.address, "provider registered");
-    Ok((
-        StatusCode::CREATED,
-        Json(RegisterResponse {
-            api_key,
-            provider: req.address,
-        }),
-    ))
+/// An authenticated provider: the owner of an unrevoked API key.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Provider {
+    /// The key's owner.
+    pub(crate) address: Address,
+    /// The presented key's hash.
+    pub(crate) key_hash: B256,
 }
 
 impl Facilitator {
+    /// Issues a registration challenge for `address` (step 1), stored hashed until it expires.
+    pub(crate) async fn provider_challenge(&self, address: Address) -> Result<ChallengeResponse> {
+        if address == Address::ZERO {
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidField,
+                "address: the zero address cannot register",
+            ));
+        }
+        let now = unix_now();
+        let expires_at = now + CHALLENGE_TTL_SECS;
+        let text = challenge_text(
+            &self.settings().public_url,
+            address,
+            B256::random(),
+            expires_at,
+        );
+        self.store()
+            .insert_provider_challenge(keccak256(text.as_bytes()), address, expires_at, now)
+            .await?;
+        Ok(ChallengeResponse {
+            challenge: text,
+            expires_at,
+        })
+    }
+
+    /// Registers a provider that signed its challenge (step 2): consumes the challenge and
+    /// issues an API key.
+    pub(crate) async fn register_provider(
+        &self,
+        req: &RegisterRequest,
+    ) -> Result<RegisterResponse> {
+        let bad_signature = || {
+            unauthorized(
+                "signature: not a personal_sign signature of the challenge by this address",
+            )
+        };
+        // The signature first: a forged request must not burn a provider's challenge.
+        let signature = Signature::from_raw(&req.signature).map_err(|_| bad_signature())?;
+        let signer = signature
+            .recover_address_from_msg(req.challenge.as_bytes())
+            .map_err(|_| bad_signature())?;
+        if signer != req.address {
+            return Err(bad_signature());
+        }
+        let now = unix_now();
+        let consumed = self
+            .store()
+            .consume_provider_challenge(keccak256(req.challenge.as_bytes()), req.address, now)
+            .await?;
+        if !consumed {
+            return Err(unauthorized(
+                "challenge: unknown, issued to another address, expired or already used; request a new one",
+            ));
+        }
+        let api_key = format!("{API_KEY_PREFIX}{}", hex::encode(B256::random()));
+        self.store()
+            .insert_api_key(key_hash(&api_key), req.address, SELF_REGISTERED, now)
+            .await?;
+        tracing::info!(provider = %req.address, "provider registered");
+        Ok(RegisterResponse {
+            api_key,
+            provider: req.address,
+        })
+    }
+
+    /// The provider of an API key; 401 when it is unknown or revoked.
+    pub(crate) async fn authenticate(&self, api_key: &str) -> Result<Provider> {
+        let key_hash = key_hash(api_key);
+        match self.store().api_key_provider(key_hash).await? {
+            Some(address) => Ok(Provider { address, key_hash }),
+            None => Err(unauthorized("unknown or revoked API key")),
+        }
+    }
+
+    /// Revokes the key `provider` presented; whether it was still valid.
+    pub(crate) async fn revoke_api_key(&self, provider: Provider) -> Result<bool> {
+        let revoked = self
+            .store()
+            .revoke_api_key(provider.key_hash, unix_now())
+            .await?;
+        tracing::info!(provider = %provider.address, "API key revoked");
+        Ok(revoked)
+    }
+
     /// Issues a new API key (`tg_` and 64 hex digits) for `provider`, stored hashed under
     /// `label`; the key is returned this once. For operators (and `tollgate dev`): providers get
     /// theirs by registering (`POST /providers/register`).
@@ -153,65 +170,6 @@ impl Facilitator {
             .insert_api_key(key_hash(api_key), provider, label, unix_now())
             .await?)
     }
-}
-
-/// An authenticated provider: `Authorization: Bearer <API key>` naming an unrevoked key.
-/// Rejects with 401 `Unauthorized`.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Provider {
-    /// The key's owner.
-    pub(crate) address: Address,
-    /// The presented key's hash.
-    pub(crate) key_hash: B256,
-}
-
-impl FromRequestParts<Facilitator> for Provider {
-    type Rejection = Error;
-
-    async fn from_request_parts(parts: &mut Parts, f: &Facilitator) -> Result<Self> {
-        bearer_provider(f, &parts.headers).await
-    }
-}
-
-/// The provider of the `Authorization: Bearer <key>` in `headers`; 401 when absent, malformed,
-/// unknown or revoked.
-pub(crate) async fn bearer_provider(
-    f: &Facilitator,
-    headers: &axum::http::HeaderMap,
-) -> Result<Provider> {
-    let value = headers
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
-    let key = value
-        .to_str()
-        .ok()
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
-    let key_hash = key_hash(key);
-    match f.store().api_key_provider(key_hash).await? {
-        Some(address) => Ok(Provider { address, key_hash }),
-        None => Err(unauthorized("unknown or revoked API key")),
-    }
-}
-
-/// `POST /providers/keys/revoke`: revokes the presented key.
-pub(crate) async fn revoke(
-    State(f): State<Facilitator>,
-    provider: Provider,
-) -> Result<Json<RevokeResponse>> {
-    let revoked = f
-        .store()
-        .revoke_api_key(provider.key_hash, unix_now())
-        .await?;
-    tracing::info!(provider = %provider.address, "API key revoked");
-    Ok(Json(RevokeResponse {
-        provider: provider.address,
-        revoked,
-    }))
 }
 
 #[cfg(test)]

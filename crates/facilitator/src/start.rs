@@ -98,7 +98,7 @@ pub async fn build(
                     chain_id: Some(n.chain_id),
                     ..RpcOptions::default()
                 };
-                let chain = RpcChain::connect(url, wallet.clone(), options)
+                let chain = RpcChain::connect(url.expose_secret(), wallet.clone(), options)
                     .await
                     .map_err(|source| StartError::Chain {
                         network: n.name.clone(),

@@ -14,19 +14,18 @@ use alloy::{
     primitives::{Address, B256, U256},
     sol_types::{SolCall, SolEvent},
 };
-use axum::{Json, extract::State};
 use tollgate_chain::{
     Confirmation, LogFilter, TxRequest, WaitOptions,
     authorization::{Subscribe, recover, subscriptions_domain},
     contracts::{self, Subscriptions, Token},
 };
 use tollgate_protocol::{
-    AllowanceView, Amount, ApiErrorCode, PlanView, QuoteQuery, SubscribeRequest, SubscriptionQuote,
-    SubscriptionStatus, SubscriptionView, api::plans::NetworkQuery,
+    AllowanceView, Amount, ApiErrorCode, PlanView, SubscribeRequest, SubscriptionQuote,
+    SubscriptionStatus, SubscriptionView,
 };
 
 use crate::{
-    error::{ApiJson, ApiPath, ApiQuery, Error, Relayed, Result},
+    error::{Error, Relayed, Result},
     facilitator::{Facilitator, Network},
 };
 
@@ -34,70 +33,56 @@ use crate::{
 /// since is beyond idempotent replay and gets `InvalidSignature`).
 const REPLAY_WINDOW: u64 = 16;
 
-/// `POST /subscriptions`.
-pub(crate) async fn create(
-    State(f): State<Facilitator>,
-    ApiJson(req): ApiJson<SubscribeRequest>,
-) -> Result<Json<SubscriptionView>> {
-    f.subscribe(&req).await.map(Json)
-}
-
-/// `GET /subscriptions/{id}?network=`.
-pub(crate) async fn show(
-    State(f): State<Facilitator>,
-    ApiPath(id): ApiPath<String>,
-    ApiQuery(q): ApiQuery<NetworkQuery>,
-) -> Result<Json<SubscriptionView>> {
-    let id: B256 = id
-        .parse()
-        .map_err(|_| Error::InvalidField("id: expected a 0x-prefixed 32-byte hex value".into()))?;
-    let (net, subs) = f.subscriptions_network(q.network.as_deref())?;
-    match f.subscription_view(net, subs, id).await? {
-        Some(view) => Ok(Json(view)),
-        None => Err(Error::NotFound(format!("no subscription {id}"))),
-    }
-}
-
-/// `GET /subscriptions/quote?network=&planId=&subscriber=`.
-pub(crate) async fn quote(
-    State(f): State<Facilitator>,
-    ApiQuery(q): ApiQuery<QuoteQuery>,
-) -> Result<Json<SubscriptionQuote>> {
-    let plan_id: B256 = q.plan_id.parse().map_err(|_| {
-        Error::InvalidField("planId: expected a 0x-prefixed 32-byte hex value".into())
-    })?;
-    let subscriber: Address = q
-        .subscriber
-        .parse()
-        .map_err(|_| Error::InvalidField("subscriber: expected an address".into()))?;
-    let (net, subs) = f.subscriptions_network(q.network.as_deref())?;
-    let plan = f.plan(net, subs, plan_id).await?;
-    let chain = net.chain.as_ref();
-    let nonce = contracts::read(chain, subs, &Subscriptions::noncesCall { subscriber }).await?;
-    let permit_nonce =
-        contracts::read(chain, plan.token, &Token::noncesCall { owner: subscriber }).await?;
-    let allowance = contracts::read(
-        chain,
-        plan.token,
-        &Token::allowanceCall {
-            owner: subscriber,
-            spender: subs,
-        },
-    )
-    .await?;
-    Ok(Json(SubscriptionQuote {
-        network: net.spec.name.clone(),
-        chain_id: net.spec.chain_id,
-        subscriptions: subs,
-        plan,
-        nonce: Amount(nonce),
-        permit_nonce: Amount(permit_nonce),
-        allowance: Amount(allowance),
-        now: net.now().await,
-    }))
-}
-
 impl Facilitator {
+    /// The subscription `id` as the chain shows it (`GET /subscriptions/{id}`); 404 when there
+    /// is none.
+    pub(crate) async fn subscription(
+        &self,
+        network: Option<&str>,
+        id: B256,
+    ) -> Result<SubscriptionView> {
+        let (net, subs) = self.subscriptions_network(network)?;
+        match self.subscription_view(net, subs, id).await? {
+            Some(view) => Ok(view),
+            None => Err(Error::NotFound(format!("no subscription {id}"))),
+        }
+    }
+
+    /// What `subscriber` signs against to subscribe to `plan_id` (`GET /subscriptions/quote`):
+    /// the plan's terms, the subscriber's nonces and allowance, and the chain's clock.
+    pub(crate) async fn subscription_quote(
+        &self,
+        network: Option<&str>,
+        plan_id: B256,
+        subscriber: Address,
+    ) -> Result<SubscriptionQuote> {
+        let (net, subs) = self.subscriptions_network(network)?;
+        let plan = self.plan(net, subs, plan_id).await?;
+        let chain = net.chain.as_ref();
+        let nonce = contracts::read(chain, subs, &Subscriptions::noncesCall { subscriber }).await?;
+        let permit_nonce =
+            contracts::read(chain, plan.token, &Token::noncesCall { owner: subscriber }).await?;
+        let allowance = contracts::read(
+            chain,
+            plan.token,
+            &Token::allowanceCall {
+                owner: subscriber,
+                spender: subs,
+            },
+        )
+        .await?;
+        Ok(SubscriptionQuote {
+            network: net.spec.name.clone(),
+            chain_id: net.spec.chain_id,
+            subscriptions: subs,
+            plan,
+            nonce: Amount(nonce),
+            permit_nonce: Amount(permit_nonce),
+            allowance: Amount(allowance),
+            now: net.now().await,
+        })
+    }
+
     /// The network (by name, or the only one with a subscriptions contract) and its contract.
     pub(crate) fn subscriptions_network(&self, name: Option<&str>) -> Result<(&Network, Address)> {
         let net = match name {

@@ -19,7 +19,6 @@ use alloy::{
     primitives::{B256, U256},
     sol_types::{SolCall, SolEvent},
 };
-use axum::{Json, extract::State, http::HeaderMap};
 use tollgate_chain::{
     Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
     authorization::{TransferWithAuthorization, recover},
@@ -29,51 +28,16 @@ use tollgate_protocol::{
     Amount, SettlementStatus,
     x402::{
         ErrorReason, PaymentPayload, PaymentRequirements, SettleRequest, SettleResponse,
-        SupportedKind, SupportedResponse, VerifyRequest, VerifyResponse, check_exact_evm,
+        VerifyRequest, VerifyResponse, check_exact_evm,
     },
 };
 
 use crate::{
-    error::ApiJson,
     facilitator::{Facilitator, Network, unix_now},
     metrics::{SettlementOutcome, SettlementPath},
     settle::settlement_key,
     store::{NewSettlement, Settlement, SettlementKind},
 };
-
-/// `POST /verify`.
-pub(crate) async fn verify(
-    State(f): State<Facilitator>,
-    ApiJson(req): ApiJson<VerifyRequest>,
-) -> Json<VerifyResponse> {
-    Json(f.x402_verify(&req).await)
-}
-
-/// `POST /settle`. An optional `Idempotency-Key` header names the settler: its own retries of
-/// the same payload get the first outcome again ([`Facilitator::x402_settle`]).
-pub(crate) async fn settle(
-    State(f): State<Facilitator>,
-    headers: HeaderMap,
-    ApiJson(req): ApiJson<SettleRequest>,
-) -> Json<SettleResponse> {
-    let settler = headers
-        .get(IDEMPOTENCY_KEY)
-        .map(|v| alloy::primitives::keccak256(v.as_bytes()));
-    Json(f.x402_settle(&req, settler).await)
-}
-
-/// The header a settler names itself by on `POST /settle`.
-pub(crate) const IDEMPOTENCY_KEY: &str = "idempotency-key";
-
-/// `GET /supported`: one `exact` kind per configured network.
-pub(crate) async fn supported(State(f): State<Facilitator>) -> Json<SupportedResponse> {
-    let kinds = f
-        .networks()
-        .into_iter()
-        .map(|n| SupportedKind::exact(n.name))
-        .collect();
-    Json(SupportedResponse { kinds })
-}
 
 /// What verification established about a payload.
 struct Verified<'a> {

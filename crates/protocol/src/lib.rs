@@ -6,7 +6,10 @@
 
 mod amount;
 pub mod api;
+mod codec;
 mod error;
+#[cfg(test)]
+mod fixtures;
 pub mod headers;
 pub mod network;
 #[cfg(feature = "openapi")]

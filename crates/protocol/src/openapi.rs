@@ -1,5 +1,7 @@
 //! OpenAPI schemas (feature `openapi`) for the wire values whose JSON form is custom: amounts as
 //! decimal strings, addresses, hashes and byte strings as 0x-hex, the open sets of error codes.
+//! The hex patterns are what the server reads (alloy's parsers: the `0x` prefix optional, either
+//! case); what it writes is always `0x`-prefixed.
 //! The wire types derive `utoipa::ToSchema` and point their alloy-typed fields at the marker
 //! types here (`#[schema(value_type = crate::openapi::Address)]`), since alloy's types cannot
 //! implement a foreign trait.
@@ -59,8 +61,9 @@ macro_rules! marker {
 marker! {
     /// A 20-byte EVM address, 0x-hex (checksummed on output, any case on input).
     Address => hex_string(
-        "^0x[0-9a-fA-F]{40}$",
-        "A 20-byte address, 0x-hex (EIP-55 checksummed on output, any case on input).",
+        "^(0[xX])?[0-9a-fA-F]{40}$",
+        "A 20-byte address, 0x-hex (EIP-55 checksummed on output; any case, the prefix \
+         optional, on input).",
         "0x036CbD53842c5426634e7929541eC2318f3dCF7e",
     )
 }
@@ -68,15 +71,19 @@ marker! {
 marker! {
     /// A 32-byte value (hash, nonce, memo, id), 0x-hex.
     Hash32 => hex_string(
-        "^0x[0-9a-fA-F]{64}$",
-        "A 32-byte value (hash, nonce, memo, id), 0x-hex.",
+        "^(0[xX])?[0-9a-fA-F]{64}$",
+        "A 32-byte value (hash, nonce, memo, id), 0x-hex (the prefix optional on input).",
         "0x5f1c0bfa2a1d4c2c7b6c5e4f3a291807e6d5c4b3a29180f7e6d5c4b3a2918070",
     )
 }
 
 marker! {
     /// A byte string (a signature), 0x-hex.
-    HexBytes => hex_string("^0x([0-9a-fA-F]{2})*$", "A byte string (a signature), 0x-hex.", "0x")
+    HexBytes => hex_string(
+        "^(0[xX])?([0-9a-fA-F]{2})*$",
+        "A byte string (a signature), 0x-hex (the prefix optional on input).",
+        "0x",
+    )
 }
 
 impl PartialSchema for Amount {

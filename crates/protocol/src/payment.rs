@@ -2,10 +2,9 @@
 //! `/authorize`, and the facilitator's signed payment proof that travels in `X-PAYMENT`.
 
 use alloy::primitives::{Address, B256, Bytes};
-use base64::{Engine as _, engine::general_purpose::STANDARD};
 use serde::{Deserialize, Serialize};
 
-use crate::Amount;
+use crate::{Amount, codec};
 
 /// The body of `POST /authorize`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,7 +152,7 @@ pub const MAX_PAYMENT_HEADER: usize = 8 * 1024;
 impl PaymentProof {
     /// The `X-PAYMENT` form: base64 (standard alphabet, padded) of the JSON.
     pub fn encode(&self) -> String {
-        STANDARD.encode(serde_json::to_vec(self).expect("a proof serializes"))
+        codec::encode(self)
     }
 
     /// Parses the `X-PAYMENT` form of a proof, with [`crate::decode_x_payment`] (the one
@@ -258,26 +257,7 @@ impl SettlementStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn proof() -> PaymentProof {
-        PaymentProof {
-            version: 1,
-            network: "base-sepolia".into(),
-            chain_id: 84532,
-            token: Address::repeat_byte(1),
-            payer: Address::repeat_byte(2),
-            pay_to: Address::repeat_byte(3),
-            amount: Amount::from_units(500_000),
-            fee: Amount::from_units(1_000),
-            memo: B256::repeat_byte(4),
-            tx_hash: B256::repeat_byte(5),
-            block: 7,
-            issued_at: 1_700_000_000,
-            expiry: 1_700_000_600,
-            signer: Address::repeat_byte(6),
-            signature: Bytes::from(vec![9; 65]),
-        }
-    }
+    use crate::fixtures::proof;
 
     #[test]
     fn proof_round_trips_through_the_header_form() {

@@ -1,22 +1,12 @@
 //! The one decoder of `X-PAYMENT` values: a Tollgate payment proof, an x402 V1 payment payload,
 //! or a payload of an x402 version this code does not speak.
 
-use base64::{
-    Engine as _, alphabet,
-    engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig},
-};
 use serde_json::Value;
 
 use crate::{
-    MAX_PAYMENT_HEADER, PaymentProof,
+    MAX_PAYMENT_HEADER, PaymentProof, codec,
     x402::{MAX_PAYLOAD_HEADER, PayloadDecodeError, PaymentPayload},
 };
-
-/// Standard alphabet; padding optional on input (browsers' `atob` does not insist on it).
-const LENIENT_STANDARD: GeneralPurpose = GeneralPurpose::new(
-    &alphabet::STANDARD,
-    GeneralPurposeConfig::new().with_decode_padding_mode(DecodePaddingMode::Indifferent),
-);
 
 /// What an `X-PAYMENT` value carries ([`decode_x_payment`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -96,16 +86,14 @@ impl XPaymentError {
 /// ```
 pub fn decode_x_payment(value: &str) -> Result<XPayment, XPaymentError> {
     let value = value.trim();
-    if value.len() > MAX_PAYLOAD_HEADER {
-        return Err(XPaymentError::TooLarge {
-            len: value.len(),
+    let json: Value = codec::decode(value, MAX_PAYLOAD_HEADER).map_err(|e| match e {
+        codec::DecodeError::TooLarge(len) => XPaymentError::TooLarge {
+            len,
             max: MAX_PAYLOAD_HEADER,
-        });
-    }
-    let bytes = LENIENT_STANDARD
-        .decode(value)
-        .map_err(XPaymentError::NotBase64)?;
-    let json: Value = serde_json::from_slice(&bytes).map_err(XPaymentError::NotJson)?;
+        },
+        codec::DecodeError::Base64(e) => XPaymentError::NotBase64(e),
+        codec::DecodeError::Json(e) => XPaymentError::NotJson(e),
+    })?;
     if let Some(version) = json.get("x402Version") {
         return match version.as_u64() {
             Some(1) => serde_json::from_value(json)
@@ -131,31 +119,10 @@ pub fn decode_x_payment(value: &str) -> Result<XPayment, XPaymentError> {
 
 #[cfg(test)]
 mod tests {
-    use alloy::primitives::{Address, B256, Bytes};
-    use base64::engine::general_purpose::STANDARD;
+    use base64::{Engine as _, engine::general_purpose::STANDARD};
 
     use super::*;
-    use crate::Amount;
-
-    fn proof() -> PaymentProof {
-        PaymentProof {
-            version: 1,
-            network: "base-sepolia".into(),
-            chain_id: 84532,
-            token: Address::repeat_byte(1),
-            payer: Address::repeat_byte(2),
-            pay_to: Address::repeat_byte(3),
-            amount: Amount::from_units(500_000),
-            fee: Amount::from_units(1_000),
-            memo: B256::repeat_byte(4),
-            tx_hash: B256::repeat_byte(5),
-            block: 7,
-            issued_at: 1_700_000_000,
-            expiry: 1_700_000_600,
-            signer: Address::repeat_byte(6),
-            signature: Bytes::from(vec![9; 65]),
-        }
-    }
+    use crate::fixtures::proof;
 
     fn enc(v: &Value) -> String {
         STANDARD.encode(v.to_string())

@@ -57,6 +57,34 @@ pub(crate) fn valid_before(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
+/// `as_str` (the stored name) and `parse` (its inverse; anything else is
+/// [`StoreError::Corrupt`] naming `column`) for an enum stored by name:
+/// `stored_names!(Type, "column", { Variant => "name", ... })`.
+macro_rules! stored_names {
+    ($ty:ident, $column:literal, { $($variant:ident => $name:literal),+ $(,)? }) => {
+        impl $ty {
+            /// The stored name.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $name,)+
+                }
+            }
+
+            /// The value stored as `s`.
+            pub(crate) fn parse(s: &str) -> $crate::StoreResult<Self> {
+                match s {
+                    $($name => Ok(Self::$variant),)+
+                    other => Err($crate::StoreError::Corrupt(format!(
+                        concat!($column, " = {:.40}"),
+                        other
+                    ))),
+                }
+            }
+        }
+    };
+}
+pub(crate) use stored_names;
+
 fn corrupt(column: &str, value: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(format!("{column} = {value:.80}"))
 }

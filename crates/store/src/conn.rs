@@ -10,7 +10,10 @@
 
 use std::future::Future;
 
-use sqlx::{FromRow, PgConnection, SqliteConnection, postgres::PgRow, sqlite::SqliteRow};
+use sqlx::{
+    Arguments, Database, Encode, FromRow, PgConnection, SqliteConnection, Type, postgres::PgRow,
+    sqlite::SqliteRow,
+};
 
 use crate::StoreResult;
 
@@ -150,7 +153,28 @@ pub(crate) trait Conn: Send {
     }
 }
 
-/// `Conn` for one driver's connection: the binding is the only per-driver code.
+/// `args` as `DB`'s arguments (none of these values fails to encode).
+fn arguments<DB: Database>(args: &[Arg<'_>]) -> Result<DB::Arguments, sqlx::Error>
+where
+    for<'t> i64: Encode<'t, DB> + Type<DB>,
+    for<'t> &'t str: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
+    for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
+{
+    let mut out = DB::Arguments::default();
+    for a in args {
+        match *a {
+            Arg::Int(v) => out.add(v),
+            Arg::Text(v) => out.add(v),
+            Arg::OptInt(v) => out.add(v),
+            Arg::OptText(v) => out.add(v),
+        }
+        .map_err(sqlx::Error::Encode)?;
+    }
+    Ok(out)
+}
+
+/// `Conn` for one driver's connection: only the driver's types differ.
 macro_rules! impl_conn {
     ($conn:ty, $db:ty, $dialect:expr) => {
         impl Conn for $conn {
@@ -161,15 +185,7 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: &'a [Arg<'a>],
             ) -> StoreResult<u64> {
-                let mut q = sqlx::query::<$db>(sql);
-                for a in args {
-                    q = match *a {
-                        Arg::Int(v) => q.bind(v),
-                        Arg::Text(v) => q.bind(v),
-                        Arg::OptInt(v) => q.bind(v),
-                        Arg::OptText(v) => q.bind(v),
-                    };
-                }
+                let q = sqlx::query_with::<$db, _>(sql, arguments::<$db>(args)?);
                 Ok(q.execute(&mut *self).await?.rows_affected())
             }
 
@@ -178,15 +194,7 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: &'a [Arg<'a>],
             ) -> StoreResult<Option<R>> {
-                let mut q = sqlx::query_as::<$db, R>(sql);
-                for a in args {
-                    q = match *a {
-                        Arg::Int(v) => q.bind(v),
-                        Arg::Text(v) => q.bind(v),
-                        Arg::OptInt(v) => q.bind(v),
-                        Arg::OptText(v) => q.bind(v),
-                    };
-                }
+                let q = sqlx::query_as_with::<$db, R, _>(sql, arguments::<$db>(args)?);
                 Ok(q.fetch_optional(&mut *self).await?)
             }
 
@@ -195,15 +203,7 @@ macro_rules! impl_conn {
                 sql: &'static str,
                 args: &'a [Arg<'a>],
             ) -> StoreResult<Vec<R>> {
-                let mut q = sqlx::query_as::<$db, R>(sql);
-                for a in args {
-                    q = match *a {
-                        Arg::Int(v) => q.bind(v),
-                        Arg::Text(v) => q.bind(v),
-                        Arg::OptInt(v) => q.bind(v),
-                        Arg::OptText(v) => q.bind(v),
-                    };
-                }
+                let q = sqlx::query_as_with::<$db, R, _>(sql, arguments::<$db>(args)?);
                 Ok(q.fetch_all(&mut *self).await?)
             }
         }

@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use tollgate_protocol::{Amount, SettlementStatus};
 
 mod analytics;
+mod backend;
 mod codec;
 mod conn;
 mod error;

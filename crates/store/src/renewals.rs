@@ -31,25 +31,11 @@ fn state_after(kind: &str) -> Option<IndexedState> {
     }
 }
 
-impl IndexedState {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Active => "active",
-            Self::Paused => "paused",
-            Self::Cancelled => "cancelled",
-        }
-    }
-
-    fn parse(s: &str) -> StoreResult<Self> {
-        match s {
-            "active" => Ok(Self::Active),
-            "paused" => Ok(Self::Paused),
-            "cancelled" => Ok(Self::Cancelled),
-            other => Err(StoreError::Corrupt(format!("state = {other:.40}"))),
-        }
-    }
-}
+crate::codec::stored_names!(IndexedState, "state", {
+    Active => "active",
+    Paused => "paused",
+    Cancelled => "cancelled",
+});
 
 /// A subscription the keeper indexed from the chain's logs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,23 +113,10 @@ pub enum RenewalOutcome {
     Failed,
 }
 
-impl RenewalOutcome {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Renewed => "renewed",
-            Self::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> StoreResult<Self> {
-        match s {
-            "renewed" => Ok(Self::Renewed),
-            "failed" => Ok(Self::Failed),
-            other => Err(StoreError::Corrupt(format!("outcome = {other:.40}"))),
-        }
-    }
-}
+crate::codec::stored_names!(RenewalOutcome, "outcome", {
+    Renewed => "renewed",
+    Failed => "failed",
+});
 
 /// One collection of `(id, cycle)` the keeper confirmed on-chain.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@
 //! `[REDACTED]`; the URLs print with their credentials hidden instead, so that logs still show
 //! which node or database is meant.
 
-use std::{fmt, ops::Deref, path::PathBuf};
+use std::{fmt, path::PathBuf};
 
 use alloy::{
     primitives::{Address, B256},
@@ -226,16 +226,6 @@ impl From<String> for RpcUrl {
 impl From<&str> for RpcUrl {
     fn from(url: &str) -> Self {
         Self(url.into())
-    }
-}
-
-/// The full URL, for code that passes it as a `&str` (the facilitator's start-up connects with
-/// it). Prefer [`RpcUrl::expose_secret`], which says what it does.
-impl Deref for RpcUrl {
-    type Target = str;
-
-    fn deref(&self) -> &str {
-        self.expose_secret()
     }
 }
 

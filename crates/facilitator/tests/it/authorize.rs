@@ -259,6 +259,14 @@ async fn rejections_change_nothing(backend: Backend) {
         (400, Some("MalformedJson")),
         "{reply}"
     );
+    // serde reads a struct from an array by position; the API takes objects only.
+    let as_array = json!([body(&good)["signedPayment"].clone()]);
+    let (s, reply) = h.post("/authorize", &as_array).await;
+    assert_eq!(
+        (s, reply["error"]["code"].as_str()),
+        (400, Some("InvalidField")),
+        "{reply}"
+    );
     let (s, _) = h
         // Just over the 64 KiB limit: small enough that the client finishes writing before the
         // server answers 413 and closes (a much larger body races into a broken pipe).

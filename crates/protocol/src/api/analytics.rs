@@ -22,21 +22,27 @@ const MONDAY: u64 = 4 * DAY;
 pub struct ReportParams {
     /// Start, unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(pattern = r"^(\+?[0-9]+)?$"))]
     pub from: Option<String>,
     /// End, unix seconds (exclusive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(pattern = r"^(\+?[0-9]+)?$"))]
     pub to: Option<String>,
     /// `24h`, `7d`, `30d` or `90d`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(pattern = "^(24h|7d|30d|90d)?$"))]
     pub range: Option<String>,
     /// `hour`, `day` or `week`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(pattern = "^(hour|day|week)?$"))]
     pub bucket: Option<String>,
-    /// Top list length.
+    /// Top list length (1 to 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(pattern = r"^(\+?[0-9]+)?$"))]
     pub top: Option<String>,
-    /// Latest payments listed.
+    /// Latest payments listed (0 to 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", param(pattern = r"^(\+?[0-9]+)?$"))]
     pub recent: Option<String>,
 }
 

@@ -26,6 +26,7 @@ pub struct CreatePlanRequest {
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Address>))]
     pub pay_to: Option<Address>,
     /// Makes retries safe: the same key (1 to 200 bytes) returns the same plan.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
     pub idempotency_key: String,
 }
 

@@ -171,6 +171,7 @@ pub struct DeductRequest {
     /// Makes a retried deduction count once: the same key for the same subscription answers
     /// the first deduction's result (1 to 200 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(min_length = 1, max_length = 200))]
     pub idempotency_key: Option<String>,
 }
 
@@ -230,8 +231,10 @@ pub struct QuoteQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<String>,
     /// The plan (0x-hex, 32 bytes).
+    #[cfg_attr(feature = "openapi", param(value_type = crate::openapi::Hash32))]
     pub plan_id: String,
     /// The subscriber's address.
+    #[cfg_attr(feature = "openapi", param(value_type = crate::openapi::Address))]
     pub subscriber: String,
 }
 

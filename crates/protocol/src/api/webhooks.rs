@@ -45,12 +45,14 @@ impl EventFilter {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateEndpoint {
     /// Where events are POSTed (absolute http(s); no private address outside dev mode).
+    #[cfg_attr(feature = "openapi", schema(format = "uri", max_length = 2048))]
     pub url: String,
     /// The event types it takes (default: all).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<EventFilter>,
-    /// Free text.
+    /// Free text (at most 500 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(max_length = 500))]
     pub description: Option<String>,
 }
 
@@ -61,12 +63,14 @@ pub struct CreateEndpoint {
 pub struct UpdateEndpoint {
     /// A new URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(format = "uri", max_length = 2048))]
     pub url: Option<String>,
     /// New event types.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub events: Option<EventFilter>,
-    /// A new description.
+    /// A new description (at most 500 bytes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(max_length = 500))]
     pub description: Option<String>,
     /// Enable or disable it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

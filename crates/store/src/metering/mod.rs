@@ -134,25 +134,11 @@ pub enum ChargeState {
     Failed,
 }
 
-impl ChargeState {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Confirmed => "confirmed",
-            Self::Failed => "failed",
-        }
-    }
-
-    fn parse(s: &str) -> StoreResult<Self> {
-        match s {
-            "pending" => Ok(Self::Pending),
-            "confirmed" => Ok(Self::Confirmed),
-            "failed" => Ok(Self::Failed),
-            other => Err(StoreError::Corrupt(format!("state = {other:.40}"))),
-        }
-    }
-}
+crate::codec::stored_names!(ChargeState, "state", {
+    Pending => "pending",
+    Confirmed => "confirmed",
+    Failed => "failed",
+});
 
 /// An on-chain overage charge.
 #[derive(Clone, Debug, PartialEq, Eq)]

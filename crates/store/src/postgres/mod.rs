@@ -16,9 +16,11 @@ use sqlx::{
     postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions},
 };
 
-use crate::{StoreError, StoreResult};
-
-mod store;
+use crate::{
+    DeductOutcome, Deduction, StoreError, StoreResult,
+    backend::{Backend, BoxFuture},
+    metering,
+};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
@@ -70,15 +72,76 @@ impl PostgresStore {
         Ok(Self { pool })
     }
 
-    /// A connection from the pool, for one statement (its own implicit transaction) or a few
-    /// reads.
-    async fn conn(&self) -> StoreResult<PoolConnection<sqlx::Postgres>> {
-        Ok(self.pool.acquire().await?)
-    }
-
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+impl Backend for PostgresStore {
+    type Conn = PgConnection;
+    type Reader = PoolConnection<sqlx::Postgres>;
+
+    async fn run_migrations(&self) -> StoreResult<()> {
+        MIGRATOR.run(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn check_writable(&self) -> StoreResult<()> {
+        // A hot standby refuses a read-write transaction: reachable *and* writable.
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("SET TRANSACTION READ WRITE")
+            .execute(&mut *tx)
+            .await?;
+        tx.rollback().await?;
+        Ok(())
+    }
+
+    async fn reader(&self) -> StoreResult<Self::Reader> {
+        Ok(self.pool.acquire().await?)
+    }
+
+    /// One statement on a pooled connection: its own implicit transaction.
+    async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
+    {
+        op(&mut *self.pool.acquire().await?).await
+    }
+
+    /// Commits when `op` succeeds; an error drops the transaction, which rolls it back.
+    async fn transaction<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
+    {
+        let mut tx = self.pool.begin().await?;
+        let out = op(&mut tx).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn deduct(&self, d: &Deduction) -> StoreResult<DeductOutcome> {
+        if d.key.is_none() {
+            // The common case, one statement and one round trip: the row lock is held only for
+            // the statement, so deductions of one hot subscription do not queue behind network
+            // round trips. Anything else (a new cycle, exhausted, closed) takes the path below.
+            if let Some(row) =
+                metering::deduct_existing(&mut *self.pool.acquire().await?, d).await?
+            {
+                return Ok(DeductOutcome::Applied(row));
+            }
+        }
+        let mut tx = self.pool.begin().await?;
+        // The upsert locks the cycle's row until commit: deductions of one cycle run one at a
+        // time from here, so the key check and the cap check see every earlier one.
+        let outcome = metering::deduct(&mut *tx, d, true).await?;
+        // A key conflict writes nothing: dropping the transaction rolls the upsert back.
+        if outcome != DeductOutcome::KeyConflict {
+            tx.commit().await?;
+        }
+        Ok(outcome)
     }
 }
 

@@ -14,7 +14,7 @@
 //! `RETURNING` and, only when their statement changed nothing, read the row back in the same
 //! transaction.
 
-use std::{future::Future, path::Path, pin::Pin, str::FromStr, time::Duration};
+use std::{path::Path, str::FromStr, time::Duration};
 
 use sqlx::{
     SqliteConnection,
@@ -24,9 +24,11 @@ use sqlx::{
     },
 };
 
-use crate::{StoreError, StoreResult};
-
-mod store;
+use crate::{
+    DeductOutcome, Deduction, StoreError, StoreResult,
+    backend::{Backend, BoxFuture},
+    metering,
+};
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
@@ -98,7 +100,6 @@ impl SqliteOptions {
 /// Most writes committed together.
 const MAX_BATCH: usize = 256;
 
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// Hands a write's result to its caller once the batch's commit outcome is known.
 type Deliver = Box<dyn FnOnce(&Result<(), String>) + Send>;
 /// One write: runs its statement inside the batch's transaction.
@@ -181,8 +182,30 @@ impl SqliteStore {
         })
     }
 
-    /// A read connection.
-    async fn read(&self) -> StoreResult<PoolConnection<sqlx::Sqlite>> {
+    /// Closes both pools, waiting for connections in use to be returned (a clean WAL checkpoint).
+    pub async fn close(&self) {
+        self.reader.close().await;
+        self.writer.close().await;
+    }
+}
+
+impl Backend for SqliteStore {
+    type Conn = SqliteConnection;
+    type Reader = PoolConnection<sqlx::Sqlite>;
+
+    async fn run_migrations(&self) -> StoreResult<()> {
+        MIGRATOR.run(&self.writer).await?;
+        Ok(())
+    }
+
+    async fn check_writable(&self) -> StoreResult<()> {
+        // Takes the write lock (and gives it back): reachable *and* writable.
+        let tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        tx.rollback().await?;
+        Ok(())
+    }
+
+    async fn reader(&self) -> StoreResult<Self::Reader> {
         Ok(self.reader.acquire().await?)
     }
 
@@ -214,10 +237,22 @@ impl SqliteStore {
         rx.await.map_err(|_| closed())?
     }
 
-    /// Closes both pools, waiting for connections in use to be returned (a clean WAL checkpoint).
-    pub async fn close(&self) {
-        self.reader.close().await;
-        self.writer.close().await;
+    /// Every write already runs in the group commit's transaction.
+    async fn transaction<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<T>>
+            + Send
+            + 'static,
+    {
+        self.write(op).await
+    }
+
+    async fn deduct(&self, d: &Deduction) -> StoreResult<DeductOutcome> {
+        let d = d.clone();
+        // The single writer needs no row lock: the idempotency key is checked first.
+        self.write(move |c| Box::pin(async move { metering::deduct(c, &d, false).await }))
+            .await
     }
 }
 

@@ -111,25 +111,11 @@ pub enum DeliveryState {
     Dead,
 }
 
-impl DeliveryState {
-    /// The stored name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Pending => "pending",
-            Self::Delivered => "delivered",
-            Self::Dead => "dead",
-        }
-    }
-
-    pub(crate) fn parse(s: &str) -> StoreResult<Self> {
-        match s {
-            "pending" => Ok(Self::Pending),
-            "delivered" => Ok(Self::Delivered),
-            "dead" => Ok(Self::Dead),
-            other => Err(StoreError::Corrupt(format!("state = {other:.40}"))),
-        }
-    }
-}
+crate::codec::stored_names!(DeliveryState, "state", {
+    Pending => "pending",
+    Delivered => "delivered",
+    Dead => "dead",
+});
 
 /// A delivery of an event to an endpoint.
 #[derive(Clone, Debug, PartialEq, Eq)]

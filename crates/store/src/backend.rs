@@ -1,33 +1,74 @@
-//! [`Store`] for [`SqliteStore`]: reads on a reader connection, writes in the group commit. The
-//! operations themselves are the shared ones of each domain module.
+//! How the two databases run the store's operations, and the one [`Store`] implementation
+//! over them.
+//!
+//! Every operation is written once, in its domain module, over a [`Conn`]. A [`Backend`] only
+//! says where it runs: a read on a read connection; a write in a transaction that commits before
+//! the caller hears of it. SQLite runs every write in its group commit (one writer, many writes
+//! per fsync); PostgreSQL runs a write of one statement on a pooled connection (the statement's
+//! own transaction) and a write of several in an explicit transaction.
+
+use std::{fmt, future::Future, ops::DerefMut, pin::Pin};
 
 use alloy::primitives::{Address, B256};
 use async_trait::async_trait;
 use tollgate_protocol::SettlementStatus;
 
-use super::{MIGRATOR, SqliteStore};
 use crate::{
     AllowanceCycle, AnalyticsData, AnalyticsQuery, Attempt, ChargeOutcome, DeductOutcome,
     Deduction, Delivery, Endpoint, EndpointSecrets, Event, IndexedState, IndexedSubscription,
     NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner, Renewal, Settlement, Store,
-    StoreResult, SubscriptionEvent, analytics, metering, providers, renewals, settlements,
-    webhooks,
+    StoreResult, SubscriptionEvent, analytics, conn::Conn, metering, providers, renewals,
+    settlements, webhooks,
 };
 
+/// A boxed, sendable future (a write's operation, which SQLite hands to its writer task).
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Where a database runs the store's operations; [`Store`] is implemented once over it.
+///
+/// A write's operation owns what it needs (`'static`): SQLite runs it later, on its writer task.
+pub(crate) trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// The connection the operations run on.
+    type Conn: Conn;
+    /// A read connection, back to its pool when dropped.
+    type Reader: DerefMut<Target = Self::Conn> + Send;
+
+    /// [`Store::migrate`].
+    fn run_migrations(&self) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// [`Store::ping`]: reachable *and* writable.
+    fn check_writable(&self) -> impl Future<Output = StoreResult<()>> + Send;
+
+    /// A read connection.
+    fn reader(&self) -> impl Future<Output = StoreResult<Self::Reader>> + Send;
+
+    /// Runs a write of one statement and returns its result once committed.
+    fn write<T, F>(&self, op: F) -> impl Future<Output = StoreResult<T>> + Send
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut Self::Conn) -> BoxFuture<'c, StoreResult<T>> + Send + 'static;
+
+    /// Runs a write of several statements in one transaction (rolled back if `op` fails) and
+    /// returns its result once committed.
+    fn transaction<T, F>(&self, op: F) -> impl Future<Output = StoreResult<T>> + Send
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut Self::Conn) -> BoxFuture<'c, StoreResult<T>> + Send + 'static;
+
+    /// [`Store::deduct_allowance`]: each database keeps a deduction exact under concurrency its
+    /// own way.
+    fn deduct(&self, d: &Deduction) -> impl Future<Output = StoreResult<DeductOutcome>> + Send;
+}
+
 #[async_trait]
-impl Store for SqliteStore {
+impl<B: Backend> Store for B {
     async fn migrate(&self) -> StoreResult<()> {
-        MIGRATOR.run(&self.writer).await?;
-        Ok(())
+        self.run_migrations().await
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        // Takes the write lock (and gives it back): reachable *and* writable.
-        let tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        tx.rollback().await?;
-        Ok(())
+        self.check_writable().await
     }
-
     async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Settlement> {
         let new = new.clone();
         self.write(move |c| Box::pin(async move { settlements::insert(c, &new).await }))
@@ -35,7 +76,7 @@ impl Store for SqliteStore {
     }
 
     async fn settlement(&self, key: B256) -> StoreResult<Option<Settlement>> {
-        settlements::get(&mut *self.read().await?, key).await
+        settlements::get(&mut *self.reader().await?, key).await
     }
 
     async fn mark_submitted(&self, key: B256, tx_hash: B256, at: u64) -> StoreResult<()> {
@@ -57,7 +98,7 @@ impl Store for SqliteStore {
         at: u64,
     ) -> StoreResult<Settlement> {
         let proof = proof.map(str::to_owned);
-        self.write(move |c| {
+        self.transaction(move |c| {
             Box::pin(async move {
                 settlements::mark_confirmed(c, key, tx_hash, block, proof.as_deref(), at).await
             })
@@ -67,18 +108,18 @@ impl Store for SqliteStore {
 
     async fn mark_failed(&self, key: B256, error: &str, at: u64) -> StoreResult<()> {
         let error = error.to_owned();
-        self.write(move |c| {
+        self.transaction(move |c| {
             Box::pin(async move { settlements::mark_failed(c, key, &error, at).await })
         })
         .await
     }
 
     async fn unfinished(&self, limit: u32) -> StoreResult<Vec<Settlement>> {
-        settlements::unfinished(&mut *self.read().await?, limit).await
+        settlements::unfinished(&mut *self.reader().await?, limit).await
     }
 
     async fn count_by_status(&self) -> StoreResult<Vec<(SettlementStatus, u64)>> {
-        settlements::count_by_status(&mut *self.read().await?).await
+        settlements::count_by_status(&mut *self.reader().await?).await
     }
 
     async fn insert_api_key(
@@ -98,7 +139,7 @@ impl Store for SqliteStore {
     }
 
     async fn api_key_provider(&self, key_hash: B256) -> StoreResult<Option<Address>> {
-        providers::api_key_provider(&mut *self.read().await?, key_hash).await
+        providers::api_key_provider(&mut *self.reader().await?, key_hash).await
     }
 
     async fn revoke_api_key(&self, key_hash: B256, at: u64) -> StoreResult<bool> {
@@ -142,11 +183,11 @@ impl Store for SqliteStore {
     }
 
     async fn plan_owner(&self, network: &str, plan_id: B256) -> StoreResult<Option<PlanOwner>> {
-        providers::plan_owner(&mut *self.read().await?, network, plan_id).await
+        providers::plan_owner(&mut *self.reader().await?, network, plan_id).await
     }
 
     async fn keeper_cursor(&self, network: &str) -> StoreResult<u64> {
-        renewals::cursor(&mut *self.read().await?, network).await
+        renewals::cursor(&mut *self.reader().await?, network).await
     }
 
     async fn index_subscription_events(
@@ -157,7 +198,7 @@ impl Store for SqliteStore {
         at: u64,
     ) -> StoreResult<()> {
         let (network, events) = (network.to_owned(), events.to_vec());
-        self.write(move |c| {
+        self.transaction(move |c| {
             Box::pin(
                 async move { renewals::index_events(c, &network, &events, next_block, at).await },
             )
@@ -171,7 +212,7 @@ impl Store for SqliteStore {
         now: u64,
         limit: u32,
     ) -> StoreResult<Vec<IndexedSubscription>> {
-        renewals::due(&mut *self.read().await?, network, now, limit).await
+        renewals::due(&mut *self.reader().await?, network, now, limit).await
     }
 
     async fn indexed_subscription(
@@ -179,7 +220,7 @@ impl Store for SqliteStore {
         network: &str,
         id: B256,
     ) -> StoreResult<Option<IndexedSubscription>> {
-        renewals::indexed(&mut *self.read().await?, network, id).await
+        renewals::indexed(&mut *self.reader().await?, network, id).await
     }
 
     async fn update_indexed_subscription(
@@ -207,19 +248,18 @@ impl Store for SqliteStore {
         next_due: u64,
     ) -> StoreResult<bool> {
         let r = renewal.clone();
-        self.write(move |c| Box::pin(async move { renewals::record(c, &r, state, next_due).await }))
-            .await
+        self.transaction(move |c| {
+            Box::pin(async move { renewals::record(c, &r, state, next_due).await })
+        })
+        .await
     }
 
     async fn renewals(&self, network: &str, id: B256) -> StoreResult<Vec<Renewal>> {
-        renewals::list(&mut *self.read().await?, network, id).await
+        renewals::list(&mut *self.reader().await?, network, id).await
     }
 
     async fn deduct_allowance(&self, d: &Deduction) -> StoreResult<DeductOutcome> {
-        let d = d.clone();
-        // The single writer needs no row lock: the idempotency key is checked first.
-        self.write(move |c| Box::pin(async move { metering::deduct(c, &d, false).await }))
-            .await
+        Backend::deduct(self, d).await
     }
 
     async fn allowance_cycle(
@@ -228,7 +268,7 @@ impl Store for SqliteStore {
         id: B256,
         cycle: u32,
     ) -> StoreResult<Option<AllowanceCycle>> {
-        metering::cycle_row(&mut *self.read().await?, network, id, cycle).await
+        metering::cycle_row(&mut *self.reader().await?, network, id, cycle).await
     }
 
     async fn latest_allowance_cycle(
@@ -236,7 +276,7 @@ impl Store for SqliteStore {
         network: &str,
         id: B256,
     ) -> StoreResult<Option<AllowanceCycle>> {
-        metering::latest_cycle(&mut *self.read().await?, network, id).await
+        metering::latest_cycle(&mut *self.reader().await?, network, id).await
     }
 
     async fn upsert_allowance_cycle(
@@ -249,7 +289,7 @@ impl Store for SqliteStore {
         at: u64,
     ) -> StoreResult<AllowanceCycle> {
         let network = network.to_owned();
-        self.write(move |c| {
+        self.transaction(move |c| {
             Box::pin(
                 async move { metering::upsert_cycle(c, &network, id, cycle, cap, close, at).await },
             )
@@ -264,18 +304,18 @@ impl Store for SqliteStore {
         started_before: u64,
         limit: u32,
     ) -> StoreResult<Vec<AllowanceCycle>> {
-        let c = &mut *self.read().await?;
+        let c = &mut *self.reader().await?;
         metering::cycles_to_bill(c, network, min_unbilled, started_before, limit).await
     }
 
     async fn begin_charge(&self, charge: &NewCharge) -> StoreResult<bool> {
         let charge = charge.clone();
-        self.write(move |c| Box::pin(async move { metering::begin_charge(c, &charge).await }))
+        self.transaction(move |c| Box::pin(async move { metering::begin_charge(c, &charge).await }))
             .await
     }
 
     async fn pending_charges(&self, network: &str, limit: u32) -> StoreResult<Vec<OverageCharge>> {
-        metering::pending_charges(&mut *self.read().await?, network, limit).await
+        metering::pending_charges(&mut *self.reader().await?, network, limit).await
     }
 
     async fn finish_charge(
@@ -286,7 +326,7 @@ impl Store for SqliteStore {
         at: u64,
     ) -> StoreResult<bool> {
         let (network, outcome) = (network.to_owned(), outcome.clone());
-        self.write(move |c| {
+        self.transaction(move |c| {
             Box::pin(
                 async move { metering::finish_charge(c, &network, reference, &outcome, at).await },
             )
@@ -300,12 +340,12 @@ impl Store for SqliteStore {
         id: B256,
         cycle: u32,
     ) -> StoreResult<Vec<OverageCharge>> {
-        metering::charges(&mut *self.read().await?, network, id, cycle).await
+        metering::charges(&mut *self.reader().await?, network, id, cycle).await
     }
 
     async fn record_event(&self, event: &NewEvent) -> StoreResult<bool> {
         let e = event.clone();
-        self.write(move |c| Box::pin(async move { webhooks::emit(c, &e).await }))
+        self.transaction(move |c| Box::pin(async move { webhooks::emit(c, &e).await }))
             .await
     }
 
@@ -316,7 +356,7 @@ impl Store for SqliteStore {
     }
 
     async fn webhook_endpoints(&self, provider: Address) -> StoreResult<Vec<Endpoint>> {
-        webhooks::endpoints(&mut *self.read().await?, provider).await
+        webhooks::endpoints(&mut *self.reader().await?, provider).await
     }
 
     async fn webhook_endpoint(
@@ -324,7 +364,7 @@ impl Store for SqliteStore {
         provider: Option<Address>,
         id: &str,
     ) -> StoreResult<Option<Endpoint>> {
-        webhooks::endpoint(&mut *self.read().await?, provider, id).await
+        webhooks::endpoint(&mut *self.reader().await?, provider, id).await
     }
 
     async fn update_webhook_endpoint(&self, endpoint: &Endpoint) -> StoreResult<bool> {
@@ -335,14 +375,14 @@ impl Store for SqliteStore {
 
     async fn delete_webhook_endpoint(&self, provider: Address, id: &str) -> StoreResult<bool> {
         let id = id.to_owned();
-        self.write(move |c| {
+        self.transaction(move |c| {
             Box::pin(async move { webhooks::delete_endpoint(c, provider, &id).await })
         })
         .await
     }
 
     async fn webhook_secrets(&self) -> StoreResult<Vec<EndpointSecrets>> {
-        webhooks::secrets(&mut *self.read().await?).await
+        webhooks::secrets(&mut *self.reader().await?).await
     }
 
     async fn replace_webhook_secrets(
@@ -356,7 +396,7 @@ impl Store for SqliteStore {
     }
 
     async fn due_deliveries(&self, now: u64, limit: u32) -> StoreResult<Vec<Delivery>> {
-        webhooks::due_deliveries(&mut *self.read().await?, now, limit).await
+        webhooks::due_deliveries(&mut *self.reader().await?, now, limit).await
     }
 
     async fn pending_deliveries(
@@ -365,7 +405,7 @@ impl Store for SqliteStore {
         now: u64,
         limit: u32,
     ) -> StoreResult<Vec<Delivery>> {
-        webhooks::pending_deliveries(&mut *self.read().await?, endpoint_id, now, limit).await
+        webhooks::pending_deliveries(&mut *self.reader().await?, endpoint_id, now, limit).await
     }
 
     async fn finish_deliveries(
@@ -375,7 +415,7 @@ impl Store for SqliteStore {
         at: u64,
     ) -> StoreResult<()> {
         let (endpoint_id, attempts) = (endpoint_id.to_owned(), attempts.to_vec());
-        self.write(move |c| {
+        self.transaction(move |c| {
             Box::pin(
                 async move { webhooks::finish_deliveries(c, &endpoint_id, &attempts, at).await },
             )
@@ -405,15 +445,15 @@ impl Store for SqliteStore {
         endpoint_id: &str,
         limit: u32,
     ) -> StoreResult<Vec<Delivery>> {
-        webhooks::deliveries(&mut *self.read().await?, provider, endpoint_id, limit).await
+        webhooks::deliveries(&mut *self.reader().await?, provider, endpoint_id, limit).await
     }
 
     async fn events(&self, provider: Address, after: u64, limit: u32) -> StoreResult<Vec<Event>> {
-        webhooks::events(&mut *self.read().await?, provider, after, limit).await
+        webhooks::events(&mut *self.reader().await?, provider, after, limit).await
     }
 
     async fn analytics(&self, q: &AnalyticsQuery) -> StoreResult<AnalyticsData> {
-        analytics::read(&mut *self.read().await?, q).await
+        analytics::read(&mut *self.reader().await?, q).await
     }
 
     async fn insert_dashboard_session(
@@ -423,7 +463,7 @@ impl Store for SqliteStore {
         expires_at: u64,
         at: u64,
     ) -> StoreResult<()> {
-        self.write(move |c| {
+        self.transaction(move |c| {
             Box::pin(providers::insert_session(
                 c, token_hash, key_hash, expires_at, at,
             ))
@@ -432,7 +472,7 @@ impl Store for SqliteStore {
     }
 
     async fn dashboard_session(&self, token_hash: B256, now: u64) -> StoreResult<Option<Address>> {
-        providers::session_provider(&mut *self.read().await?, token_hash, now).await
+        providers::session_provider(&mut *self.reader().await?, token_hash, now).await
     }
 
     async fn delete_dashboard_session(&self, token_hash: B256) -> StoreResult<bool> {

@@ -10,10 +10,10 @@
 
 use alloy::{
     primitives::{B256, U256, keccak256},
-    sol_types::{SolCall, SolEvent, SolValue},
+    sol_types::{SolCall, SolValue},
 };
 use tollgate_chain::{
-    Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
+    Confirmation, Error as ChainError, Revert, TxRequest, WaitOptions,
     authorization::{ReceiveWithAuthorization, recover, router_nonce},
     contracts::{self, PaymentRouter, Token},
 };
@@ -27,6 +27,9 @@ use crate::{
     metrics::{SettlementOutcome, SettlementPath},
     store::{NewSettlement, Settlement, SettlementKind},
 };
+
+mod proofs;
+mod status;
 
 /// What `/authorize` (or its status URL) answers.
 #[derive(Debug)]
@@ -415,7 +418,7 @@ impl Facilitator {
     /// other one to its end through the chain.
     async fn resume(&self, net: &Network, row: Settlement) -> Result<Outcome> {
         match row.status {
-            SettlementStatus::Confirmed => stored_proof(&row),
+            SettlementStatus::Confirmed => proofs::stored_proof(&row),
             SettlementStatus::Failed => {
                 let (code, message) = row
                     .error
@@ -472,201 +475,6 @@ impl Facilitator {
         }
         self.broadcast_and_wait(net, &row.new, &sp).await
     }
-
-    /// The status URL: the proof once confirmed, pending otherwise (driving it forward). A
-    /// settlement bound to a claim answers only with its `token` (`keccak256(claim)`). Only
-    /// `/authorize` (router) settlements have one: any other key (an x402 `/settle`, which has
-    /// no proof) is answered 404 as an unknown key is, so the answer tells nothing apart.
-    pub async fn settlement_status(&self, key: B256, token: Option<B256>) -> Result<Outcome> {
-        let row = self
-            .inner
-            .store
-            .settlement(key)
-            .await?
-            .filter(|row| row.new.kind == SettlementKind::Router)
-            .ok_or_else(no_settlement)?;
-        check_claim(&row, token)?;
-        self.drive_settlement(row).await
-    }
-
-    /// Drives a stored router settlement forward: the proof once confirmed, pending otherwise.
-    async fn drive_settlement(&self, row: Settlement) -> Result<Outcome> {
-        if row.new.kind != SettlementKind::Router {
-            // Not this path's to drive (an x402 settlement finishes in its `/settle`).
-            return Err(no_settlement());
-        }
-        if row.status == SettlementStatus::Confirmed {
-            return stored_proof(&row);
-        }
-        let net = self
-            .network(&row.new.network)
-            .ok_or_else(|| Error::internal("stored settlement names an unconfigured network"))?;
-        let key = row.new.key;
-        let _guard = self.inner.locks.lock(key).await;
-        // Another request (or the reconciler) may have moved it on while this one waited: a
-        // dropped transaction is sent again once, not once per waiter.
-        let row = self.inner.store.settlement(key).await?.unwrap_or(row);
-        match row.status {
-            SettlementStatus::Submitted | SettlementStatus::Pending => {
-                if let Some(receipt) = self.find_settlement_event(net, &row.new).await? {
-                    return self.confirm(net, &row.new, &receipt).await;
-                }
-                match row.tx_hash {
-                    Some(h) if self.dropped(net, h).await? => self.send_again(net, &row).await,
-                    tx_hash => Ok(Outcome::Pending { key, tx_hash }),
-                }
-            }
-            _ => self.resume(net, row).await,
-        }
-    }
-
-    /// Drives unfinished `/authorize` settlements (left by a crash or a slow chain) to their end:
-    /// confirmed with a proof, or failed once their authorization expired unused. Rows younger
-    /// than twice the confirmation timeout are left to their request. Returns how many finished.
-    pub async fn reconcile(&self) -> usize {
-        let rows = match self.inner.store.unfinished(100).await {
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::warn!(error = %e, "reconcile: store unavailable");
-                return 0;
-            }
-        };
-        let settle_after = 2 * self.inner.settings.confirmation_timeout.as_secs().max(1);
-        let mut finished = 0;
-        for row in rows {
-            if row.new.kind != SettlementKind::Router
-                || unix_now() < row.new.created_at + settle_after
-            {
-                continue;
-            }
-            let key = row.new.key;
-            match self.drive_settlement(row).await {
-                Ok(Outcome::Confirmed { .. }) => finished += 1,
-                Ok(Outcome::Pending { .. }) => {}
-                Err(e) if e.is_client_error() => finished += 1,
-                Err(e) => {
-                    tracing::warn!(%key, error = %e, "reconcile: settlement still unresolved")
-                }
-            }
-        }
-        if finished > 0 {
-            tracing::info!(finished, "reconciled unfinished settlements");
-        }
-        finished
-    }
-
-    /// Finds this payment's `PaymentSettled` event on-chain (by memo, payer and payee), checking
-    /// amount and fee, with the receipt of its transaction at the configured depth.
-    async fn find_settlement_event(
-        &self,
-        net: &Network,
-        new: &NewSettlement,
-    ) -> Result<Option<Receipt>> {
-        self.settlement_event_at(net, new, net.spec.confirmations)
-            .await
-    }
-
-    /// This payment's `PaymentSettled` at least `depth` blocks deep, within the lookback.
-    async fn settlement_event_at(
-        &self,
-        net: &Network,
-        new: &NewSettlement,
-        depth: u64,
-    ) -> Result<Option<Receipt>> {
-        let topics = [
-            Some(vec![PaymentRouter::PaymentSettled::SIGNATURE_HASH]),
-            Some(vec![new.memo]),
-            Some(vec![new.payer.into_word()]),
-            Some(vec![new.pay_to.into_word()]),
-        ];
-        let same_terms = |l: &tollgate_chain::ChainLog| {
-            PaymentRouter::PaymentSettled::decode_log(&l.log)
-                .is_ok_and(|ev| ev.amount == new.amount.get() && ev.fee == new.fee.get())
-        };
-        net.find_at_depth(
-            net.spec.router,
-            topics,
-            self.inner.settings.log_lookback_blocks,
-            depth,
-            same_terms,
-        )
-        .await
-        .map_err(Error::from)
-    }
-
-    /// Whether the node still has `tx_hash` (mined or waiting); one it does not know was
-    /// dropped, or reorged out and not queued again.
-    async fn dropped(&self, net: &Network, tx_hash: B256) -> Result<bool> {
-        let known = net.chain.knows_transaction(tx_hash).await?;
-        if !known {
-            tracing::warn!(%tx_hash, "settlement transaction unknown to the node");
-        }
-        Ok(!known)
-    }
-
-    /// Checks the receipt carries this payment's `PaymentSettled`, issues and stores the proof.
-    async fn confirm(
-        &self,
-        net: &Network,
-        new: &NewSettlement,
-        receipt: &Receipt,
-    ) -> Result<Outcome> {
-        let settled = receipt
-            .logs
-            .iter()
-            .filter(|l| l.address == net.spec.router)
-            .any(|l| {
-                PaymentRouter::PaymentSettled::decode_log(l).is_ok_and(|ev| {
-                    ev.memo == new.memo
-                        && ev.from == new.payer
-                        && ev.payTo == new.pay_to
-                        && ev.amount == new.amount.get()
-                        && ev.fee == new.fee.get()
-                })
-            });
-        if !settled {
-            return Err(Error::internal(format!(
-                "receipt {} lacks the expected PaymentSettled event",
-                receipt.tx_hash
-            )));
-        }
-        crate::fault::hit("authorize.after-receipt");
-        let issued_at = unix_now().max(receipt.block_timestamp);
-        let mut proof = PaymentProof {
-            version: 1,
-            network: net.spec.name.clone(),
-            chain_id: net.spec.chain_id,
-            token: net.spec.token,
-            payer: new.payer,
-            pay_to: new.pay_to,
-            amount: new.amount,
-            fee: new.fee,
-            memo: new.memo,
-            tx_hash: receipt.tx_hash,
-            block: receipt.block_number,
-            issued_at,
-            expiry: issued_at + self.inner.settings.proof_ttl_secs,
-            signer: alloy::primitives::Address::ZERO,
-            signature: Default::default(),
-        };
-        tollgate_chain::proof::sign(&self.inner.proof_signer, &mut proof)
-            .map_err(Error::internal)?;
-        let encoded = proof.encode();
-        let stored = self
-            .inner
-            .store
-            .mark_confirmed(
-                new.key,
-                receipt.tx_hash,
-                receipt.block_number,
-                Some(&encoded),
-                unix_now(),
-            )
-            .await?;
-        crate::fault::hit("authorize.after-confirm");
-        // First proof wins: a concurrent replica may have confirmed it already.
-        stored_proof(&stored)
-    }
 }
 
 /// A settlement bound to a claim is answered only to the holder of that claim (`presented` is
@@ -677,21 +485,4 @@ fn check_claim(row: &Settlement, presented: Option<B256>) -> Result<()> {
         Some(bound) if presented != Some(bound) => Err(Error::ClaimMismatch),
         _ => Ok(()),
     }
-}
-
-/// 404 for a key without a router settlement.
-fn no_settlement() -> Error {
-    Error::NotFound("no settlement with this key".into())
-}
-
-fn stored_proof(row: &Settlement) -> Result<Outcome> {
-    let proof = row
-        .proof
-        .clone()
-        .ok_or_else(|| Error::internal("confirmed settlement without a proof"))?;
-    let payment = PaymentProof::decode(&proof).map_err(Error::internal)?;
-    Ok(Outcome::Confirmed {
-        proof,
-        payment: Box::new(payment),
-    })
 }

@@ -1,0 +1,364 @@
+//! Where a domain [`Error`] becomes a response: the one mapping ([`Error::to_api`]), the one
+//! place answered errors are logged ([`Error::into_api`]) and the one `IntoResponse`, writing the
+//! facilitator's one error body `{"error": {"code": "<SpecName or reason>", "message": "..."}}`
+//! with the status [`ApiError`] lists.
+
+use alloy::primitives::B256;
+use axum::{
+    Json,
+    http::StatusCode,
+    response::{IntoResponse, Response},
+};
+use tollgate_chain::{Error as ChainError, Revert};
+use tollgate_protocol::{ApiErrorBody, ApiErrorCode};
+
+use crate::error::{Error, Relayed};
+
+impl Error {
+    /// The one mapping from a domain error to what the client sees: status, code and message.
+    /// Pure: [`Error::into_api`] is where server-side failures are logged.
+    pub fn to_api(&self) -> ApiError {
+        use ApiErrorCode as C;
+        match self {
+            Self::InvalidQuery(m) => ApiError::bad_request(C::InvalidQuery, m.clone()),
+            Self::InvalidField(m) => ApiError::bad_request(C::InvalidField, m.clone()),
+            Self::Unauthorized(m) => {
+                ApiError::new(StatusCode::UNAUTHORIZED, C::Unauthorized, m.clone())
+            }
+            Self::InsufficientFunds(m) => ApiError::new(
+                StatusCode::PAYMENT_REQUIRED,
+                C::InsufficientFunds,
+                m.clone(),
+            ),
+            Self::AllowanceExhausted(m) => ApiError::new(
+                StatusCode::PAYMENT_REQUIRED,
+                C::AllowanceExhausted,
+                m.clone(),
+            ),
+            Self::Forbidden(m) => ApiError::new(StatusCode::FORBIDDEN, C::Forbidden, m.clone()),
+            Self::ClaimMismatch => ApiError::new(
+                StatusCode::FORBIDDEN,
+                C::ClaimMismatch,
+                "this settlement belongs to the client that submitted it: send its claim (or the \
+                 status URL's token)",
+            ),
+            Self::NotFound(m) => ApiError::not_found(m.clone()),
+            Self::AuthorizationUsed => ApiError::new(
+                StatusCode::CONFLICT,
+                C::AuthorizationUsed,
+                "the authorization's nonce is already used or cancelled on-chain, and no matching settlement exists",
+            ),
+            Self::IdempotencyConflict(m) => {
+                ApiError::new(StatusCode::CONFLICT, C::IdempotencyConflict, m.clone())
+            }
+            Self::SubscriptionNotActive { id, why } => ApiError::new(
+                StatusCode::CONFLICT,
+                C::SubscriptionNotActive,
+                format!("subscription {id} {why}"),
+            ),
+            Self::Invalid { code, reason } => unprocessable(code.clone(), reason.clone()),
+            Self::PlanDeprecated { plan_id } => plan_deprecated(*plan_id),
+            Self::Reverted { kind, tx_hash } => {
+                let (code, what) = match kind {
+                    Relayed::Settlement => (C::SettlementReverted, "settlement"),
+                    Relayed::Subscription => (C::SubscriptionReverted, "subscription"),
+                    Relayed::RaiseAllowance => (C::RaiseReverted, "raiseAllowanceWithSig"),
+                };
+                unprocessable(code, format!("{what} transaction {tx_hash} reverted"))
+            }
+            Self::Revert(revert) => revert_api(revert),
+            Self::SettlementFailed { code, message } => {
+                unprocessable(code.clone(), message.clone())
+            }
+            Self::Pending { tx_hash } => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                C::Pending,
+                format!("transaction {tx_hash} is not confirmed yet; retry the same request"),
+            ),
+            Self::ConfirmationTimeout { tx_hash } => ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                C::Pending,
+                format!(
+                    "transaction {tx_hash} not confirmed in time; send the same request again to get the subscription once it is"
+                ),
+            ),
+            Self::WebhooksNotConfigured => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                C::WebhooksNotConfigured,
+                "webhook endpoints are unavailable: the facilitator's operator has not set \
+                 `keys.webhook_secrets`, the key their signing secrets are encrypted with",
+            ),
+            Self::Chain(ChainError::Revert(revert)) => revert_api(revert),
+            Self::Chain(e) if chain_unavailable(e) => unavailable("the chain"),
+            Self::Chain(_) => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                C::ChainError,
+                "the chain refused the transaction",
+            ),
+            Self::Store(_) => unavailable("the store"),
+            Self::Internal(_) => ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                C::Internal,
+                "internal error",
+            ),
+        }
+    }
+
+    /// [`Error::to_api`], logging a server-side failure's cause: the one place where errors
+    /// answered to a client are logged.
+    pub fn into_api(self) -> ApiError {
+        match &self {
+            Self::Store(cause) => tracing::error!(%cause, "the store unavailable"),
+            Self::Chain(ChainError::Revert(_)) => {}
+            Self::Chain(cause) if chain_unavailable(cause) => {
+                tracing::error!(%cause, "the chain unavailable");
+            }
+            Self::Chain(error) => tracing::warn!(%error, "chain refused a request"),
+            Self::Internal(cause) => tracing::error!(%cause, "internal error"),
+            _ => {}
+        }
+        self.to_api()
+    }
+}
+
+/// The node could not be reached (503), as opposed to refusing the request (502).
+fn chain_unavailable(e: &ChainError) -> bool {
+    matches!(
+        e,
+        ChainError::Unavailable(_) | ChainError::Rpc { .. } | ChainError::Stopped
+    )
+}
+
+/// 422 with this code and message.
+fn unprocessable(code: ApiErrorCode, message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+}
+
+/// 503 `Unavailable`: a dependency is down.
+fn unavailable(what: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        ApiErrorCode::Unavailable,
+        format!("{what} is unavailable; retry later"),
+    )
+}
+
+fn plan_deprecated(plan_id: B256) -> ApiError {
+    unprocessable(
+        ApiErrorCode::PlanDeprecated,
+        format!("plan {plan_id} is deprecated and takes no new subscriptions"),
+    )
+}
+
+/// A revert at simulation, as the client sees it.
+fn revert_api(revert: &Revert) -> ApiError {
+    use ApiErrorCode as C;
+    match revert {
+        Revert::InsufficientFunds {
+            account,
+            balance,
+            needed,
+        } => ApiError::new(
+            StatusCode::PAYMENT_REQUIRED,
+            C::InsufficientFunds,
+            format!("payer {account} holds {balance}, the payment needs {needed}"),
+        ),
+        Revert::AuthorizationAlreadyUsed { .. } => ApiError::new(
+            StatusCode::CONFLICT,
+            C::AuthorizationUsed,
+            "the authorization's nonce is already used or cancelled",
+        ),
+        Revert::AuthorizationExpired { .. } => {
+            unprocessable(C::AuthorizationExpired, revert.to_string())
+        }
+        Revert::AuthorizationNotYetValid { .. } => {
+            unprocessable(C::AuthorizationNotYetValid, revert.to_string())
+        }
+        Revert::PlanDeprecated { plan_id } => plan_deprecated(*plan_id),
+        Revert::InvalidSignature => unprocessable(
+            C::InvalidSignature,
+            "the token rejected the authorization's signature",
+        ),
+        other => unprocessable(C::parse(other.name()), other.to_string()),
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        e.into_api()
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        self.into_api().into_response()
+    }
+}
+
+/// An error answered to a client: what [`Error::to_api`] makes of a domain error, or an
+/// extractor's rejection of a request's shape. Building one logs nothing. Its body is
+/// `{"error": {"code": "<SpecName or reason>", "message": "..."}}`, with these statuses:
+///
+/// | status | when |
+/// |---|---|
+/// | 400 | malformed JSON, a missing or mistyped field (the message names it); `InvalidQuery`: a query string that does not parse or is out of range (the message names the parameter); `InvalidPath`: a path parameter that does not decode |
+/// | 401 | `Unauthorized`: a provider endpoint without a valid API key |
+/// | 402 | `InsufficientFunds`: the payer's token balance is below the amount; `AllowanceExhausted`: a deduction would cross the overage cap |
+/// | 403 | `Forbidden`: the API key's provider does not own the plan; `ClaimMismatch`: a repeat of `/authorize` or a status URL without the settlement's claim |
+/// | 404 | unknown settlement, resource or route |
+/// | 405 | `MethodNotAllowed`: a known route under another method (`Allow` names the methods) |
+/// | 409 | `AuthorizationUsed` / `IdempotencyConflict`: the nonce (or idempotency key) was used otherwise; `SubscriptionNotActive`: a deduction for a paused, cancelled, overdue or ending subscription |
+/// | 408 | `RequestTimeout`: the request (body included) took longer than `[server] request_timeout_secs` |
+/// | 413 | body too large |
+/// | 415 | not `application/json` |
+/// | 422 | well-formed but invalid: unknown network or token, bad signature, nonce not committing to payTo/memo/fee, validity window, a revert |
+/// | 429 | `RateLimited`: the client is over `[server]`'s per-client rate (`Retry-After` says when to come back) |
+/// | 431 | request headers over `[server] max_header_bytes` or `max_headers` (no body; the connection closes) |
+/// | 503 | the chain or the store is unavailable |
+/// | 500 | a bug; the cause is logged, never sent |
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Machine-readable code: a spec name (`InsufficientFunds`, `InvalidPaymentProof`) or a reason.
+    pub code: ApiErrorCode,
+    /// Human-readable explanation; never internal details.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with this status, code and message.
+    pub fn new(status: StatusCode, code: ApiErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400: the request cannot be parsed.
+    pub fn bad_request(code: ApiErrorCode, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 404 `NotFound`.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, ApiErrorCode::NotFound, message)
+    }
+
+    /// 405: the route exists, not under this method (the router adds `Allow`).
+    pub fn method_not_allowed() -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            ApiErrorCode::MethodNotAllowed,
+            "this endpoint does not take this method; the Allow header lists those it takes",
+        )
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: {}",
+            self.status.as_u16(),
+            self.code,
+            self.message
+        )
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body = ApiErrorBody::new(self.code, self.message);
+        (self.status, Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::StoreError;
+
+    fn wire(e: Error) -> (u16, String, String) {
+        let e = ApiError::from(e);
+        (e.status.as_u16(), e.code.to_string(), e.message)
+    }
+
+    #[test]
+    fn domain_errors_keep_their_wire_shape_and_hide_internals() {
+        assert_eq!(
+            wire(Error::InvalidQuery("limit: 0 is not within 1..=100".into())),
+            (
+                400,
+                "InvalidQuery".into(),
+                "limit: 0 is not within 1..=100".into()
+            )
+        );
+        let store = Error::from(StoreError::Corrupt("secret row detail".into()));
+        assert!(store.is_server_error());
+        assert_eq!(
+            wire(store),
+            (
+                503,
+                "Unavailable".into(),
+                "the store is unavailable; retry later".into()
+            )
+        );
+        let chain = Error::from(ChainError::Unavailable("secret node detail".into()));
+        assert!(chain.is_server_error());
+        assert_eq!(
+            wire(chain),
+            (
+                503,
+                "Unavailable".into(),
+                "the chain is unavailable; retry later".into()
+            )
+        );
+        assert_eq!(
+            wire(Error::from(ChainError::Rejected("nonce too low".into()))),
+            (
+                502,
+                "ChainError".into(),
+                "the chain refused the transaction".into()
+            )
+        );
+        assert_eq!(
+            wire(Error::internal("secret invariant")),
+            (500, "Internal".into(), "internal error".into())
+        );
+        let missing = Error::NotFound("no such settlement".into());
+        assert!(!missing.is_server_error() && missing.is_client_error());
+        assert_eq!(wire(missing).0, 404);
+    }
+
+    #[test]
+    fn reverts_map_to_the_spec_names() {
+        let plan_id = B256::repeat_byte(7);
+        let (status, code, message) = wire(Error::Revert(Revert::PlanDeprecated { plan_id }));
+        assert_eq!((status, code.as_str()), (422, "PlanDeprecated"));
+        assert_eq!(wire(Error::PlanDeprecated { plan_id }).2, message);
+        let used = Revert::AuthorizationAlreadyUsed {
+            authorizer: alloy::primitives::Address::ZERO,
+            nonce: B256::ZERO,
+        };
+        assert_eq!(
+            wire(Error::Chain(ChainError::Revert(used))).0,
+            409,
+            "a revert inside a chain error maps as the revert"
+        );
+        let (status, code, _) = wire(Error::Revert(Revert::TransferFailed));
+        assert_eq!((status, code.as_str()), (422, "TransferFailed"));
+        assert_eq!(
+            wire(Error::SettlementFailed {
+                code: ApiErrorCode::from("SettlementFailed"),
+                message: "the settlement failed".into()
+            }),
+            (
+                422,
+                "SettlementFailed".into(),
+                "the settlement failed".into()
+            )
+        );
+    }
+}

@@ -1,0 +1,107 @@
+//! The service's own endpoints: discovery (`/.well-known/tollgate`), liveness and readiness
+//! (`/healthz`, `/readyz`), the Prometheus metrics and the OpenAPI document.
+
+use std::collections::BTreeMap;
+
+use axum::{
+    Json,
+    extract::State,
+    http::{StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use tollgate_protocol::{
+    Amount,
+    api::{
+        discovery::{NONCE_DERIVATION, NetworkInfo, WellKnown},
+        health::{Health, Readiness},
+    },
+};
+
+use crate::facilitator::{Facilitator, unix_now};
+
+/// `GET /.well-known/tollgate`.
+pub(super) async fn well_known(State(f): State<Facilitator>) -> Json<WellKnown> {
+    let mut networks = BTreeMap::new();
+    for n in f.networks() {
+        // The chain's clock, read now (devnets travel in time): clients sign validity windows
+        // by it, since this facilitator and the token check them by it.
+        let chain_time = match f.network(&n.name) {
+            Some(net) => match net.chain.timestamp().await {
+                Ok(t) => t.max(unix_now()),
+                Err(_) => net.now().await,
+            },
+            None => unix_now(),
+        };
+        networks.insert(
+            n.name.clone(),
+            NetworkInfo {
+                chain_id: n.chain_id,
+                chain_time: Some(chain_time),
+                confirmations: n.confirmations,
+                decimals: 6,
+                fee: Amount(f.settings().fee),
+                router: n.router,
+                subscriptions: n.subscriptions,
+                token: n.token,
+                token_name: n.token_name.clone(),
+                token_version: n.token_version.clone(),
+            },
+        );
+    }
+    Json(WellKnown {
+        facilitator: f.settings().public_url.clone(),
+        networks,
+        nonce: NONCE_DERIVATION.to_owned(),
+        proof_signers: vec![f.proof_signer()],
+        x402_version: 1,
+    })
+}
+
+/// `GET /healthz`.
+pub(super) async fn healthz() -> Json<Health> {
+    Json(Health::ok())
+}
+
+/// `GET /readyz`: ready when every chain answers and the store takes a write.
+pub(super) async fn readyz(State(f): State<Facilitator>) -> Response {
+    let mut checks = BTreeMap::new();
+    let mut ready = true;
+    for n in f.inner.networks.values() {
+        let ok = n.chain.block_number().await;
+        ready &= ok.is_ok();
+        checks.insert(
+            format!("chain:{}", n.spec.name),
+            ok.map(|b| format!("block {b}"))
+                .unwrap_or_else(|e| e.to_string()),
+        );
+    }
+    let store = f.store().ping().await;
+    ready &= store.is_ok();
+    checks.insert(
+        "store".into(),
+        store.map(|()| "writable".to_owned()).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "store not ready");
+            "unavailable".to_owned()
+        }),
+    );
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, Json(Readiness { checks, ready })).into_response()
+}
+
+/// `GET /metrics`.
+pub(super) async fn metrics(State(f): State<Facilitator>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        f.metrics().render(),
+    )
+        .into_response()
+}
+
+/// `GET /openapi.json`.
+pub(super) async fn openapi(State(f): State<Facilitator>) -> Json<serde_json::Value> {
+    Json(crate::openapi::document(&f.settings().public_url))
+}

@@ -79,16 +79,39 @@ pub enum Error {
         payments: Vec<Payment>,
     },
     /// The subscription is paused or cancelled: the server refused `X-Service-Sub` and offered
-    /// no one-time option to fall back on, or
+    /// no one-time option to fall back on (or the request named the subscription itself and
+    /// did not ask to fall back), or
     /// [`Agent::raise_allowance`](crate::Agent::raise_allowance) was asked to raise a cancelled
     /// subscription.
     #[error("SubscriptionNotActive")]
     SubscriptionNotActive,
     /// The subscription's overage allowance is used up for this cycle: the server refused the
-    /// request served on it (a metered route). Raise the cap
-    /// ([`Agent::raise_allowance`](crate::Agent::raise_allowance)) or wait for the next cycle.
+    /// request served on it (a metered route), and the agent could not raise the cap within its
+    /// policy ([`SpendPolicy::raise_overage_to`](crate::SpendPolicy::raise_overage_to)). Raise
+    /// the cap ([`Agent::raise_allowance`](crate::Agent::raise_allowance)) or wait for the next
+    /// cycle.
     #[error("AllowanceExhausted")]
     AllowanceExhausted,
+    /// The server refused the `X-Service-Sub` the request carried for another reason than the
+    /// spec's `SubscriptionNotActive` or `AllowanceExhausted` (the route sells no subscription,
+    /// say), and the request did not ask to fall back to a one-time payment
+    /// ([`PayRequest::fallback_one_time`](crate::PayRequest::fallback_one_time)); nothing was
+    /// paid.
+    #[error("the server refused X-Service-Sub: {reason}")]
+    SubscriptionRefused {
+        /// The 402's `error`.
+        reason: String,
+    },
+    /// The agent's state file ([`AgentBuilder::state_file`](crate::AgentBuilder::state_file))
+    /// cannot be read or written, or is another agent's.
+    #[error("agent state file {path}")]
+    StateFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The plan accepts no new subscriptions.
     #[error("PlanDeprecated")]
     PlanDeprecated,

@@ -3,10 +3,12 @@
 mod agent;
 mod error;
 mod facilitator;
+mod lifecycle;
 mod on_subscription;
 mod policy;
 mod raise;
 mod request;
+mod state;
 mod subscribe;
 mod terms;
 
@@ -15,10 +17,12 @@ pub use agent::{
     signer_from_file, signer_from_hex,
 };
 pub use error::{Error, Malformed, Refusal, Result};
+pub use lifecycle::SubscriptionRef;
 pub use on_subscription::X_SERVICE_SUB;
 pub use policy::{SpendPolicy, SubscriptionPolicy};
 pub use raise::RaiseAllowance;
 pub use request::{PaidResponse, PayRequest, Payment, PaymentKind};
+pub use state::default_state_file;
 pub use subscribe::{PERMIT_CYCLES, Subscribe, Subscription};
 
 pub use alloy::primitives::{Address, B256};

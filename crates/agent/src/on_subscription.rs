@@ -11,36 +11,49 @@ use reqwest::StatusCode;
 use tollgate_protocol::{Amount, ErrorCode, SubscriptionStatus, x402::SCHEME_EXACT};
 
 use crate::{
-    Agent, Error, PaidResponse, PayRequest, Payment, PaymentKind, Result, Subscribe,
+    Agent, Error, PaidResponse, PayRequest, Payment, PaymentKind, RaiseAllowance, Result,
+    Subscribe,
     agent::spec_code,
+    state::{PlanKey, StateFile},
     subscribe::Created,
     terms::{Offer, Terms},
 };
 
 pub use tollgate_protocol::headers::X_SERVICE_SUB;
 
-/// Where a held subscription serves: through this facilitator, on this network, for this plan.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct PlanKey {
-    facilitator: String,
-    network: String,
-    plan_id: B256,
-}
-
 /// One plan's subscription, if the agent holds one. Its async lock is held while subscribing, so
 /// concurrent payments for the plan subscribe once.
 type Slot = Arc<tokio::sync::Mutex<Option<B256>>>;
 
-/// The subscriptions an agent holds, in memory (shared by its clones).
+/// The subscriptions an agent holds (shared by its clones): in memory, and in its state file
+/// when it has one.
 #[derive(Debug, Default)]
 pub(crate) struct Held {
     /// Per (facilitator, network, plan).
     slots: Mutex<HashMap<PlanKey, Slot>>,
     /// Given with [`Agent::use_subscription`]: per plan, on any facilitator and network.
     seeded: Mutex<HashMap<B256, B256>>,
+    /// Where they are remembered across processes.
+    state: Option<StateFile>,
 }
 
 impl Held {
+    /// The subscriptions of `state` (none without one).
+    pub(crate) fn new(state: Option<(StateFile, Vec<(PlanKey, B256)>)>) -> Self {
+        let Some((state, held)) = state else {
+            return Self::default();
+        };
+        let slots = held
+            .into_iter()
+            .map(|(key, id)| (key, Arc::new(tokio::sync::Mutex::new(Some(id)))))
+            .collect();
+        Self {
+            slots: Mutex::new(slots),
+            seeded: Mutex::default(),
+            state: Some(state),
+        }
+    }
+
     fn slot(&self, key: &PlanKey) -> Slot {
         Arc::clone(lock(&self.slots).entry(key.clone()).or_default())
     }
@@ -59,6 +72,50 @@ impl Held {
         if seeded.get(&plan_id) == Some(&id) {
             seeded.remove(&plan_id);
         }
+    }
+
+    /// Writes `id` as `key`'s subscription to the state file, if any. A failure is logged, not
+    /// returned: the subscription exists and serves this process all the same.
+    fn persist(&self, key: &PlanKey, id: B256) {
+        if let Some(state) = &self.state
+            && let Err(e) = state.remember(key, id)
+        {
+            tracing::error!(
+                error = %crate::agent::error_chain(&e), %id, plan = %key.plan_id,
+                "cannot remember the subscription; a later process will not know it"
+            );
+        }
+    }
+
+    /// Removes `id` for `key` from the state file, if any (logged on failure).
+    fn unpersist(&self, key: Option<&PlanKey>, id: B256) {
+        let Some(state) = &self.state else { return };
+        let done = match key {
+            Some(key) => state.forget(key, id),
+            None => state.forget_id(id),
+        };
+        if let Err(e) = done {
+            tracing::error!(error = %crate::agent::error_chain(&e), %id, "cannot forget the subscription");
+        }
+    }
+
+    /// Holds `id` for `key` from now on, here and in the state file.
+    pub(crate) async fn hold(&self, key: &PlanKey, id: B256) {
+        *self.slot(key).lock().await = Some(id);
+        self.persist(key, id);
+    }
+
+    /// Stops holding `id` (cancelled), whatever plan it was held for.
+    pub(crate) async fn release(&self, id: B256) {
+        let slots: Vec<Slot> = lock(&self.slots).values().cloned().collect();
+        for slot in slots {
+            let mut held = slot.lock().await;
+            if *held == Some(id) {
+                *held = None;
+            }
+        }
+        lock(&self.seeded).retain(|_, held| *held != id);
+        self.unpersist(None, id);
     }
 }
 
@@ -124,15 +181,16 @@ impl Agent {
                     .terms
                     .as_ref()
                     .map_or((None, r.asset), |t| (Some(t.amount), t.token));
-                policy
-                    .check_capped(
-                        &r.network,
-                        token,
-                        r.pay_to,
-                        amount.unwrap_or(Amount::ZERO),
-                        allowed.max_per_cycle,
-                    )
-                    .ok()?;
+                if let Err(refusal) = policy.check_capped(
+                    &r.network,
+                    token,
+                    r.pay_to,
+                    amount.unwrap_or(Amount::ZERO),
+                    allowed.max_per_cycle,
+                ) {
+                    tracing::info!(plan = %plan.plan_id, %refusal, "not subscribing to the plan offered");
+                    return None;
+                }
                 let key = PlanKey {
                     facilitator,
                     network: r.network.clone(),
@@ -165,6 +223,13 @@ impl Agent {
                 Some(id) => id,
                 None => match self.inner.held.seeded(key.plan_id) {
                     Some(id) => *held.insert(id),
+                    None if let Some(id) = self.active_on_chain(&key).await => {
+                        // Held already (a state file lost, another process's): adopted, not
+                        // paid for again.
+                        tracing::info!(%id, plan = %key.plan_id, "serving on a subscription found on chain");
+                        self.inner.held.persist(&key, id);
+                        *held.insert(id)
+                    }
                     None => {
                         let subscribe = Subscribe::new(key.plan_id, max_overage)
                             .facilitator(key.facilitator.clone())
@@ -172,6 +237,7 @@ impl Agent {
                         match self.subscribe_inner(subscribe).await {
                             Ok(c) => {
                                 let id = *held.insert(c.subscription.id);
+                                self.inner.held.persist(&key, id);
                                 tracing::info!(
                                     %id, plan = %key.plan_id, amount = %c.plan.amount,
                                     tx = ?c.subscription.tx_hash, "subscribed"
@@ -222,51 +288,171 @@ impl Agent {
             header: id.to_string(),
             settlement: None,
         };
-        let response = self
-            .send(request, Some((X_SERVICE_SUB, &payment.header)))
-            .await?;
-        if response.status() != StatusCode::PAYMENT_REQUIRED {
-            tracing::info!(%id, status = %response.status(), "served on a subscription");
-            let paid = self.finish(response, Some(payment)).await?;
-            return Ok(OnSubscription::Served(Box::new(paid)));
-        }
-        let retry = match self.read_terms(response).await {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!(error = %e, "unreadable 402 to X-Service-Sub");
-                return Err(Error::PaymentRejected {
-                    reason: "unreadable 402 body to X-Service-Sub".into(),
-                    payments: vec![payment],
-                });
+        let mut raised = false;
+        loop {
+            let response = self
+                .send(request, Some((X_SERVICE_SUB, &payment.header)))
+                .await?;
+            if response.status() != StatusCode::PAYMENT_REQUIRED {
+                tracing::info!(%id, status = %response.status(), "served on a subscription");
+                let paid = self.finish(response, Some(payment)).await?;
+                return Ok(OnSubscription::Served(Box::new(paid)));
             }
-        };
-        let reason = retry.error.clone().unwrap_or_default();
-        tracing::warn!(%id, %reason, "402 to X-Service-Sub");
-        match spec_code(&reason) {
-            Some(ErrorCode::AllowanceExhausted) => Err(Error::AllowanceExhausted),
-            Some(ErrorCode::SubscriptionNotActive) => {
-                let active = self.forget_unless_active(&key, &slot, id).await;
-                if active && created.is_some() {
-                    // Paid for this very request and ACTIVE on chain: paying one-time as well
-                    // would pay twice for one request.
+            let retry = match self.read_terms(response).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable 402 to X-Service-Sub");
                     return Err(Error::PaymentRejected {
-                        reason,
+                        reason: "unreadable 402 body to X-Service-Sub".into(),
                         payments: vec![payment],
                     });
                 }
-                if offers_one_time(&retry) {
-                    Ok(OnSubscription::OneTime {
-                        terms: retry,
-                        paid: created.map(|_| Box::new(payment)),
-                    })
-                } else {
-                    Err(Error::SubscriptionNotActive)
+            };
+            let reason = retry.error.clone().unwrap_or_default();
+            tracing::warn!(%id, %reason, "402 to X-Service-Sub");
+            return match spec_code(&reason) {
+                Some(ErrorCode::AllowanceExhausted) => {
+                    if !raised
+                        && self
+                            .raise_within_policy(id, &key.facilitator, &key.network)
+                            .await
+                    {
+                        raised = true;
+                        continue;
+                    }
+                    Err(Error::AllowanceExhausted)
                 }
+                Some(ErrorCode::SubscriptionNotActive) => {
+                    let active = self.forget_unless_active(&key, &slot, id).await;
+                    if active && created.is_some() {
+                        // Paid for this very request and ACTIVE on chain: paying one-time as
+                        // well would pay twice for one request.
+                        return Err(Error::PaymentRejected {
+                            reason,
+                            payments: vec![payment],
+                        });
+                    }
+                    if offers_one_time(&retry) {
+                        Ok(OnSubscription::OneTime {
+                            terms: retry,
+                            paid: created.map(|_| Box::new(payment)),
+                        })
+                    } else {
+                        Err(Error::SubscriptionNotActive)
+                    }
+                }
+                _ => Err(Error::PaymentRejected {
+                    reason,
+                    payments: vec![payment],
+                }),
+            };
+        }
+    }
+
+    /// Serves `request`, which names its subscription itself (`X-Service-Sub`), after the server
+    /// answered it with a 402 of `terms`. `AllowanceExhausted`: the cap is raised within the
+    /// policy and the request sent once more. Still refused: the refusal's name, unless the
+    /// request asked to fall back to a one-time payment ([`PayRequest::fallback_one_time`]);
+    /// then the one-time terms to pay (the caller sends them without `X-Service-Sub`).
+    pub(crate) async fn pay_on_named(
+        &self,
+        request: &PayRequest,
+        mut terms: Terms,
+    ) -> Result<OnSubscription> {
+        let id = request
+            .headers
+            .get(X_SERVICE_SUB)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<B256>().ok());
+        let mut raised = false;
+        loop {
+            let reason = terms.error.clone().unwrap_or_default();
+            tracing::warn!(id = ?id, %reason, "402 to the X-Service-Sub the request names");
+            let code = spec_code(&reason);
+            if code == Some(ErrorCode::AllowanceExhausted)
+                && !raised
+                && let Some(id) = id
+                && let Some((facilitator, network)) = self.raise_route(&terms)
+                && self.raise_within_policy(id, &facilitator, &network).await
+            {
+                raised = true;
+                let response = self.send(request, None).await?;
+                if response.status() != StatusCode::PAYMENT_REQUIRED {
+                    tracing::info!(%id, status = %response.status(), "served on the raised subscription");
+                    let paid = self.finish(response, None).await?;
+                    return Ok(OnSubscription::Served(Box::new(paid)));
+                }
+                terms = self.read_terms(response).await?;
+                continue;
             }
-            _ => Err(Error::PaymentRejected {
-                reason,
-                payments: vec![payment],
-            }),
+            let refusal = match code {
+                Some(ErrorCode::SubscriptionNotActive) => Error::SubscriptionNotActive,
+                Some(ErrorCode::AllowanceExhausted) => Error::AllowanceExhausted,
+                _ if reason.is_empty() => Error::SubscriptionRefused {
+                    reason: "402 without a reason".into(),
+                },
+                _ => Error::SubscriptionRefused { reason },
+            };
+            if !request.fallback_one_time || !offers_one_time(&terms) {
+                return Err(refusal);
+            }
+            tracing::warn!(
+                refusal = %refusal,
+                "the server refuses the subscription the request names; paying one-time as asked"
+            );
+            return Ok(OnSubscription::OneTime { terms, paid: None });
+        }
+    }
+
+    /// Where to raise a subscription named by a request whose 402 is `terms`: the first usable
+    /// facilitator the terms name, and its network.
+    fn raise_route(&self, terms: &Terms) -> Option<(String, String)> {
+        terms.offers.iter().find_map(|o| {
+            let facilitator = self.usable_facilitator(o.facilitator.as_deref()?)?;
+            Some((facilitator, o.requirements.network.clone()))
+        })
+    }
+
+    /// Raises `id`'s overage cap to the policy's ceiling
+    /// ([`SpendPolicy::raise_overage_to`](crate::SpendPolicy::raise_overage_to)), if it allows
+    /// one above the current cap. Returns whether the cap was raised; why not is logged.
+    async fn raise_within_policy(&self, id: B256, facilitator: &str, network: &str) -> bool {
+        let Some(ceiling) = self.inner.policy.subscriptions.map(|s| s.overage_ceiling) else {
+            return false;
+        };
+        let raise = RaiseAllowance::new(id, ceiling)
+            .facilitator(facilitator)
+            .network(network);
+        match self.raise_allowance(raise).await {
+            Ok(raised) => {
+                tracing::info!(%id, cap = %raised.allowance_cap, "allowance exhausted; raised the cap within the policy");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    %id, error = %crate::agent::error_chain(&e),
+                    "allowance exhausted; not raised within the policy (its ceiling is {ceiling})"
+                );
+                false
+            }
+        }
+    }
+
+    /// An ACTIVE subscription of this agent's to `key`'s plan, as the facilitator lists them;
+    /// none when it lists none or cannot list them (a facilitator without the listing).
+    async fn active_on_chain(&self, key: &PlanKey) -> Option<B256> {
+        match self
+            .subscriptions(Some(&key.facilitator), Some(&key.network))
+            .await
+        {
+            Ok(subs) => subs
+                .into_iter()
+                .find(|s| s.plan_id == key.plan_id && s.status == SubscriptionStatus::Active)
+                .map(|s| s.id),
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot list the subscriptions held");
+                None
+            }
         }
     }
 
@@ -294,6 +480,7 @@ impl Agent {
             *held = None;
         }
         self.inner.held.unseed(key.plan_id, id);
+        self.inner.held.unpersist(Some(key), id);
         false
     }
 }

@@ -46,6 +46,10 @@ pub struct SubscriptionPolicy {
     pub max_per_cycle: Amount,
     /// The overage cap per cycle the agent subscribes with.
     pub max_overage: Amount,
+    /// The highest overage cap the agent raises one of its subscriptions to on its own, when a
+    /// metered route answers `AllowanceExhausted` ([`SpendPolicy::raise_overage_to`]); at or
+    /// below the subscription's cap (the default: `max_overage`), it never raises.
+    pub overage_ceiling: Amount,
 }
 
 impl SpendPolicy {
@@ -74,7 +78,32 @@ impl SpendPolicy {
         self.subscriptions = Some(SubscriptionPolicy {
             max_per_cycle,
             max_overage,
+            overage_ceiling: max_overage,
         });
+        self
+    }
+
+    /// Lets [`Agent::pay`](crate::Agent::pay) raise a subscription's overage cap, up to
+    /// `ceiling` a cycle, when a metered route answers `AllowanceExhausted`: it raises the cap to
+    /// `ceiling` once ([`Agent::raise_allowance`](crate::Agent::raise_allowance), the increase
+    /// reserved in the total budget) and sends the request again once. Applies to the
+    /// subscriptions the agent holds and to one a request names itself (`X-Service-Sub`).
+    ///
+    /// Only with subscriptions enabled: call it after [`SpendPolicy::subscriptions`] (without
+    /// them, there is nothing to raise and it changes nothing).
+    ///
+    /// ```
+    /// use tollgate_agent::{Amount, SpendPolicy};
+    ///
+    /// let policy = SpendPolicy::new(Amount::from_units(500_000), Amount::from_units(20_000_000))
+    ///     .subscriptions(Amount::from_units(5_000_000), Amount::from_units(1_000_000))
+    ///     .raise_overage_to(Amount::from_units(3_000_000));
+    /// assert_eq!(policy.subscriptions.unwrap().overage_ceiling, Amount::from_units(3_000_000));
+    /// ```
+    pub fn raise_overage_to(mut self, ceiling: Amount) -> Self {
+        if let Some(s) = &mut self.subscriptions {
+            s.overage_ceiling = ceiling;
+        }
         self
     }
 

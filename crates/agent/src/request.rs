@@ -22,6 +22,12 @@ pub struct PayRequest {
     pub headers: HeaderMap,
     /// The body, if any.
     pub body: Option<Bytes>,
+    /// When the request names a subscription itself (an `X-Service-Sub` header) and the server
+    /// refuses it: pay one-time instead (`true`), or fail with the refusal's name (`false`, the
+    /// default: [`Error::SubscriptionNotActive`](crate::Error::SubscriptionNotActive),
+    /// [`Error::AllowanceExhausted`](crate::Error::AllowanceExhausted),
+    /// [`Error::SubscriptionRefused`](crate::Error::SubscriptionRefused)), paying nothing.
+    pub fallback_one_time: bool,
 }
 
 impl PayRequest {
@@ -32,6 +38,7 @@ impl PayRequest {
             url,
             headers: HeaderMap::new(),
             body: None,
+            fallback_one_time: false,
         }
     }
 
@@ -48,6 +55,13 @@ impl PayRequest {
     /// Adds a header.
     pub fn header(mut self, name: HeaderName, value: HeaderValue) -> Self {
         self.headers.append(name, value);
+        self
+    }
+
+    /// Pays one-time when the server refuses the subscription the request names
+    /// ([`PayRequest::fallback_one_time`](field@PayRequest::fallback_one_time)).
+    pub fn fallback_one_time(mut self) -> Self {
+        self.fallback_one_time = true;
         self
     }
 

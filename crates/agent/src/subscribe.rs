@@ -9,7 +9,7 @@ use tollgate_protocol::{
     SubscriptionQuote, SubscriptionStatus, SubscriptionView, api::discovery::NetworkInfo,
 };
 
-use crate::{Agent, Error, Result, facilitator};
+use crate::{Agent, Error, Result, facilitator, state::PlanKey};
 
 /// How many cycles (plan amount plus the overage cap each) the standing EIP-2612 permit covers.
 ///
@@ -128,10 +128,17 @@ impl Agent {
     ///
     /// `InsufficientFunds` and `PlanDeprecated` from the facilitator come back as
     /// [`Error::InsufficientFunds`] and [`Error::PlanDeprecated`]; nothing was created then.
+    ///
+    /// The agent holds the subscription from then on: [`Agent::pay`] serves the plan's requests
+    /// on it (with [`SpendPolicy::subscriptions`](crate::SpendPolicy::subscriptions)), and its
+    /// state file remembers it ([`AgentBuilder::state_file`](crate::AgentBuilder::state_file)).
     pub async fn subscribe(&self, subscribe: Subscribe) -> Result<Subscription> {
-        self.subscribe_inner(subscribe)
-            .await
-            .map(|created| created.subscription)
+        let created = self.subscribe_inner(subscribe).await?;
+        self.inner
+            .held
+            .hold(&created.key, created.subscription.id)
+            .await;
+        Ok(created.subscription)
     }
 
     /// [`Agent::subscribe`], with the plan as the quote gave it.
@@ -195,6 +202,11 @@ impl Agent {
         };
         let domain = subscriptions_domain(info.chain_id, quote.subscriptions);
         let signature = sign(&self.inner.signer, &intent, &domain).map_err(Error::Signing)?;
+        let key = PlanKey {
+            facilitator: base.clone(),
+            network: network.clone(),
+            plan_id: plan.id,
+        };
         let body = SubscribeRequest {
             network,
             plan_id: plan.id,
@@ -249,6 +261,7 @@ impl Agent {
         Ok(Created {
             subscription: view.into(),
             plan: quote.plan,
+            key,
         })
     }
 
@@ -368,6 +381,8 @@ pub(crate) struct Created {
     pub(crate) subscription: Subscription,
     /// The plan, as quoted.
     pub(crate) plan: PlanView,
+    /// Where it serves.
+    pub(crate) key: PlanKey,
 }
 
 /// The typed error of a refused subscription call: the spec's `PlanDeprecated`,

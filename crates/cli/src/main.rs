@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod amount;
 mod cmd;
 
 /// Tollgate: payment-gated HTTP on x402 (V1), with subscriptions, metered allowances, webhooks and
@@ -34,6 +35,9 @@ enum Command {
     /// Subscribe to a plan through a facilitator (the first cycle is billed on confirmation), or
     /// raise a subscription's overage cap (`--raise`); the subscription goes to stdout as JSON.
     Subscribe(cmd::subscribe::Args),
+    /// Your subscriptions, gasless through the facilitator: `list`, `show`, `pause`, `resume`,
+    /// `cancel` (the subscription id as the argument).
+    Subscription(cmd::subscription::Args),
     /// Provider self-service: `register` signs the facilitator's challenge with the wallet and
     /// prints the provider API key.
     Provider(cmd::provider::Args),
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
             // `pay` reports its own errors, with its own exit codes.
             Command::Pay(args) => return Ok(cmd::pay::run(args).await),
             Command::Subscribe(args) => return Ok(cmd::subscribe::run(args).await),
+            Command::Subscription(args) => return Ok(cmd::subscription::run(args).await),
         }
         .map(|()| ExitCode::SUCCESS)
     });

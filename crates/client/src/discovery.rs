@@ -186,6 +186,7 @@ mod tests {
             decimals: 6,
             fee: Amount::ZERO,
             router: Address::ZERO,
+            rpc_url: None,
             subscriptions: None,
             token: Address::ZERO,
             token_name: "USD Coin".into(),

@@ -1,6 +1,6 @@
-//! `GET /analytics`: a provider's x402 volume, subscriptions, metered usage, webhook health and
-//! latest payments over a time range, bucketed by hour, day or week. `/dashboard` renders the
-//! same [`Report`].
+//! `GET /analytics`: a provider's revenue by kind, one-time volume, subscriptions, metered usage,
+//! webhook health and latest payments over a time range, bucketed by hour, day or week.
+//! `/dashboard` renders the same [`Report`].
 //!
 //! Query parameters (all optional):
 //!
@@ -20,20 +20,27 @@
 //! hour, `to` to the end of its hour) and, for payers, per UTC day (the payer ranking covers the
 //! whole days the range touches). Event counts, metered usage and deliveries use the exact range. Amounts are decimal strings in the token's
 //! smallest unit. Recurring revenue is the active subscriptions' plan amounts per 30 days.
+//!
+//! Revenue ([`RevenueReport`]) is every payment the chain confirmed, by kind: one-time payments
+//! (the settled volume above), subscriptions' first cycles, renewals and overage charges (booked
+//! per hour when the keeper indexes their `SubscriptionRenewed` and `OverageCharged` logs at the
+//! network's confirmation depth, once per log); its `gross` is their sum. Failed renewals and
+//! overage charges are not revenue: they are listed under `revenue.failed`.
 
 use std::collections::BTreeMap;
 
 use alloy::primitives::{Address, B256};
 use serde::Deserialize;
 pub use tollgate_protocol::api::analytics::{
-    Bucket, EndpointReport, MeteredPoint, MeteredReport, PlanReport, Ranked, RecentPayment, Report,
-    ReportParams, SubscriptionPoint, SubscriptionReport, VolumePoint, VolumeReport, VolumeView,
+    Bucket, EndpointReport, FailedRevenue, MeteredPoint, MeteredReport, PlanReport, Ranked,
+    RecentPayment, Report, ReportParams, RevenuePoint, RevenueReport, RevenueView,
+    SubscriptionPoint, SubscriptionReport, VolumePoint, VolumeReport, VolumeView,
 };
 
 use crate::{
     error::{Error, Result},
     facilitator::{Facilitator, unix_now},
-    store::{AnalyticsData, AnalyticsQuery, Volume},
+    store::{AnalyticsData, AnalyticsQuery, RevenueKind, Volume},
 };
 
 const DAY: u64 = 86_400;
@@ -197,6 +204,48 @@ fn volume_view(v: &Volume) -> VolumeView {
     }
 }
 
+/// Revenue of one bucket (or a range) by kind, in the token's smallest unit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Revenue {
+    one_time: u128,
+    first_cycle: u128,
+    renewal: u128,
+    overage: u128,
+}
+
+impl Revenue {
+    fn book(&mut self, kind: RevenueKind, gross: u128) {
+        let slot = match kind {
+            RevenueKind::FirstCycle => &mut self.first_cycle,
+            RevenueKind::Renewal => &mut self.renewal,
+            RevenueKind::Overage => &mut self.overage,
+        };
+        *slot = slot.saturating_add(gross);
+    }
+
+    fn add(&mut self, other: &Self) {
+        self.one_time = self.one_time.saturating_add(other.one_time);
+        self.first_cycle = self.first_cycle.saturating_add(other.first_cycle);
+        self.renewal = self.renewal.saturating_add(other.renewal);
+        self.overage = self.overage.saturating_add(other.overage);
+    }
+
+    fn view(&self) -> RevenueView {
+        let gross = self
+            .one_time
+            .saturating_add(self.first_cycle)
+            .saturating_add(self.renewal)
+            .saturating_add(self.overage);
+        RevenueView {
+            gross: gross.to_string(),
+            one_time: self.one_time.to_string(),
+            subscription_first_cycle: self.first_cycle.to_string(),
+            renewal: self.renewal.to_string(),
+            overage: self.overage.to_string(),
+        }
+    }
+}
+
 /// Terms of a plan read from its `plan.created` event data.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -217,12 +266,27 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
     };
 
     let by_start: BTreeMap<u64, &Volume> = data.series.iter().map(|(t, v)| (*t, v)).collect();
+    let mut revenue_by: BTreeMap<u64, Revenue> = BTreeMap::new();
+    for r in &data.revenue {
+        revenue_by.entry(r.start).or_default().book(r.kind, r.gross);
+    }
     let mut total = Volume::default();
+    let mut revenue = Revenue::default();
+    let mut revenue_series = Vec::with_capacity(starts.len());
     let series = starts
         .iter()
         .map(|t| {
             let v = by_start.get(t).copied().copied().unwrap_or_default();
             total.add(&v);
+            let r = Revenue {
+                one_time: v.gross,
+                ..revenue_by.get(t).copied().unwrap_or_default()
+            };
+            revenue.add(&r);
+            revenue_series.push(RevenuePoint {
+                start: *t,
+                revenue: r.view(),
+            });
             VolumePoint {
                 start: *t,
                 volume: volume_view(&v),
@@ -341,6 +405,15 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
         from: q.from,
         to: q.to,
         bucket,
+        revenue: RevenueReport {
+            total: revenue.view(),
+            series: revenue_series,
+            failed: FailedRevenue {
+                payments: count("payment.failed"),
+                renewals: count("subscription.renewal_failed"),
+                overage: data.unpaid.to_string(),
+            },
+        },
         volume: VolumeReport {
             total: volume_view(&total),
             failed: count("payment.failed"),

@@ -84,7 +84,7 @@ pub enum Error {
         plan_id: B256,
     },
     /// A transaction the facilitator relayed was mined and reverted (422 `SettlementReverted`,
-    /// `SubscriptionReverted` or `RaiseReverted`).
+    /// `SubscriptionReverted` (a subscription or a subscriber's action) or `RaiseReverted`).
     #[error("{kind:?} transaction {tx_hash} reverted")]
     Reverted {
         /// What the transaction was.
@@ -142,6 +142,12 @@ pub enum Relayed {
     Subscription,
     /// `Subscriptions.raiseAllowanceWithSig`.
     RaiseAllowance,
+    /// `Subscriptions.pauseWithSig`.
+    Pause,
+    /// `Subscriptions.resumeWithSig`.
+    Resume,
+    /// `Subscriptions.cancelWithSig`.
+    Cancel,
 }
 
 /// A [`Facilitator`](crate::Facilitator) method's result.

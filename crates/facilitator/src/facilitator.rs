@@ -2,7 +2,7 @@
 //! store, the proof key and the relayer keys, and the settings that bound what it accepts.
 
 use std::{
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     fmt,
     sync::{
         Arc, Mutex,
@@ -81,6 +81,10 @@ pub struct Settings {
     /// The keys webhook signing secrets are sealed with at rest (`keys.webhook_secrets`).
     /// `None`: no endpoint can be added and no secret rotated (503 `WebhooksNotConfigured`).
     pub webhook_secrets: Option<crate::webhooks::SecretsKeys>,
+    /// Per network name, a public JSON-RPC endpoint published in discovery (`rpcUrl`) for gates
+    /// to read subscriptions from (`networks.<n>.public_rpc_url`). Never the node URL the
+    /// facilitator itself uses, which may carry credentials. Default: none.
+    pub public_rpc_urls: BTreeMap<String, String>,
 }
 
 impl Default for Settings {
@@ -101,6 +105,7 @@ impl Default for Settings {
             webhook_timeout: crate::webhooks::DEFAULT_TIMEOUT,
             webhook_allow_private: false,
             webhook_secrets: None,
+            public_rpc_urls: BTreeMap::new(),
         }
     }
 }

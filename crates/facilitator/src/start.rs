@@ -59,6 +59,11 @@ pub fn settings(config: &Config) -> Settings {
             .unwrap_or(crate::store::MAX_METERED),
         webhook_timeout: std::time::Duration::from_secs(config.webhooks.timeout_secs.max(1)),
         webhook_allow_private: config.webhooks.allow_private_targets,
+        public_rpc_urls: config
+            .networks
+            .iter()
+            .filter_map(|n| Some((n.name.clone(), n.public_rpc_url.clone()?)))
+            .collect(),
         ..Settings::default()
     }
 }

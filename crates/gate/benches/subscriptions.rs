@@ -151,7 +151,7 @@ fn gate(p: &Provider) -> impl std::future::Future<Output = Gate> {
         .pay_to(p.net.address(1))
         .facilitator(p.net.url.clone())
         .public_url("http://127.0.0.1:1")
-        .plan(p.plan.clone())
+        .plan_terms(p.plan.clone())
         .subscriptions(Arc::clone(&p.net.fixture.chain), d.subscriptions)
         .api_key(p.key.clone());
     async move { builder.build().await.unwrap() }

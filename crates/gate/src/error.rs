@@ -326,4 +326,40 @@ pub enum BuildError {
     /// The memo store could not be opened.
     #[error("cannot open the memo store")]
     Store(#[from] StoreError),
+    /// The facilitator could not be asked for its discovery document or a plan
+    /// ([`crate::GateBuilder::plan`]).
+    #[error("cannot load the plans and network from the facilitator")]
+    Facilitator(#[source] FacilitatorError),
+    /// The facilitator knows no plan with this id on the gate's network.
+    #[error("the facilitator knows no plan {0} on this network")]
+    UnknownPlan(B256),
+    /// The plan is deprecated (the spec's `PlanDeprecated`): it takes no new subscribers, so a
+    /// gate should not offer it.
+    #[error("PlanDeprecated: plan {0} is deprecated and takes no new subscriptions")]
+    PlanDeprecated(B256),
+    /// The facilitator does not serve the gate's network, or serves it without a subscriptions
+    /// contract.
+    #[error("the facilitator at {facilitator} {problem}")]
+    Network {
+        /// The facilitator's base URL.
+        facilitator: String,
+        /// What it lacks.
+        problem: String,
+    },
+    /// Plans are priced but there is no chain to check subscriptions on: the facilitator's
+    /// discovery publishes no `rpcUrl` for the network (its `networks.<n>.public_rpc_url`), and
+    /// neither [`crate::GateBuilder::rpc_url`] nor [`crate::GateBuilder::subscriptions`] was
+    /// given.
+    #[error(
+        "no chain to check subscriptions on: the facilitator publishes no rpcUrl for network \
+         {network:?} (its networks.<n>.public_rpc_url); give the gate an RPC URL \
+         (GateBuilder::rpc_url) or a chain (GateBuilder::subscriptions)"
+    )]
+    NoRpc {
+        /// The gate's network.
+        network: String,
+    },
+    /// The chain's JSON-RPC endpoint could not be reached, or serves another chain.
+    #[error("cannot connect to the chain to check subscriptions")]
+    Chain(#[source] tollgate_chain::Error),
 }

@@ -148,14 +148,16 @@ impl Gate {
         id: B256,
         accepted_plans: &[B256],
     ) -> Result<VerifiedSubscription, SubscriptionError> {
+        // A route that sells no subscription refuses the id as such (a 402), whether or not the
+        // gate could check subscriptions.
+        if accepted_plans.is_empty() {
+            return Err(SubscriptionError::NotOffered);
+        }
         let checker = self
             .inner
             .subscriptions
             .as_ref()
             .ok_or(SubscriptionError::NotConfigured)?;
-        if accepted_plans.is_empty() {
-            return Err(SubscriptionError::NotOffered);
-        }
         checker.check(id, accepted_plans).await
     }
 

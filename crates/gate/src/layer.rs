@@ -51,7 +51,7 @@ const RETRY_AFTER_SECS: &str = "5";
 /// | no `X-PAYMENT`, `X-Service-Sub: <id>` of an ACTIVE subscription to one of the route's plans, paid through now (the chain's clock, plus [`crate::GateBuilder::subscription_grace`]) | the inner service's response, with the [`VerifiedSubscription`] in the request's extensions (no memo, no `X-PAYMENT-RESPONSE`) |
 /// | `X-Service-Sub` with a malformed, unknown, paused, cancelled, overdue or foreign-plan id, or on a route not sold by subscription | 402, fresh terms, `error: "SubscriptionNotActive"`, `reason` ([`SubscriptionError::code`]) and `message` |
 /// | on a [`metered`](PaymentGateLayer::metered) route, an ACTIVE subscription whose deduction would cross its cycle's overage cap | 402, fresh terms, `error: "AllowanceExhausted"`, `reason: "allowance_exhausted"`; nothing deducted, the inner service not called |
-/// | `X-Service-Sub` on a gate without [`crate::GateBuilder::subscriptions`] | **500** `{"error": {"code": "SubscriptionsNotConfigured"}}` and a `tracing::error!` |
+/// | `X-Service-Sub` on a route priced by subscription, of a gate that cannot check subscriptions (neither [`crate::GateBuilder::plan`] nor [`crate::GateBuilder::subscriptions`]) | **500** `{"error": {"code": "SubscriptionsNotConfigured"}}` and a `tracing::error!` |
 /// | `X-PAYMENT` with an x402 V1 `exact` payload | settled through the facilitator (`/verify`, `/settle`) first, then as a valid proof; refused: 402, `error: "InvalidPaymentProof"` (`"InsufficientFunds"` for `insufficient_funds`) with the x402 reason code in `reason` (`duplicate_settlement` for a replay) |
 /// | an x402 payment whose settlement was sent but not confirmed yet | **503** `SettlementPending` with `Retry-After`: the payment is held for this request; the same `X-PAYMENT` again picks up the outcome and is served once |
 /// | x402 V2 (`PAYMENT-SIGNATURE`, or `x402Version: 2`) | 402, `error: "UnsupportedVersion"`, `reason: "x402_v2"` |
@@ -128,8 +128,9 @@ impl Gate {
             .collect();
         if !plans.is_empty() && !self.checks_subscriptions() {
             tracing::error!(
-                "a route is priced by subscription but the gate has no subscriptions contract \
-                 (GateBuilder::subscriptions): X-Service-Sub requests will get 500"
+                "a route is priced by subscription but the gate cannot check subscriptions \
+                 (GateBuilder::plan or GateBuilder::subscriptions): X-Service-Sub requests will \
+                 get 500"
             );
         }
         PaymentGateLayer {

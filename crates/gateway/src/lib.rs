@@ -29,262 +29,118 @@
 //! pay_to = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
 //! facilitator = "http://127.0.0.1:8402"
 //!
+//! api_key_env = "TOLLGATE_API_KEY"   # the provider's API key, for metered routes
+//!
 //! [[routes]]
 //! prefix = "/v1/quote"
 //! price = "500000"          # one-time, in the token's smallest unit (0.50)
 //! description = "A price quote"
 //!
 //! [[routes]]
+//! prefix = "/v1/chat"
+//! plan = "0x6b1f…"          # subscribers of this plan pass with X-Service-Sub
+//! price = "250000"          # everyone else: the 402 offers the plan and this one-time price
+//!
+//! [[routes]]
+//! prefix = "/v1/process"
+//! plan = "0x6b1f…"
+//! metered = "0.10"          # deducted from the subscriber's allowance per admitted request
+//!
+//! [[routes]]
 //! prefix = "/healthz"
 //! free = true
 //! ```
+//!
+//! **Plans.** A `plan` route's terms come from the facilitator (`GET /plans/{id}`) and the
+//! subscription check from its discovery (`/.well-known/tollgate`: the network's subscriptions
+//! contract and the `rpcUrl` it publishes), so the config names only the facilitator, the plan
+//! and prices. Without a published `rpcUrl` (the facilitator's `networks.<n>.public_rpc_url`)
+//! set `gate.rpc_url_env`; the gateway refuses to start otherwise. A deprecated or unknown plan
+//! is a startup error too. `X-Service-Sub` on a route without a plan is answered 402
+//! `SubscriptionNotActive` (`reason: "subscription_not_offered"`).
+//!
+//! **State.** The SQLite memo store's directory (`.tollgate/` by default) is created at start;
+//! a path that cannot be created or opened is named in the error.
 
+mod config;
+mod error;
 mod path;
+mod proxy;
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
-use alloy::primitives::Address;
 use axum::{
     Router,
-    body::Body,
     extract::{Request, State},
-    http::{HeaderMap, HeaderName, StatusCode, Uri, header, uri::PathAndQuery},
+    http::{StatusCode, Uri, uri::PathAndQuery},
     response::{IntoResponse, Response},
     routing::{MethodRouter, any},
 };
-use serde::Deserialize;
-use tollgate_gate::{Gate, Pricing};
-use tollgate_protocol::Amount;
+use tollgate_gate::{BuildError, Gate, Pricing};
 use tower::ServiceExt as _;
 
-/// The gateway's configuration (TOML; unknown keys are errors).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// Where the gateway listens (default `127.0.0.1:8090`).
-    #[serde(default = "default_listen")]
-    pub listen: SocketAddr,
-    /// Base URL clients reach the gateway at (default `http://` + listen); the 402's `resource`
-    /// URLs are built on it.
-    #[serde(default)]
-    pub public_url: Option<String>,
-    /// The upstream API's base URL.
-    pub upstream: String,
-    /// Timeout for one upstream request (default 30 s).
-    #[serde(default = "default_upstream_timeout")]
-    pub upstream_timeout_secs: u64,
-    /// Paths under no route: refused with 404 (default) or proxied without payment (in their
-    /// canonical form). A case or `;parameter` variant of a route is not "under no route": it is
-    /// refused with 400 `AmbiguousPath` either way.
-    #[serde(default)]
-    pub pass_unmatched: bool,
-    /// `[server]`: slow-client timeouts, header size, connection cap and the per-client rate
-    /// limit (see [`tollgate_server::ServerConfig`]; behind a reverse proxy set
-    /// `client_address = "x-forwarded-for"`).
-    #[serde(default)]
-    pub server: tollgate_server::ServerConfig,
-    /// The payment terms.
-    pub gate: GateConfig,
-    /// Route prefixes and their prices.
-    pub routes: Vec<Route>,
-}
+pub use config::{Config, GateConfig, Route};
+pub use error::{Error, Result};
+use proxy::Upstream;
 
-/// `[gate]`: what payments must pay and where they settle.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GateConfig {
-    /// Network name (an x402 V1 name, or one the facilitator serves).
-    pub network: String,
-    /// Token contract.
-    pub token: Address,
-    /// The token's EIP-712 domain name (default "USD Coin").
-    #[serde(default = "default_token_name")]
-    pub token_name: String,
-    /// The token's EIP-712 domain version (default "2").
-    #[serde(default = "default_token_version")]
-    pub token_version: String,
-    /// Who gets paid.
-    pub pay_to: Address,
-    /// The facilitator's base URL.
-    pub facilitator: String,
-    /// The once-only memo set: `sqlite://PATH` (default `.tollgate/gateway-memos.db`) or
-    /// `postgres://…` (shared by several gateway replicas).
-    #[serde(default = "default_memo_store")]
-    pub memo_store: String,
-    /// Name of the environment variable holding the 32-byte memo secret as hex; replicas must
-    /// share it. Unset: a random secret (one replica only; 402 terms die with the process).
-    #[serde(default)]
-    pub memo_secret_env: Option<String>,
-    /// How long 402 terms can be paid, seconds (default 300).
-    #[serde(default = "default_memo_ttl")]
-    pub memo_ttl_secs: u64,
-}
-
-/// One `[[routes]]` entry.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Route {
-    /// Path prefix (`/v1/quote` matches `/v1/quote` and `/v1/quote/...`, not `/v1/quotes`; the
-    /// longest matching prefix wins). Written canonically: no `//`, dot segments, `;`, escapes of
-    /// unreserved characters or lower-case hex escapes. Prefixes that differ only in case are
-    /// the same route to a case-folding upstream and are refused; a request spelling a route in
-    /// another case (`/V1/QUOTE`) is refused with 400 (see the crate docs).
-    pub prefix: String,
-    /// One-time price per request, smallest units.
-    #[serde(default)]
-    pub price: Option<Amount>,
-    /// No payment needed.
-    #[serde(default)]
-    pub free: bool,
-    /// The 402's `description`.
-    #[serde(default)]
-    pub description: String,
-    /// The 402's `mimeType` (default `application/json`).
-    #[serde(default = "default_mime")]
-    pub mime_type: String,
-}
-
-fn default_listen() -> SocketAddr {
-    SocketAddr::from(([127, 0, 0, 1], 8090))
-}
-fn default_upstream_timeout() -> u64 {
-    30
-}
-fn default_token_name() -> String {
-    "USD Coin".into()
-}
-fn default_token_version() -> String {
-    "2".into()
-}
-fn default_memo_store() -> String {
-    "sqlite://.tollgate/gateway-memos.db".into()
-}
-fn default_memo_ttl() -> u64 {
-    300
-}
-fn default_mime() -> String {
-    "application/json".into()
-}
-
-/// Why the gateway cannot start.
-#[derive(Debug, thiserror::Error)]
+/// What the binary reads from the environment for the gateway (see [`GateConfig::memo_secret_env`],
+/// [`GateConfig::api_key_env`], [`GateConfig::rpc_url_env`]). `Debug` shows none of it.
+#[derive(Clone, Default)]
 #[non_exhaustive]
-pub enum Error {
-    /// The config file could not be read.
-    #[error("reading {path}: {source}")]
-    Read {
-        /// The file.
-        path: String,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// The config is not valid TOML for this schema (the message names the key).
-    #[error("config: {0}")]
-    Parse(#[from] toml::de::Error),
-    /// A value is unusable.
-    #[error("config: {0}")]
-    Invalid(String),
-    /// The gate could not be built.
-    #[error("gate: {0}")]
-    Gate(#[from] tollgate_gate::BuildError),
+pub struct Secrets {
+    /// The 32-byte memo secret; `None`: random per process.
+    pub memo_secret: Option<[u8; 32]>,
+    /// The provider's facilitator API key (metered routes).
+    pub api_key: Option<String>,
+    /// A JSON-RPC URL of the chain, overriding the facilitator's published `rpcUrl`.
+    pub rpc_url: Option<String>,
 }
 
-impl Config {
-    /// Parses and checks a config.
-    pub fn from_toml_str(s: &str) -> Result<Self, Error> {
-        let config: Self = toml::from_str(s)?;
-        if !(config.upstream.starts_with("http://") || config.upstream.starts_with("https://")) {
-            return Err(Error::Invalid(format!(
-                "upstream: {:?} is not an http(s) URL",
-                config.upstream
-            )));
-        }
-        config.limits()?;
-        if config.routes.is_empty() {
-            return Err(Error::Invalid(
-                "routes: at least one [[routes]] entry is required".into(),
-            ));
-        }
-        for (i, r) in config.routes.iter().enumerate() {
-            if !r.prefix.starts_with('/') || r.prefix.contains('{') || r.prefix.contains('*') {
-                return Err(Error::Invalid(format!(
-                    "routes[{i}].prefix: {:?} must be a literal path starting with /",
-                    r.prefix
-                )));
-            }
-            match (r.price, r.free) {
-                (Some(_), true) => {
-                    return Err(Error::Invalid(format!(
-                        "routes[{i}]: set price or free, not both"
-                    )));
-                }
-                (None, false) => {
-                    return Err(Error::Invalid(format!(
-                        "routes[{i}]: set price (smallest units) or free = true"
-                    )));
-                }
-                _ => {}
-            }
-        }
-        config.prefixes()?;
-        Ok(config)
+impl Secrets {
+    /// No secrets: a random memo secret, no API key, the published `rpcUrl`.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// The routes' prefixes, checked: written canonically, and no two covering the same paths.
-    fn prefixes(&self) -> Result<Vec<path::Prefix>, Error> {
-        let mut prefixes: Vec<path::Prefix> = Vec::with_capacity(self.routes.len());
-        for (i, r) in self.routes.iter().enumerate() {
-            let prefix = path::Prefix::parse(&r.prefix)
-                .map_err(|e| Error::Invalid(format!("routes[{i}].prefix: {e}")))?;
-            if let Some(j) = prefixes.iter().position(|p| p.overlaps(&prefix)) {
-                return Err(Error::Invalid(format!(
-                    "routes[{i}].prefix: {:?} covers the same paths as routes[{j}] (route \
-                     prefixes match regardless of case)",
-                    r.prefix
-                )));
-            }
-            prefixes.push(prefix);
-        }
-        Ok(prefixes)
+    /// With the memo secret.
+    pub fn memo_secret(mut self, secret: [u8; 32]) -> Self {
+        self.memo_secret = Some(secret);
+        self
     }
 
-    /// The HTTP server's limits from `[server]`, with the request timeout raised to at least
-    /// `upstream_timeout_secs` + 5 s, so that a slow upstream is answered 504, not 408.
-    pub fn limits(&self) -> Result<tollgate_server::Limits, Error> {
-        let mut limits = self
-            .server
-            .limits()
-            .map_err(|e| Error::Invalid(format!("server.{e}")))?;
-        limits.request_timeout = limits.request_timeout.max(Duration::from_secs(
-            self.upstream_timeout_secs.saturating_add(5),
-        ));
-        Ok(limits)
+    /// With the provider's API key.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(key.into());
+        self
     }
 
-    /// Reads and parses a config file.
-    pub fn load(path: &std::path::Path) -> Result<Self, Error> {
-        let s = std::fs::read_to_string(path).map_err(|source| Error::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
-        Self::from_toml_str(&s)
+    /// With a JSON-RPC URL of the chain.
+    pub fn rpc_url(mut self, url: impl Into<String>) -> Self {
+        self.rpc_url = Some(url.into());
+        self
     }
 }
 
-#[derive(Clone, Debug)]
-struct Upstream {
-    base: String,
-    http: reqwest::Client,
+impl fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let set = |v: bool| if v { "<set>" } else { "<unset>" };
+        f.debug_struct("Secrets")
+            .field("memo_secret", &set(self.memo_secret.is_some()))
+            .field("api_key", &set(self.api_key.is_some()))
+            .field("rpc_url", &set(self.rpc_url.is_some()))
+            .finish()
+    }
 }
 
-/// Builds the gateway's router. `memo_secret` comes from the binary (see
-/// [`GateConfig::memo_secret_env`]).
-pub async fn router(config: &Config, memo_secret: Option<[u8; 32]>) -> Result<Router, Error> {
+/// Builds the gateway's router: the gate (loading the routes' plans from the facilitator), the
+/// memo store (its directory created), and a proxy behind each route's payment gate.
+pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
     let public_url = config
         .public_url
         .clone()
         .unwrap_or_else(|| format!("http://{}", config.listen));
     let g = &config.gate;
+    create_state_dir(&g.memo_store)?;
     let mut builder = Gate::builder()
         .network(g.network.clone())
         .token(g.token, g.token_name.clone(), g.token_version.clone())
@@ -293,26 +149,43 @@ pub async fn router(config: &Config, memo_secret: Option<[u8; 32]>) -> Result<Ro
         .public_url(public_url)
         .memo_ttl(Duration::from_secs(g.memo_ttl_secs))
         .memo_store_url(g.memo_store.clone());
-    if let Some(secret) = memo_secret {
+    for plan in config.plans() {
+        builder = builder.plan(plan);
+    }
+    if let Some(secret) = secrets.memo_secret {
         builder = builder.memo_secret(secret);
     }
-    let gate = builder.build().await?;
-    let upstream = Upstream {
-        base: config.upstream.trim_end_matches('/').to_owned(),
-        http: reqwest::Client::builder()
-            .timeout(Duration::from_secs(config.upstream_timeout_secs))
-            .build()
-            .map_err(|e| Error::Invalid(format!("upstream client: {e}")))?,
-    };
+    if let Some(key) = &secrets.api_key {
+        builder = builder.api_key(key.clone());
+    }
+    if let Some(url) = &secrets.rpc_url {
+        builder = builder.rpc_url(url.clone());
+    }
+    let gate = builder.build().await.map_err(|e| gate_error(config, e))?;
+    let upstream = Upstream::new(
+        &config.upstream,
+        Duration::from_secs(config.upstream_timeout_secs),
+    )?;
     let mut routes = Vec::with_capacity(config.routes.len());
-    for (prefix, r) in config.prefixes()?.into_iter().zip(&config.routes) {
-        let mut target = any(proxy);
-        if let Some(price) = r.price {
-            target = target.layer(
-                gate.payment_gate([Pricing::one_time(price)])
-                    .description(r.description.clone())
-                    .mime_type(r.mime_type.clone()),
-            );
+    for (i, (prefix, r)) in config.routes()?.into_iter().enumerate() {
+        let mut target = any(proxy::proxy);
+        if !r.free {
+            let pricing = r
+                .plan
+                .map(Pricing::subscription)
+                .into_iter()
+                .chain(r.price.map(Pricing::one_time));
+            let mut layer = gate
+                .payment_gate(pricing)
+                .description(r.description.clone())
+                .mime_type(r.mime_type.clone());
+            if let Some(amount) = r
+                .metered_amount(g.token_decimals)
+                .map_err(|e| Error::Invalid(format!("routes[{i}].metered: {e}")))?
+            {
+                layer = layer.metered(amount);
+            }
+            target = target.layer(layer);
         }
         routes.push((prefix, target.with_state(upstream.clone())));
     }
@@ -320,9 +193,54 @@ pub async fn router(config: &Config, memo_secret: Option<[u8; 32]>) -> Result<Ro
         routes: path::RouteTable::new(routes),
         unmatched: config
             .pass_unmatched
-            .then(|| any(proxy).with_state(upstream)),
+            .then(|| any(proxy::proxy).with_state(upstream)),
     };
     Ok(Router::new().fallback(route).with_state(Arc::new(dispatch)))
+}
+
+/// Creates the directory of a `sqlite://PATH` memo store (not of `sqlite::memory:`), naming the
+/// path it cannot create.
+fn create_state_dir(memo_store: &str) -> Result<()> {
+    let Some(path) = sqlite_path(memo_store) else {
+        return Ok(());
+    };
+    match std::path::Path::new(path).parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => {
+            std::fs::create_dir_all(dir).map_err(|source| Error::StateDir {
+                path: dir.display().to_string(),
+                source,
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The file of a `sqlite://PATH[?options]` URL.
+fn sqlite_path(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("sqlite://")?;
+    let path = rest.split('?').next().unwrap_or(rest);
+    (!path.is_empty() && !path.starts_with(':')).then_some(path)
+}
+
+/// A gate that cannot build, in the gateway's terms: the config key to set, the memo store's
+/// path.
+fn gate_error(config: &Config, e: BuildError) -> Error {
+    match e {
+        BuildError::NoRpc { network } => Error::Invalid(format!(
+            "routes sell plans, but there is no chain to check subscriptions on: the facilitator \
+             at {} publishes no rpcUrl for network {network:?} (its \
+             networks.<n>.public_rpc_url); set gate.rpc_url_env",
+            config.gate.facilitator
+        )),
+        BuildError::Store(source) => match sqlite_path(&config.gate.memo_store) {
+            Some(path) => Error::MemoStore {
+                path: path.to_owned(),
+                source,
+            },
+            None => Error::Gate(BuildError::Store(source)),
+        },
+        e => Error::Gate(e),
+    }
 }
 
 /// The routes, each a proxy behind its payment gate (or none, for free routes).
@@ -399,7 +317,7 @@ fn with_path(uri: &Uri, path: &str) -> Option<Uri> {
 }
 
 /// A refusal in the error shape of Tollgate's services, `{"error": {"code", "message"}}`.
-fn refusal(status: StatusCode, code: &str, message: &str) -> Response {
+pub(crate) fn refusal(status: StatusCode, code: &str, message: &str) -> Response {
     let body = tollgate_protocol::ApiErrorBody::new(code, message);
     (status, axum::Json(body)).into_response()
 }
@@ -412,129 +330,4 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     tollgate_server::serve(listener, app, limits, shutdown).await
-}
-
-/// Headers that belong to one hop (RFC 9110 §7.6.1) and never pass through a proxy.
-const HOP_BY_HOP: [HeaderName; 7] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::UPGRADE,
-];
-
-fn copy_headers(from: &HeaderMap, skip_host: bool) -> HeaderMap {
-    let mut out = HeaderMap::with_capacity(from.len());
-    for (name, value) in from {
-        if HOP_BY_HOP.contains(name)
-            || name == header::TRANSFER_ENCODING
-            || (skip_host && name == header::HOST)
-        {
-            continue;
-        }
-        out.append(name.clone(), value.clone());
-    }
-    out
-}
-
-async fn proxy(State(up): State<Upstream>, req: Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let path_and_query = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let url = format!("{}{path_and_query}", up.base);
-    let request = up
-        .http
-        .request(parts.method.clone(), &url)
-        .headers(copy_headers(&parts.headers, true))
-        .body(reqwest::Body::wrap_stream(body.into_data_stream()));
-    match request.send().await {
-        Ok(resp) => {
-            let status = resp.status();
-            let headers = copy_headers(resp.headers(), false);
-            let mut out = Response::new(Body::from_stream(resp.bytes_stream()));
-            *out.status_mut() = status;
-            *out.headers_mut() = headers;
-            out
-        }
-        Err(e) => {
-            tracing::error!(%url, error = %e, "upstream request failed");
-            let status = if e.is_timeout() {
-                StatusCode::GATEWAY_TIMEOUT
-            } else {
-                StatusCode::BAD_GATEWAY
-            };
-            let code = if status == StatusCode::GATEWAY_TIMEOUT {
-                "UpstreamTimeout"
-            } else {
-                "UpstreamUnavailable"
-            };
-            refusal(status, code, "the upstream API is unavailable")
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-upstream = "http://127.0.0.1:9000"
-[gate]
-network = "base-sepolia"
-token = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
-pay_to = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
-facilitator = "http://127.0.0.1:8402"
-[[routes]]
-prefix = "/v1/quote"
-price = "500000"
-[[routes]]
-prefix = "/healthz"
-free = true
-"#;
-
-    #[test]
-    fn parses_and_validates() {
-        let c = Config::from_toml_str(GOOD).unwrap();
-        assert_eq!(c.routes[0].price, Some(Amount::from_units(500_000)));
-        assert!(c.routes[1].free);
-        assert_eq!(c.listen, default_listen());
-        for (bad, needle) in [
-            (GOOD.replace("price = \"500000\"", ""), "routes[0]"),
-            (
-                GOOD.replace("free = true", "free = true\nprice = \"1\""),
-                "not both",
-            ),
-            (GOOD.replace("upstream = ", "nope = 1\nupstream = "), "nope"),
-            (GOOD.replace("http://127.0.0.1:9000", "ftp://x"), "upstream"),
-            (GOOD.replace("\"/v1/quote\"", "\"v1\""), "prefix"),
-            (
-                GOOD.replace("\"/v1/quote\"", "\"/v1//quote\""),
-                "write \"/v1/quote\"",
-            ),
-            (
-                GOOD.replace("\"/healthz\"", "\"/V1/Quote/\""),
-                "routes[1].prefix: \"/V1/Quote/\" covers the same paths as routes[0]",
-            ),
-        ] {
-            let err = Config::from_toml_str(&bad).unwrap_err().to_string();
-            assert!(err.contains(needle), "{err} should mention {needle}");
-        }
-    }
-
-    #[test]
-    fn the_example_config_parses() {
-        Config::from_toml_str(include_str!("../../../examples/gateway.toml")).unwrap();
-    }
-
-    #[test]
-    fn hop_by_hop_headers_are_dropped() {
-        let mut h = HeaderMap::new();
-        h.insert(header::CONNECTION, "close".parse().unwrap());
-        h.insert(header::HOST, "x".parse().unwrap());
-        h.insert("x-custom", "1".parse().unwrap());
-        let out = copy_headers(&h, true);
-        assert!(out.get(header::CONNECTION).is_none() && out.get(header::HOST).is_none());
-        assert_eq!(out.get("x-custom").unwrap(), "1");
-    }
 }

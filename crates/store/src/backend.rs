@@ -223,6 +223,14 @@ impl<B: Backend> Store for B {
         renewals::indexed(&mut *self.reader().await?, network, id).await
     }
 
+    async fn subscriptions_of(
+        &self,
+        network: &str,
+        subscriber: Address,
+    ) -> StoreResult<Vec<IndexedSubscription>> {
+        renewals::of_subscriber(&mut *self.reader().await?, network, subscriber).await
+    }
+
     async fn update_indexed_subscription(
         &self,
         network: &str,

@@ -32,7 +32,8 @@ mod sqlite;
 mod webhooks;
 
 pub use analytics::{
-    AnalyticsData, AnalyticsQuery, COUNTED_EVENTS, EndpointHealth, PlanStates, ROLLUP_MAX, Volume,
+    AnalyticsData, AnalyticsQuery, COUNTED_EVENTS, EndpointHealth, PlanStates, ROLLUP_MAX,
+    RevenueKind, RevenueRow, Volume,
 };
 pub use error::{StoreError, StoreResult};
 pub use metering::{
@@ -265,6 +266,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         network: &str,
         id: B256,
     ) -> StoreResult<Option<IndexedSubscription>>;
+
+    /// The subscriptions of `subscriber` indexed on `network` (every state), by id: complete up
+    /// to the keeper's cursor ([`Store::keeper_cursor`]), the chain's logs tell the rest.
+    async fn subscriptions_of(
+        &self,
+        network: &str,
+        subscriber: Address,
+    ) -> StoreResult<Vec<IndexedSubscription>>;
 
     /// Records what the chain says of an indexed subscription (state, last paid cycle, next due
     /// time). Ignored when the row already has a later cycle (a stale read never rolls it back).

@@ -213,6 +213,12 @@ const SELECT_ONE: &str = concat!(
     " FROM subscriptions_index WHERE network = $1 AND id = $2"
 );
 
+const SELECT_OF_SUBSCRIBER: &str = concat!(
+    "SELECT ",
+    indexed_columns!(),
+    " FROM subscriptions_index WHERE network = $1 AND subscriber = $2 ORDER BY id"
+);
+
 const UPDATE_SEEN: &str = "UPDATE subscriptions_index SET state = $3, cycle = $4, next_due = $5, \
      updated_at = $6 WHERE network = $1 AND id = $2 AND cycle <= $4";
 
@@ -325,6 +331,21 @@ pub(crate) async fn due(
     let now = codec::int("now", now)?;
     let rows: Vec<IndexedRow> = c
         .fetch_all(SELECT_DUE, args![network, now, i64::from(limit)])
+        .await?;
+    rows.into_iter().map(decode_indexed).collect()
+}
+
+/// [`crate::Store::subscriptions_of`].
+pub(crate) async fn of_subscriber(
+    c: &mut impl Conn,
+    network: &str,
+    subscriber: Address,
+) -> StoreResult<Vec<IndexedSubscription>> {
+    let rows: Vec<IndexedRow> = c
+        .fetch_all(
+            SELECT_OF_SUBSCRIBER,
+            args![network, &codec::address(&subscriber)],
+        )
         .await?;
     rows.into_iter().map(decode_indexed).collect()
 }

@@ -2,6 +2,7 @@
 
 use std::{
     collections::HashMap,
+    path::PathBuf,
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -9,7 +10,7 @@ use std::{
 use alloy::signers::local::Secp256k1Signer;
 
 use super::{Agent, DEFAULT_MAX_402_BODY, DEFAULT_MAX_BODY, Inner};
-use crate::{Result, SpendPolicy, on_subscription::Held, policy::Budget};
+use crate::{Result, SpendPolicy, on_subscription::Held, policy::Budget, state::StateFile};
 
 impl Agent {
     /// A builder for an agent paying with `signer` under `policy`.
@@ -23,6 +24,7 @@ impl Agent {
             settle_timeout: Duration::from_secs(60),
             max_402_body: DEFAULT_MAX_402_BODY,
             max_body: DEFAULT_MAX_BODY,
+            state_file: None,
         }
     }
 }
@@ -39,6 +41,7 @@ pub struct AgentBuilder {
     settle_timeout: Duration,
     max_402_body: usize,
     max_body: usize,
+    state_file: Option<PathBuf>,
 }
 
 impl AgentBuilder {
@@ -79,6 +82,18 @@ impl AgentBuilder {
         self
     }
 
+    /// Remembers the subscriptions the agent holds in `path` (a small JSON file, created when
+    /// missing, rewritten atomically with mode 0600 on every change), so that a later agent with
+    /// the same key and file serves on them instead of subscribing again. The CLI keeps it beside
+    /// the key file ([`default_state_file`](crate::default_state_file)). Default: in memory only.
+    ///
+    /// [`build`](Self::build) reads it, and refuses a file it cannot read or that holds another
+    /// key's subscriptions ([`Error::StateFile`](crate::Error::StateFile)).
+    pub fn state_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.state_file = Some(path.into());
+        self
+    }
+
     /// The agent. Redirects are not followed, so a payment header is never replayed to
     /// another origin.
     pub fn build(self) -> Result<Agent> {
@@ -90,6 +105,10 @@ impl AgentBuilder {
             .user_agent(concat!("tollgate-agent/", env!("CARGO_PKG_VERSION")))
             .build()?;
         let address = self.signer.address();
+        let state = self
+            .state_file
+            .map(|path| StateFile::open(path, address))
+            .transpose()?;
         Ok(Agent {
             inner: Arc::new(Inner {
                 signer: self.signer,
@@ -103,7 +122,7 @@ impl AgentBuilder {
                 max_402_body: self.max_402_body,
                 max_body: self.max_body,
                 clients: Mutex::new(HashMap::new()),
-                held: Held::default(),
+                held: Held::new(state),
             }),
         })
     }

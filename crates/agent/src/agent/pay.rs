@@ -13,7 +13,7 @@ use super::{
 use crate::{
     Error, PaidResponse, PayRequest, Payment, Result,
     error::Refusal,
-    on_subscription::OnSubscription,
+    on_subscription::{OnSubscription, X_SERVICE_SUB},
     policy::Reservation,
     terms::{Offer, Terms},
 };
@@ -24,14 +24,26 @@ impl Agent {
     ///
     /// 1. Send the request. Anything but a 402 is returned as is, with no payment.
     /// 2. Read the 402 (at most 64 KiB): the Tollgate superset body, or a generic x402 V1 body.
-    /// 3. If the policy allows subscribing ([`SpendPolicy::subscriptions`]) and the 402 offers a
+    /// 3. If the request names a subscription itself (an `X-Service-Sub` header), the 402 is
+    ///    that subscription's refusal: `AllowanceExhausted` raises the overage cap to the
+    ///    policy's ceiling when it allows a higher one
+    ///    ([`SpendPolicy::raise_overage_to`](crate::SpendPolicy::raise_overage_to)) and sends the
+    ///    request once more. A refusal that stands is [`Error::SubscriptionNotActive`],
+    ///    [`Error::AllowanceExhausted`] or [`Error::SubscriptionRefused`], and nothing is paid:
+    ///    the agent never turns a named subscription into a one-time payment unless the request
+    ///    asks for it ([`PayRequest::fallback_one_time`]); then it pays one-time (step 4 on),
+    ///    without `X-Service-Sub`.
+    ///
+    ///    Otherwise, if the policy allows subscribing ([`SpendPolicy::subscriptions`]) and the 402 offers a
     ///    plan it allows (`service.subscriptionScheme` with a `planId`, at most `max_per_cycle` a
     ///    cycle, through a facilitator the agent may use), serve the request on a subscription:
-    ///    the one the agent holds for the plan ([`Agent::use_subscription`], or one it created
-    ///    earlier), else one [`Agent::subscribe`] creates now (once, however many payments for
+    ///    the one the agent holds for the plan ([`Agent::use_subscription`], one it created
+    ///    earlier, one its state file remembers), else an ACTIVE one the facilitator lists for
+    ///    the agent ([`Agent::subscriptions`]), else one [`Agent::subscribe`] creates now (once, however many payments for
     ///    the plan run concurrently). The request goes again with `X-Service-Sub` and the
     ///    answer is returned with a [`PaymentKind::Subscription`] receipt. A 402
-    ///    `AllowanceExhausted` is [`Error::AllowanceExhausted`]; a 402 `SubscriptionNotActive`
+    ///    `AllowanceExhausted` raises the cap within the policy as above and sends the request
+    ///    once more, else it is [`Error::AllowanceExhausted`]; a 402 `SubscriptionNotActive`
     ///    makes the agent forget the subscription (unless the facilitator reports it ACTIVE
     ///    for the plan) and go on with the one-time path below, on the fresh terms, if they
     ///    offer one. A subscription that cannot be created for a reason known before anything
@@ -76,7 +88,16 @@ impl Agent {
         let mut terms = self.read_terms(response).await?;
         // Every payment made for this request that did not buy it.
         let mut made: Vec<Payment> = Vec::new();
-        if let Some((key, offer)) = self.plan_offer(&terms) {
+        let mut request = request;
+        if request.headers.contains_key(X_SERVICE_SUB) {
+            match self.pay_on_named(&request, terms).await? {
+                OnSubscription::Served(response) => return Ok(*response),
+                OnSubscription::OneTime { terms: fresh, .. } => {
+                    terms = fresh;
+                    request.headers.remove(X_SERVICE_SUB);
+                }
+            }
+        } else if let Some((key, offer)) = self.plan_offer(&terms) {
             match self
                 .pay_on_subscription(&request, terms, key, &offer)
                 .await?

@@ -63,7 +63,7 @@ impl Agent {
     }
 
     /// Reads the facilitator's document afresh next time.
-    pub(super) fn forget_well_known(&self, base: &str) {
+    pub(crate) fn forget_well_known(&self, base: &str) {
         if let Ok(client) = self.facilitator_client(base) {
             client.forget_discovery();
         }

@@ -3,6 +3,7 @@
 #![allow(unreachable_pub, clippy::print_stderr)]
 
 mod chain_clock;
+mod held;
 mod hostile;
 mod pay;
 mod pay_once;

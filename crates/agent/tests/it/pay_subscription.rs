@@ -33,13 +33,13 @@ use crate::{
 };
 
 /// Another subscriber.
-const OTHER: usize = 2;
+pub(crate) const OTHER: usize = 2;
 /// What a metered request deducts from the allowance.
-const METERED: u64 = 100_000;
+pub(crate) const METERED: u64 = 100_000;
 
 /// A gate checking subscriptions on the devnet and knowing `plan_id`'s terms (metering through
 /// `api_key` when given).
-async fn gate(h: &Harness, plan_id: B256, api_key: Option<String>) -> Gate {
+pub(crate) async fn gate(h: &Harness, plan_id: B256, api_key: Option<String>) -> Gate {
     let mut b = Gate::builder()
         .network(NETWORK)
         .token(h.token(), "USD Coin", "2")
@@ -49,7 +49,7 @@ async fn gate(h: &Harness, plan_id: B256, api_key: Option<String>) -> Gate {
             Arc::clone(&h.fixture.chain),
             h.fixture.deployment.subscriptions,
         )
-        .plan(PlanTerms {
+        .plan_terms(PlanTerms {
             plan_id,
             amount: Amount::from_units(AMOUNT),
             interval: INTERVAL,
@@ -62,7 +62,7 @@ async fn gate(h: &Harness, plan_id: B256, api_key: Option<String>) -> Gate {
 }
 
 /// `/v1/report`, offering the plan and a one-time price of [`PRICE`], metered when asked.
-async fn report_app(gate: &Gate, plan_id: B256, metered: bool) -> App {
+pub(crate) async fn report_app(gate: &Gate, plan_id: B256, metered: bool) -> App {
     let hits = Arc::new(AtomicUsize::new(0));
     let counted = Arc::clone(&hits);
     let mut layer = gate.payment_gate([Pricing::subscription(plan_id), Pricing::one_time(PRICE)]);
@@ -85,7 +85,7 @@ async fn report_app(gate: &Gate, plan_id: B256, metered: bool) -> App {
 }
 
 /// An agent of dev account `i` through the harness's facilitator under `policy`.
-fn agent_of(h: &Harness, i: usize, policy: SpendPolicy) -> Agent {
+pub(crate) fn agent_of(h: &Harness, i: usize, policy: SpendPolicy) -> Agent {
     h.agent_builder(i, policy)
         .facilitators([h.url.clone()])
         .build()
@@ -93,12 +93,12 @@ fn agent_of(h: &Harness, i: usize, policy: SpendPolicy) -> Agent {
 }
 
 /// The opt-in: one-time payments up to [`PRICE`], plans up to [`AMOUNT`] a cycle.
-fn subscribing(max_overage: u64) -> SpendPolicy {
+pub(crate) fn subscribing(max_overage: u64) -> SpendPolicy {
     policy(PRICE, 10 * AMOUNT)
         .subscriptions(Amount::from_units(AMOUNT), Amount::from_units(max_overage))
 }
 
-async fn nonce(h: &Harness, who: Address) -> U256 {
+pub(crate) async fn nonce(h: &Harness, who: Address) -> U256 {
     contracts::read(
         &*h.fixture.chain,
         h.fixture.deployment.subscriptions,
@@ -109,7 +109,7 @@ async fn nonce(h: &Harness, who: Address) -> U256 {
 }
 
 /// How many `SubscriptionCreated` events the contract emitted.
-async fn created_events(h: &Harness) -> usize {
+pub(crate) async fn created_events(h: &Harness) -> usize {
     let filter = LogFilter {
         from_block: 0,
         to_block: None,
@@ -124,14 +124,14 @@ async fn created_events(h: &Harness) -> usize {
     h.fixture.chain.logs(&filter).await.unwrap().len()
 }
 
-fn subscription_of(r: &PaidResponse) -> B256 {
+pub(crate) fn subscription_of(r: &PaidResponse) -> B256 {
     match r.payment.as_ref().map(|p| p.kind) {
         Some(PaymentKind::Subscription { id }) => id,
         other => panic!("not served on a subscription: {other:?}"),
     }
 }
 
-async fn fetch(agent: &Agent, app: &App) -> PaidResponse {
+pub(crate) async fn fetch(agent: &Agent, app: &App) -> PaidResponse {
     let r = agent
         .pay(PayRequest::get(&app.url("/v1/report")).unwrap())
         .await
@@ -307,7 +307,7 @@ async fn a_cancelled_subscription_is_forgotten_for_one_time_then_replaced() {
 }
 
 /// [`PROVIDER`]'s API key, by the facilitator's challenge and `personal_sign`.
-async fn provider_key(h: &Harness) -> String {
+pub(crate) async fn provider_key(h: &Harness) -> String {
     let http = reqwest::Client::new();
     let account = &h.fixture.accounts[PROVIDER];
     let challenge: serde_json::Value = http
@@ -339,7 +339,7 @@ async fn provider_key(h: &Harness) -> String {
 
 /// A plan published through the facilitator with `api_key` (so that the facilitator meters
 /// its subscriptions for the key's provider).
-async fn published_plan(h: &Harness, api_key: &str) -> B256 {
+pub(crate) async fn published_plan(h: &Harness, api_key: &str) -> B256 {
     let r = reqwest::Client::new()
         .post(format!("{}/plans", h.url))
         .bearer_auth(api_key)

@@ -87,7 +87,7 @@ async fn one_agent_provides_another_subscribes_and_is_served() {
             Arc::clone(&h.fixture.chain),
             h.fixture.deployment.subscriptions,
         )
-        .plan(PlanTerms {
+        .plan_terms(PlanTerms {
             plan_id,
             amount: Amount::from_units(PLAN_AMOUNT),
             interval: INTERVAL,

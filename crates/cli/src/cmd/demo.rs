@@ -88,7 +88,7 @@ pub(crate) async fn router(
             "sqlite://{}",
             state_dir.join("gate-memos.db").display()
         ))
-        .plan(plan)
+        .plan_terms(plan)
         .subscriptions(chain, info.contracts.subscriptions)
         .api_key(info.api_key.clone())
         .build()

@@ -155,6 +155,11 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         webhook_allow_private: true,
         webhook_secrets: Some(SecretsKeys::new(secrets_key.clone())),
         server: limits.clone(),
+        // Gates read subscriptions from the devnet's JSON-RPC server, found through discovery.
+        public_rpc_urls: std::collections::BTreeMap::from([(
+            args.network.clone(),
+            rpc_url.clone(),
+        )]),
         ..Settings::default()
     };
     let spec = NetworkSpec {
@@ -305,7 +310,7 @@ fn print_guide(info: &DevInfo, path: &Path) {
          \n\nTry this:\
          \n  curl -i {api}/v1/quote                       # 402 with the payment terms\
          \n  tollgate pay {api}/v1/quote --key {key}   # pays 0.50 and prints the quote\
-         \n  tollgate subscribe --facilitator {fac} --plan {plan} --max 5 --max-overage 1000000 --key {key}\
+         \n  tollgate subscribe --facilitator {fac} --plan {plan} --max 5.00 --max-overage 1.00 --key {key}\
          \n  curl -X POST -H 'X-Service-Sub: <id>' {api}/v1/process   # 0.10 from the allowance\
          \n\nPress Ctrl-C to stop; state persists in {dir}.",
         info.network,

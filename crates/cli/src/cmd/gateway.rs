@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use tollgate_gateway::Config;
+use tollgate_gateway::{Config, Secrets};
 
 /// Flags of `tollgate gateway`.
 #[derive(Debug, clap::Args)]
@@ -12,6 +12,14 @@ Gates an upstream HTTP API by route prefix and price, with no code in the API: r
 a valid payment get 402 with the terms (payable by Tollgate agents and by x402 V1 clients);
 paid requests are proxied with their headers and streamed bodies, and the response carries
 X-PAYMENT-RESPONSE. See examples/gateway.toml for every key.
+
+Routes are priced per request (price = \"500000\", smallest units), by subscription
+(plan = \"0x…\": subscribers pass with X-Service-Sub; others get a 402 offering the plan and the
+route's price, if any) or metered (metered = \"0.10\" or \"units:100000\" with a plan: deducted
+from the subscriber's allowance per request, 402 AllowanceExhausted at the cap). Plan terms and
+the chain come from the facilitator's discovery; metered routes need the provider's API key in
+the variable named by gate.api_key_env, and gate.rpc_url_env overrides the published chain URL.
+The memo store's directory (.tollgate/ by default) is created at start.
 
 Paths are priced and forwarded in one canonical form (escapes of unreserved characters decoded,
 // collapsed); dot segments and encoded separators get 400 InvalidPath, and a path that reaches
@@ -26,26 +34,41 @@ pub(crate) struct Args {
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let config = Config::load(&args.config)?;
-    let secret = match &config.gate.memo_secret_env {
-        Some(var) => {
-            let hex = std::env::var(var)
-                .with_context(|| format!("gate.memo_secret_env: {var} is not set"))?;
-            let bytes: alloy::primitives::B256 = hex
-                .trim()
-                .parse()
-                .with_context(|| format!("{var}: expected 32 bytes as 0x-hex"))?;
-            Some(bytes.0)
-        }
-        None => {
-            tracing::warn!("gate.memo_secret_env unset: a random memo secret (one replica only)");
-            None
-        }
-    };
-    let app = tollgate_gateway::router(&config, secret).await?;
+    let secrets = secrets(&config)?;
+    let app = tollgate_gateway::router(&config, &secrets).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
     tracing::info!(listen = %listener.local_addr()?, upstream = %config.upstream, routes = config.routes.len(), "gateway listening");
     tollgate_gateway::serve(app, listener, &config.limits()?, crate::shutdown_signal()).await?;
     Ok(())
+}
+
+/// The values `[gate]` names by environment variable: the memo secret, the API key, the RPC URL.
+fn secrets(config: &Config) -> anyhow::Result<Secrets> {
+    let g = &config.gate;
+    let var = |key: &str, name: &str| {
+        std::env::var(name).with_context(|| format!("gate.{key}: {name} is not set"))
+    };
+    let mut secrets = Secrets::new();
+    match &g.memo_secret_env {
+        Some(name) => {
+            let hex = var("memo_secret_env", name)?;
+            let bytes: alloy::primitives::B256 = hex
+                .trim()
+                .parse()
+                .with_context(|| format!("{name}: expected 32 bytes as 0x-hex"))?;
+            secrets = secrets.memo_secret(bytes.0);
+        }
+        None => {
+            tracing::warn!("gate.memo_secret_env unset: a random memo secret (one replica only)");
+        }
+    }
+    if let Some(name) = &g.api_key_env {
+        secrets = secrets.api_key(var("api_key_env", name)?.trim());
+    }
+    if let Some(name) = &g.rpc_url_env {
+        secrets = secrets.rpc_url(var("rpc_url_env", name)?.trim());
+    }
+    Ok(secrets)
 }

@@ -9,6 +9,7 @@ pub(crate) mod pay;
 pub(crate) mod plan;
 pub(crate) mod provider;
 pub(crate) mod subscribe;
+pub(crate) mod subscription;
 pub(crate) mod webhooks;
 
 use std::{io::Write as _, path::Path};

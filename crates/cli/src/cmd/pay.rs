@@ -3,7 +3,12 @@
 use std::{io::Write as _, path::PathBuf, process::ExitCode, time::Instant};
 
 use anyhow::Context as _;
-use tollgate_agent::{Agent, Amount, Error, PaidResponse, PayRequest, Payment, SpendPolicy};
+use tollgate_agent::{
+    Agent, Amount, Error, PaidResponse, PayRequest, Payment, PaymentKind, SpendPolicy,
+    X_SERVICE_SUB,
+};
+
+use crate::amount::{self, tokens};
 
 /// Exit codes of `tollgate pay`.
 mod exit {
@@ -14,14 +19,26 @@ mod exit {
     pub(super) const NETWORK: u8 = 5;
 }
 
-/// Flags of `tollgate pay`.
-#[derive(Debug, clap::Args)]
-#[command(after_help = "\
+/// The end of `tollgate pay --help` (`{notation}`: the amount notation).
+const AFTER_HELP: &str = "\
 Sends the request; if the server answers 402 Payment Required, pays the cheapest acceptable
 option (through the Tollgate facilitator the 402 names, or as a plain x402 V1 payment) and sends
 it again with X-PAYMENT. The response body goes to stdout, a payment summary to stderr.
 
-Amounts are in whole tokens with up to 6 decimals (1.00 = 1000000 units).
+With --subscribe: when the 402 offers a subscription plan (service.subscriptionScheme, a planId)
+billing at most --max-per-cycle a cycle, subscribes once through the facilitator the 402 names
+(the first cycle is billed, with --max-overage as the overage cap) and sends the request with
+X-Service-Sub. The subscription is remembered in the agent's state file (--state; default: beside
+--key-file, `agent.key` -> `agent.state.json`), so later runs with --subscribe reuse it instead of
+subscribing again. A subscription that is not active any more is forgotten.
+
+A subscription named in the request (-H 'X-Service-Sub: 0x...') is never silently turned into a
+one-time payment: when the server refuses it, the command fails with the spec's name
+(SubscriptionNotActive, AllowanceExhausted) and pays nothing, unless --fallback-one-time is
+given. On AllowanceExhausted (a metered route), with --raise-overage-to the agent raises the
+subscription's overage cap to that amount (within --budget) and sends the request once more.
+
+{notation}
 
 Exit codes:
   0  success (the final response has a 1xx-3xx status)
@@ -34,8 +51,13 @@ Exit codes:
 Environment: TOLLGATE_KEY (hex private key, when neither --key nor --key-file is given),
 TOLLGATE_LOG (log filter).
 
-Example:
-  TOLLGATE_KEY=0x... tollgate pay http://127.0.0.1:8080/v1/quote --max 0.50")]
+Examples:
+  TOLLGATE_KEY=0x... tollgate pay http://127.0.0.1:8080/v1/quote --max 0.50
+  tollgate pay http://127.0.0.1:8080/v1/report --key-file agent.key --subscribe --max-per-cycle 5.00";
+
+/// Flags of `tollgate pay`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP.replace("{notation}", amount::NOTATION))]
 pub(crate) struct Args {
     /// The URL to request.
     url: String,
@@ -59,16 +81,39 @@ pub(crate) struct Args {
     /// A file holding the payer's private key (hex).
     #[arg(long, value_name = "FILE")]
     key_file: Option<PathBuf>,
-    /// The most to pay for this request, in tokens.
-    #[arg(long, default_value = "1.00", value_name = "AMOUNT", value_parser = parse_tokens)]
+    /// The most to pay for this request (one-time payments).
+    #[arg(long, default_value = "1.00", value_name = "AMOUNT", value_parser = amount::parse)]
     max: Amount,
     /// The most to pay in total (this command pays once; a second time only if the server
-    /// declines the proof and the facilitator reports the first payment failed); default: --max.
-    #[arg(long, value_name = "AMOUNT", value_parser = parse_tokens)]
+    /// declines the proof and the facilitator reports the first payment failed); default: the
+    /// larger of --max and --max-per-cycle (with --subscribe), plus --raise-overage-to.
+    #[arg(long, value_name = "AMOUNT", value_parser = amount::parse)]
     budget: Option<Amount>,
     /// Only pay on this network (repeatable).
     #[arg(long = "network", value_name = "NAME")]
     networks: Vec<String>,
+    /// Subscribe when the 402 offers a plan within --max-per-cycle (once: the subscription is
+    /// remembered in --state and reused by later runs).
+    #[arg(long)]
+    subscribe: bool,
+    /// The most a plan may bill per cycle, to subscribe to it (default: --max).
+    #[arg(long, value_name = "AMOUNT", value_parser = amount::parse, requires = "subscribe")]
+    max_per_cycle: Option<Amount>,
+    /// The overage cap per cycle to subscribe with (default 0.00).
+    #[arg(long, value_name = "AMOUNT", value_parser = amount::parse, requires = "subscribe")]
+    max_overage: Option<Amount>,
+    /// On AllowanceExhausted, raise the subscription's overage cap to this amount (once) and
+    /// send the request again.
+    #[arg(long, value_name = "AMOUNT", value_parser = amount::parse)]
+    raise_overage_to: Option<Amount>,
+    /// When the server refuses the subscription named by -H 'X-Service-Sub: ...', pay one-time
+    /// instead of failing.
+    #[arg(long)]
+    fallback_one_time: bool,
+    /// The agent's state file, where held subscriptions are remembered (default: beside
+    /// --key-file, `agent.key` -> `agent.state.json`; without --key-file, none).
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
 }
 
 /// Runs `tollgate pay`; the exit code says how it ended.
@@ -104,6 +149,9 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 }
             }
             report(&format!("error: {}", chain(&e)));
+            if let Some(hint) = hint(&e) {
+                report(&format!("hint: {hint}"));
+            }
             ExitCode::from(exit_code(&e))
         }
     }
@@ -111,11 +159,48 @@ pub(crate) async fn run(args: Args) -> ExitCode {
 
 fn prepare(args: Args) -> anyhow::Result<(Agent, PayRequest)> {
     let signer = read_signer(args.key.as_deref(), args.key_file.as_deref())?;
-    let mut policy = SpendPolicy::new(args.max, args.budget.unwrap_or(args.max));
+    let names_subscription = args.headers.iter().any(|h| {
+        h.split_once(':')
+            .is_some_and(|(name, _)| name.trim().eq_ignore_ascii_case(X_SERVICE_SUB))
+    });
+    let per_cycle = args.max_per_cycle.unwrap_or(args.max);
+    let raise = args.raise_overage_to.unwrap_or(Amount::ZERO);
+    let budget = args.budget.unwrap_or_else(|| {
+        let first = if args.subscribe {
+            args.max.max(per_cycle)
+        } else {
+            args.max
+        };
+        Amount(first.get().saturating_add(raise.get()))
+    });
+    let mut policy = SpendPolicy::new(args.max, budget);
+    // With a subscription named in the request, the subscription policy only bounds raising
+    // its cap: the agent subscribes on its own only for requests that name none.
+    if args.subscribe || names_subscription {
+        let overage = args.max_overage.unwrap_or(Amount::ZERO);
+        policy = policy.subscriptions(per_cycle, overage);
+        if args.raise_overage_to.is_some() {
+            policy = policy.raise_overage_to(raise);
+        }
+    }
     if !args.networks.is_empty() {
         policy = policy.networks(args.networks);
     }
-    let agent = Agent::builder(signer, policy).build()?;
+    let mut builder = Agent::builder(signer, policy);
+    if args.subscribe {
+        match args.state.or_else(|| {
+            args.key_file
+                .as_deref()
+                .map(tollgate_agent::default_state_file)
+        }) {
+            Some(state) => builder = builder.state_file(state),
+            None => report(
+                "note: no --state and no --key-file: a subscription made now is not remembered \
+                 for later runs",
+            ),
+        }
+    }
+    let agent = builder.build()?;
     let method = tollgate_agent::Method::from_bytes(args.method.to_ascii_uppercase().as_bytes())
         .with_context(|| format!("invalid method {:?}", args.method))?;
     let url = tollgate_agent::Url::parse(&args.url)
@@ -138,6 +223,9 @@ fn prepare(args: Args) -> anyhow::Result<(Agent, PayRequest)> {
     if let Some(data) = args.data {
         request = request.body(data.into_bytes());
     }
+    if args.fallback_one_time {
+        request = request.fallback_one_time();
+    }
     Ok((agent, request))
 }
 
@@ -156,25 +244,12 @@ pub(crate) fn read_signer(
     })
 }
 
-/// The usage-error exit code, shared with `tollgate subscribe`.
+/// The usage-error exit code, shared with `tollgate subscribe` and `tollgate subscription`.
 pub(crate) const USAGE_EXIT: u8 = exit::USAGE;
-
-/// `1`, `0.5`, `1.000001` tokens (6 decimals) to units.
-pub(crate) fn parse_tokens(s: &str) -> Result<Amount, String> {
-    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
-    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() && frac.is_empty() || !digits(whole) || !digits(frac) || frac.len() > 6 {
-        return Err(format!(
-            "{s:?} is not an amount in tokens with at most 6 decimals (e.g. 0.50)"
-        ));
-    }
-    let units = format!("{whole}{frac:0<6}");
-    let units = units.trim_start_matches('0');
-    if units.is_empty() {
-        return Ok(Amount::ZERO);
-    }
-    units.parse().map_err(|e| format!("{s:?}: {e}"))
-}
+/// The exit code of a refusal by the facilitator or the chain.
+pub(crate) const PAYMENT_FAILED_EXIT: u8 = exit::PAYMENT_FAILED;
+/// The exit code of a network error.
+pub(crate) const NETWORK_EXIT: u8 = exit::NETWORK;
 
 pub(crate) fn exit_code(e: &Error) -> u8 {
     match e {
@@ -183,6 +258,25 @@ pub(crate) fn exit_code(e: &Error) -> u8 {
         Error::InvalidKey | Error::KeyFile { .. } | Error::InvalidUrl(_) => exit::USAGE,
         Error::NoFacilitator | Error::NoSubscriptionNetwork { .. } => exit::REFUSED,
         _ => exit::PAYMENT_FAILED,
+    }
+}
+
+/// What to do about a refused subscription.
+fn hint(e: &Error) -> Option<&'static str> {
+    match e {
+        Error::AllowanceExhausted => Some(
+            "the subscription's overage cap is used up this cycle: raise it with `tollgate \
+             subscribe --raise ID --max-overage AMOUNT` (or pass --raise-overage-to AMOUNT), or \
+             wait for the next cycle",
+        ),
+        Error::SubscriptionNotActive => Some(
+            "the subscription is paused or cancelled: `tollgate subscription resume ID`, \
+             subscribe again, or pass --fallback-one-time to pay one-time",
+        ),
+        Error::SubscriptionRefused { .. } => {
+            Some("pass --fallback-one-time to pay one-time instead")
+        }
+        _ => None,
     }
 }
 
@@ -219,48 +313,40 @@ fn summarize(response: &PaidResponse, started: Instant) {
     ));
 }
 
-/// `paid 0.500000 (500000 units) on NETWORK to PAYEE from PAYER; tx HASH`.
+/// `paid 0.500000 (500000 units) on NETWORK to PAYEE from PAYER; tx HASH`, or for a request
+/// served on a subscription `subscribed ID: first cycle …` (created for it) or `served on
+/// subscription ID` (held already).
 fn paid_line(p: &Payment) -> String {
     let tx = p
         .tx_hash
         .map_or_else(|| "unknown".to_owned(), |t| t.to_string());
-    format!(
-        "paid {} ({} units) on {} to {} from {}; tx {tx}",
-        tokens(p.amount),
-        p.amount,
-        p.network,
-        p.pay_to,
-        p.payer,
-    )
-}
-
-/// Units as tokens, 6 decimals.
-fn tokens(a: Amount) -> String {
-    let s = format!("{:0>7}", a.to_string());
-    let (whole, frac) = s.split_at(s.len() - 6);
-    format!("{whole}.{frac}")
+    match p.kind {
+        PaymentKind::Subscription { id } if p.amount == Amount::ZERO => {
+            format!(
+                "served on subscription {id} on {} from {}",
+                p.network, p.payer
+            )
+        }
+        PaymentKind::Subscription { id } => format!(
+            "subscribed {id}: first cycle {} ({} units) on {} to {} from {}; tx {tx}",
+            tokens(p.amount),
+            p.amount,
+            p.network,
+            p.pay_to,
+            p.payer,
+        ),
+        _ => format!(
+            "paid {} ({} units) on {} to {} from {}; tx {tx}",
+            tokens(p.amount),
+            p.amount,
+            p.network,
+            p.pay_to,
+            p.payer,
+        ),
+    }
 }
 
 pub(crate) fn report(line: &str) {
     // stderr is where diagnostics go; if it is closed there is nowhere to report that.
     let _ = writeln!(std::io::stderr(), "{line}");
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn token_amounts() {
-        assert_eq!(parse_tokens("1.00"), Ok(Amount::from_units(1_000_000)));
-        assert_eq!(parse_tokens("0.5"), Ok(Amount::from_units(500_000)));
-        assert_eq!(parse_tokens("2"), Ok(Amount::from_units(2_000_000)));
-        assert_eq!(parse_tokens(".000001"), Ok(Amount::from_units(1)));
-        assert_eq!(parse_tokens("0"), Ok(Amount::ZERO));
-        for bad in ["", ".", "1.0000001", "-1", "1e6", "0x10", "1,5"] {
-            assert!(parse_tokens(bad).is_err(), "{bad:?}");
-        }
-        assert_eq!(tokens(Amount::from_units(500_000)), "0.500000");
-        assert_eq!(tokens(Amount::from_units(12_345_678)), "12.345678");
-    }
 }

@@ -23,11 +23,12 @@ The facilitator creates the plan with Subscriptions.createPlan and waits for con
 same --idempotency-key again returns the same plan instead of creating another (without one, a
 random key is used and printed to stderr, so a retry can reuse it).
 
-Amounts are integers in the token's smallest unit (6 decimals: 1000000 = 1.00).
+Amounts are tokens with a decimal point (5.00; at most 6 decimals, 1.00 = 1000000 units) or
+units of the token's smallest unit with a prefix (units:5000000).
 
 Example:
   TOLLGATE_API_KEY=tg_... tollgate plan create --facilitator http://127.0.0.1:8402 \\
-      --network tollgate-devnet --amount 5000000 --idempotency-key pro-monthly")]
+      --network tollgate-devnet --amount 5.00 --idempotency-key pro-monthly")]
     Create(CreateArgs),
     /// Show a plan's on-chain terms and its provider as JSON (no API key needed).
     Show(ShowArgs),
@@ -64,8 +65,8 @@ struct CreateArgs {
     /// The network the plan lives on.
     #[arg(long, value_name = "NAME")]
     network: String,
-    /// The amount per cycle, in the token's smallest unit.
-    #[arg(long, value_name = "UNITS", value_parser = parse_units)]
+    /// The amount per cycle.
+    #[arg(long, value_name = "AMOUNT", value_parser = crate::amount::parse)]
     amount: Amount,
     /// The cycle length in seconds (default 30 days).
     #[arg(long, value_name = "SECS", default_value_t = 2_592_000)]
@@ -100,15 +101,6 @@ struct DeprecateArgs {
     /// The network (optional when the facilitator serves one).
     #[arg(long, value_name = "NAME")]
     network: Option<String>,
-}
-
-fn parse_units(s: &str) -> Result<Amount, String> {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        s.parse()
-            .map_err(|e: tollgate_protocol::AmountError| e.to_string())
-    } else {
-        Err("an integer amount in the token's smallest unit".into())
-    }
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {

@@ -1,5 +1,5 @@
 //! `tollgate subscribe --plan ID`: subscribe to a plan through a facilitator (the agent SDK's
-//! `Agent::subscribe`); `tollgate subscribe --raise ID --max-overage UNITS`: raise an existing
+//! `Agent::subscribe`); `tollgate subscribe --raise ID --max-overage AMOUNT`: raise an existing
 //! subscription's overage cap (`Agent::raise_allowance`).
 
 use std::{io::Write as _, path::PathBuf, process::ExitCode};
@@ -7,11 +7,11 @@ use std::{io::Write as _, path::PathBuf, process::ExitCode};
 use anyhow::Context as _;
 use tollgate_agent::{Agent, Amount, RaiseAllowance, SpendPolicy, Subscribe, Subscription};
 
-use super::pay::{chain, exit_code, parse_tokens, read_signer, report};
+use super::pay::{chain, exit_code, read_signer, report};
+use crate::amount;
 
-/// Flags of `tollgate subscribe`.
-#[derive(Debug, clap::Args)]
-#[command(after_help = "\
+/// The end of `tollgate subscribe --help` (`{notation}`: the amount notation).
+const AFTER_HELP: &str = "\
 With --plan: signs an EIP-2612 permit to the subscriptions contract (the current allowance plus
 12 cycles of plan amount + max overage) and the Subscribe intent; the facilitator relays
 subscribeWithSig, which creates the subscription and its allowance and bills the first cycle in
@@ -24,7 +24,11 @@ the current one; --max bounds the increase (new cap - current cap). Signs the EI
 confirmed. Repeating a raise whose answer was lost is safe: a cap already at that value is
 answered without a transaction.
 
-Either way, prints the confirmed subscription as JSON to stdout.
+Either way, prints the confirmed subscription as JSON to stdout. A new subscription is
+remembered in the agent's state file (--state; default: beside --key-file), so that `tollgate pay
+--subscribe` serves on it instead of subscribing again.
+
+{notation}
 
 Exit codes: as `tollgate pay` (0 done, 2 usage, 3 refused by the spending policy, 4 refused by
 the facilitator or the chain — PlanDeprecated, InsufficientFunds, AllowanceNotRaised,
@@ -33,10 +37,14 @@ NotSubscriber, unknown subscription —, 5 network).
 Environment: TOLLGATE_KEY (hex private key, when neither --key nor --key-file is given).
 
 Examples:
-  TOLLGATE_KEY=0x... tollgate subscribe --plan 0x... --max-overage 250000 \\
+  TOLLGATE_KEY=0x... tollgate subscribe --plan 0x... --max-overage 0.25 \\
     --facilitator http://127.0.0.1:8402 --max 5.00
-  TOLLGATE_KEY=0x... tollgate subscribe --raise 0x... --max-overage 1000000 \\
-    --facilitator http://127.0.0.1:8402 --max 0.75")]
+  TOLLGATE_KEY=0x... tollgate subscribe --raise 0x... --max-overage 1.00 \\
+    --facilitator http://127.0.0.1:8402 --max 0.75";
+
+/// Flags of `tollgate subscribe`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = AFTER_HELP.replace("{notation}", amount::NOTATION))]
 pub(crate) struct Args {
     /// The plan to subscribe to (0x-prefixed 32 bytes).
     #[arg(long, value_name = "ID", required_unless_present = "raise")]
@@ -49,9 +57,8 @@ pub(crate) struct Args {
         requires = "max_overage"
     )]
     raise: Option<tollgate_chain::B256>,
-    /// The overage cap per cycle, an integer in the token's smallest unit (subscribing: default
-    /// 0; raising: the new cap, required).
-    #[arg(long, value_name = "UNITS")]
+    /// The overage cap per cycle (subscribing: default 0.00; raising: the new cap, required).
+    #[arg(long, value_name = "AMOUNT", value_parser = amount::parse)]
     max_overage: Option<Amount>,
     /// The facilitator's base URL.
     #[arg(long, value_name = "URL")]
@@ -65,9 +72,13 @@ pub(crate) struct Args {
     /// A file holding the subscriber's private key (hex).
     #[arg(long, value_name = "FILE")]
     key_file: Option<PathBuf>,
-    /// The most the first cycle (--plan) or the cap's increase (--raise) may cost, in tokens.
-    #[arg(long, default_value = "1.00", value_name = "AMOUNT", value_parser = parse_tokens)]
+    /// The most the first cycle (--plan) or the cap's increase (--raise) may cost.
+    #[arg(long, default_value = "1.00", value_name = "AMOUNT", value_parser = amount::parse)]
     max: Amount,
+    /// The agent's state file, where the new subscription is remembered for `tollgate pay
+    /// --subscribe` (default: beside --key-file, `agent.key` -> `agent.state.json`).
+    #[arg(long, value_name = "FILE")]
+    state: Option<PathBuf>,
 }
 
 /// Runs `tollgate subscribe`; the exit code says how it ended.
@@ -116,14 +127,20 @@ pub(crate) async fn run(args: Args) -> ExitCode {
 
 fn prepare(args: &Args) -> anyhow::Result<Agent> {
     let signer = read_signer(args.key.as_deref(), args.key_file.as_deref())?;
-    Agent::builder(signer, SpendPolicy::new(args.max, args.max))
-        .build()
-        .context("building the agent")
+    let mut builder = Agent::builder(signer, SpendPolicy::new(args.max, args.max));
+    if let Some(state) = args.state.clone().or_else(|| {
+        args.key_file
+            .as_deref()
+            .map(tollgate_agent::default_state_file)
+    }) {
+        builder = builder.state_file(state);
+    }
+    builder.build().context("building the agent")
 }
 
 /// The subscription as the facilitator's `/subscriptions` answers it (`txHash`: the creating
 /// transaction, when known; `null` after a raise).
-fn render(s: &Subscription) -> serde_json::Value {
+pub(crate) fn render(s: &Subscription) -> serde_json::Value {
     serde_json::json!({
         "id": s.id,
         "status": s.status,

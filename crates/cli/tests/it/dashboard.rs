@@ -88,6 +88,14 @@ fn expected(report: &Value) -> BTreeMap<(String, Option<String>), String> {
         };
         m.insert((metric.to_owned(), key), value);
     };
+    let r = &report["revenue"];
+    put("revenue.total", None, &r["total"]["gross"]);
+    for kind in ["oneTime", "subscriptionFirstCycle", "renewal", "overage"] {
+        put("revenue.kind", Some(kind.to_owned()), &r["total"][kind]);
+    }
+    for p in r["series"].as_array().unwrap() {
+        put("revenue.gross", Some(p["start"].to_string()), &p["gross"]);
+    }
     let v = &report["volume"];
     for (metric, field) in [
         ("total.gross", "gross"),

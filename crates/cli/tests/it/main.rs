@@ -10,3 +10,4 @@ mod interop;
 mod pay;
 mod secrets;
 mod subscribe;
+mod subscription;

@@ -118,7 +118,7 @@ async fn subscribe_then_raise_the_cap() {
 
     // Subscribe with a cap of 0.3 token.
     let (code, stdout, stderr) = w
-        .subscribe(&["--plan", &plan, "--max-overage", "300000", "--max", "2.00"])
+        .subscribe(&["--plan", &plan, "--max-overage", "0.30", "--max", "2.00"])
         .await;
     assert_eq!(code, 0, "{stderr}");
     let sub: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -128,7 +128,14 @@ async fn subscribe_then_raise_the_cap() {
 
     // Raise it to 1.0 (an increase of 0.7, within --max 0.70).
     let (code, stdout, stderr) = w
-        .subscribe(&["--raise", &id, "--max-overage", "1000000", "--max", "0.70"])
+        .subscribe(&[
+            "--raise",
+            &id,
+            "--max-overage",
+            "units:1000000",
+            "--max",
+            "0.70",
+        ])
         .await;
     assert_eq!(code, 0, "{stderr}");
     let raised: serde_json::Value = serde_json::from_str(&stdout).unwrap();
@@ -142,7 +149,7 @@ async fn subscribe_then_raise_the_cap() {
 
     // The same cap again: refused, exit 4, nothing printed.
     let (code, stdout, stderr) = w
-        .subscribe(&["--raise", &id, "--max-overage", "1000000"])
+        .subscribe(&["--raise", &id, "--max-overage", "1.00"])
         .await;
     assert_eq!(code, 4, "{stderr}");
     assert!(stdout.is_empty(), "{stdout}");
@@ -150,7 +157,7 @@ async fn subscribe_then_raise_the_cap() {
 
     // An increase over --max: refused by the policy, exit 3.
     let (code, _, stderr) = w
-        .subscribe(&["--raise", &id, "--max-overage", "3000000", "--max", "1.00"])
+        .subscribe(&["--raise", &id, "--max-overage", "3.00", "--max", "1.00"])
         .await;
     assert_eq!(code, 3, "{stderr}");
     assert_eq!(
@@ -160,9 +167,9 @@ async fn subscribe_then_raise_the_cap() {
 
     // Usage errors: --raise with --plan, --raise without --max-overage, neither.
     for args in [
-        &["--raise", &id, "--plan", &plan, "--max-overage", "5"][..],
+        &["--raise", &id, "--plan", &plan, "--max-overage", "5.00"][..],
         &["--raise", &id][..],
-        &["--max-overage", "5"][..],
+        &["--max-overage", "5.00"][..],
     ] {
         let (code, _, stderr) = w.subscribe(args).await;
         assert_eq!(code, 2, "{args:?}: {stderr}");

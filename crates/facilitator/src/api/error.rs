@@ -63,6 +63,9 @@ impl Error {
                     Relayed::Settlement => (C::SettlementReverted, "settlement"),
                     Relayed::Subscription => (C::SubscriptionReverted, "subscription"),
                     Relayed::RaiseAllowance => (C::RaiseReverted, "raiseAllowanceWithSig"),
+                    Relayed::Pause => (C::SubscriptionReverted, "pauseWithSig"),
+                    Relayed::Resume => (C::SubscriptionReverted, "resumeWithSig"),
+                    Relayed::Cancel => (C::SubscriptionReverted, "cancelWithSig"),
                 };
                 unprocessable(code, format!("{what} transaction {tx_hash} reverted"))
             }

@@ -41,6 +41,7 @@ pub(super) async fn well_known(State(f): State<Facilitator>) -> Json<WellKnown> 
                 decimals: 6,
                 fee: Amount(f.settings().fee),
                 router: n.router,
+                rpc_url: f.settings().public_rpc_urls.get(&n.name).cloned(),
                 subscriptions: n.subscriptions,
                 token: n.token,
                 token_name: n.token_name.clone(),

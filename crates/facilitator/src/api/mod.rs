@@ -35,7 +35,10 @@ pub fn router(f: Facilitator) -> Router {
     let app = Router::new()
         .route("/authorize", post(settlements::authorize))
         .route("/settlements/{key}", get(settlements::status))
-        .route("/subscriptions", post(subscriptions::create))
+        .route(
+            "/subscriptions",
+            get(subscriptions::list).post(subscriptions::create),
+        )
         .route("/subscriptions/quote", get(subscriptions::quote))
         .route("/subscriptions/{id}", get(subscriptions::show))
         .route(
@@ -43,6 +46,9 @@ pub fn router(f: Facilitator) -> Router {
             get(subscriptions::usage).post(subscriptions::deduct),
         )
         .route("/subscriptions/{id}/allowance", post(subscriptions::raise))
+        .route("/subscriptions/{id}/pause", post(subscriptions::pause))
+        .route("/subscriptions/{id}/resume", post(subscriptions::resume))
+        .route("/subscriptions/{id}/cancel", post(subscriptions::cancel))
         .route(
             "/webhooks/endpoints",
             get(webhooks::list).post(webhooks::create),

@@ -1,12 +1,17 @@
-//! Subscriptions and their metered usage: `POST /subscriptions`, `GET /subscriptions/quote`,
-//! `GET /subscriptions/{id}`, `GET|POST /subscriptions/{id}/usage` and
-//! `POST /subscriptions/{id}/allowance`.
+//! Subscriptions and their metered usage: `POST /subscriptions`, `GET /subscriptions`,
+//! `GET /subscriptions/quote`, `GET /subscriptions/{id}`, `GET|POST /subscriptions/{id}/usage`,
+//! `POST /subscriptions/{id}/allowance` and the subscriber's
+//! `POST /subscriptions/{id}/pause|resume|cancel`.
 
 use alloy::primitives::{Address, B256};
 use axum::{Json, extract::State};
 use tollgate_protocol::{
     AllowanceUsage, DeductRequest, QuoteQuery, RaiseAllowanceRequest, SubscribeRequest,
-    SubscriptionQuote, SubscriptionView, api::plans::NetworkQuery,
+    SubscriptionQuote, SubscriptionView,
+    api::{
+        plans::NetworkQuery,
+        subscriptions::{ActionRequest, ListSubscriptionsQuery, SubscriberAction},
+    },
 };
 
 use crate::{
@@ -96,4 +101,49 @@ pub(super) async fn raise(
 ) -> Result<Json<SubscriptionView>> {
     let id = parse_id(&id)?;
     f.raise_allowance(id, &req).await.map(Json)
+}
+
+/// `GET /subscriptions?network=&subscriber=&deadline=&signature=`.
+pub(super) async fn list(
+    State(f): State<Facilitator>,
+    ApiQuery(q): ApiQuery<ListSubscriptionsQuery>,
+) -> Result<Json<Vec<SubscriptionView>>> {
+    f.subscriptions_of(&q).await.map(Json)
+}
+
+/// `POST /subscriptions/{id}/pause`.
+pub(super) async fn pause(
+    f: State<Facilitator>,
+    id: ApiPath<String>,
+    req: ApiJson<ActionRequest>,
+) -> Result<Json<SubscriptionView>> {
+    act(f, id, SubscriberAction::Pause, req).await
+}
+
+/// `POST /subscriptions/{id}/resume`.
+pub(super) async fn resume(
+    f: State<Facilitator>,
+    id: ApiPath<String>,
+    req: ApiJson<ActionRequest>,
+) -> Result<Json<SubscriptionView>> {
+    act(f, id, SubscriberAction::Resume, req).await
+}
+
+/// `POST /subscriptions/{id}/cancel`.
+pub(super) async fn cancel(
+    f: State<Facilitator>,
+    id: ApiPath<String>,
+    req: ApiJson<ActionRequest>,
+) -> Result<Json<SubscriptionView>> {
+    act(f, id, SubscriberAction::Cancel, req).await
+}
+
+async fn act(
+    State(f): State<Facilitator>,
+    ApiPath(id): ApiPath<String>,
+    action: SubscriberAction,
+    ApiJson(req): ApiJson<ActionRequest>,
+) -> Result<Json<SubscriptionView>> {
+    let id = parse_id(&id)?;
+    f.subscriber_action(id, action, &req).await.map(Json)
 }

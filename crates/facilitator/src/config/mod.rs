@@ -298,6 +298,10 @@ pub struct Network {
     /// `rpc_url`: an `http(s)://` or `ws(s)://` JSON-RPC endpoint, or `"embedded"` for the
     /// in-process devnet the binary supplies.
     pub rpc: RpcEndpoint,
+    /// `public_rpc_url`: a public `http(s)://` JSON-RPC endpoint of the same chain, without
+    /// credentials, published in discovery as `rpcUrl` so that gates can check subscriptions
+    /// with no RPC setting of their own. Optional; never defaulted to `rpc_url`.
+    pub public_rpc_url: Option<String>,
     /// `token`: the EIP-3009 token contract. Default for built-in names: the registry's USDC;
     /// required for custom names.
     pub token: Address,

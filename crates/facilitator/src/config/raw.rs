@@ -60,6 +60,8 @@ pub(super) struct RawNetwork {
     pub(super) chain_id: Option<u64>,
     pub(super) rpc_url: String,
     #[serde(default)]
+    pub(super) public_rpc_url: Option<String>,
+    #[serde(default)]
     pub(super) token: Option<Address>,
     #[serde(default)]
     pub(super) token_name: Option<String>,

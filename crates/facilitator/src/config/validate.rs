@@ -259,6 +259,18 @@ impl RawNetwork {
             });
         };
 
+        // Published to every client: a plain http(s) URL, never one with credentials in it.
+        let public_rpc_url = self
+            .public_rpc_url
+            .map(|url| {
+                validate_http_url(&url).ok_or_else(|| ConfigError::InvalidValue {
+                    key: key("public_rpc_url"),
+                    reason: "expected a public http:// or https:// URL with a host, no user \
+                             info, query or fragment (it is published in discovery)",
+                })
+            })
+            .transpose()?;
+
         // The registry knows the EIP-712 name of its own USDC (Base Sepolia's signs as "USDC").
         let token_name = match (self.token_name, usdc) {
             (Some(name), _) => name,
@@ -288,6 +300,7 @@ impl RawNetwork {
             name,
             chain_id,
             rpc,
+            public_rpc_url,
             token,
             token_name,
             token_version: self.token_version,
@@ -352,5 +365,43 @@ mod tests {
             default_public_url("10.0.0.2:8402".parse().unwrap()),
             "http://10.0.0.2:8402"
         );
+    }
+
+    #[test]
+    fn the_public_rpc_url_is_a_plain_http_url_and_never_the_private_one() {
+        let config = |extra: &str| {
+            super::super::Config::from_toml_str(&format!(
+                r#"
+[keys]
+relayers = ["env:RELAYER"]
+proof = "env:PROOF"
+[[networks]]
+name = "tollgate-devnet"
+chain_id = 31337
+rpc_url = "https://user:secret@node.example/key"
+token = "0x5FbDB2315678afecb367f032d93F642f64180aa3"
+router = "0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512"
+{extra}
+"#
+            ))
+        };
+        // Not defaulted to rpc_url.
+        assert_eq!(config("").unwrap().networks[0].public_rpc_url, None);
+        let c = config(r#"public_rpc_url = "https://rpc.example/""#).unwrap();
+        assert_eq!(
+            c.networks[0].public_rpc_url.as_deref(),
+            Some("https://rpc.example")
+        );
+        for bad in [
+            "https://user:pw@rpc.example",
+            "wss://rpc.example",
+            "https://rpc.example/?key=1",
+            "rpc.example",
+        ] {
+            let e = config(&format!("public_rpc_url = \"{bad}\"")).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains("networks[0].public_rpc_url"), "{text}");
+            assert!(!text.contains("pw@"), "{text}");
+        }
     }
 }

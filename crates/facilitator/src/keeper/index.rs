@@ -2,7 +2,7 @@
 //! confirmed head, as subscriptions to renew and as webhook events.
 
 use alloy::{
-    primitives::{Address, B256},
+    primitives::{Address, B256, U256},
     sol_types::SolEvent,
 };
 use tollgate_chain::{LogFilter, contracts::Subscriptions};
@@ -38,7 +38,7 @@ impl Facilitator {
             let events: Vec<SubscriptionEvent> = logs
                 .iter()
                 .filter(|l| l.log.address == subs)
-                .flat_map(|l| decode_indexed(name, l))
+                .flat_map(|l| decode_indexed(name, l, &logs))
                 .collect();
             found += events
                 .iter()
@@ -78,8 +78,31 @@ fn indexed_topics() -> Vec<B256> {
     ]
 }
 
-/// What one log of the Subscriptions contract means for the index and for webhooks.
-fn decode_indexed(network: &str, l: &tollgate_chain::ChainLog) -> Vec<SubscriptionEvent> {
+/// The amount `SubscriptionRenewed` reports for cycle 1 of `id` beside `created` (its
+/// `SubscriptionCreated`): the first cycle, paid by the same `subscribe` transaction, hence
+/// read in the same block range.
+fn first_cycle(
+    logs: &[tollgate_chain::ChainLog],
+    created: &tollgate_chain::ChainLog,
+    id: B256,
+) -> Option<U256> {
+    logs.iter()
+        .filter(|l| l.tx_hash == created.tx_hash && l.log.address == created.log.address)
+        .find_map(|l| {
+            Subscriptions::SubscriptionRenewed::decode_log(&l.log)
+                .ok()
+                .filter(|ev| ev.id == id && ev.cycle == 1)
+        })
+        .map(|ev| ev.amount)
+}
+
+/// What one log of the Subscriptions contract means for the index and for webhooks (`logs`: the
+/// range it was read in, where a subscription's first cycle is found).
+fn decode_indexed(
+    network: &str,
+    l: &tollgate_chain::ChainLog,
+    logs: &[tollgate_chain::ChainLog],
+) -> Vec<SubscriptionEvent> {
     use Subscriptions as S;
     let id = event_id(&[
         network.as_bytes(),
@@ -102,6 +125,14 @@ fn decode_indexed(network: &str, l: &tollgate_chain::ChainLog) -> Vec<Subscripti
     };
     let log = &l.log;
     if let Ok(ev) = S::SubscriptionCreated::decode_log(log) {
+        let mut data = serde_json::json!({
+            "subscriptionId": ev.id, "planId": ev.planId, "subscriber": ev.subscriber,
+            "maxOverage": ev.maxOverage.to_string(), "paidThrough": ev.paidThrough,
+        });
+        // What the first cycle paid (revenue: `crate::analytics`).
+        if let (Some(amount), Some(d)) = (first_cycle(logs, l, ev.id), data.as_object_mut()) {
+            d.insert("amount".into(), amount.to_string().into());
+        }
         return vec![
             SubscriptionEvent::Created {
                 id: ev.id,
@@ -109,14 +140,7 @@ fn decode_indexed(network: &str, l: &tollgate_chain::ChainLog) -> Vec<Subscripti
                 subscriber: ev.subscriber,
                 paid_through: ev.paidThrough,
             },
-            notify(
-                Subject::Subscription(ev.id),
-                "subscription.created",
-                serde_json::json!({
-                    "subscriptionId": ev.id, "planId": ev.planId, "subscriber": ev.subscriber,
-                    "maxOverage": ev.maxOverage.to_string(), "paidThrough": ev.paidThrough,
-                }),
-            ),
+            notify(Subject::Subscription(ev.id), "subscription.created", data),
         ];
     }
     if let Ok(ev) = S::SubscriptionResumed::decode_log(log) {

@@ -52,6 +52,15 @@ pub(crate) enum MeteringError {
     Store(#[from] StoreError),
 }
 
+impl From<MeteringError> for crate::error::Error {
+    fn from(e: MeteringError) -> Self {
+        match e {
+            MeteringError::Chain(e) => Self::Chain(e),
+            MeteringError::Store(e) => Self::Store(e),
+        }
+    }
+}
+
 impl Facilitator {
     /// The keeper's metering pass over one network: sends pending charges again (after a crash
     /// or a slow confirmation), then bills every cycle due a batch.

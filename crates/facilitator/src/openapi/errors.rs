@@ -33,7 +33,8 @@ pub(super) const ERRORS: &[(u16, &str, &str, &[&str])] = &[
         401,
         "Unauthorized",
         "A missing, unknown or revoked API key (`Authorization: Bearer <key>`), or a \
-         registration whose signature or challenge does not check out.",
+         registration whose signature or challenge does not check out, or a subscriptions \
+         listing not signed by its subscriber.",
         &["Unauthorized"],
     ),
     (

@@ -45,6 +45,9 @@ pub const PATHS: &[&str] = &[
     "/subscriptions/{id}",
     "/subscriptions/{id}/usage",
     "/subscriptions/{id}/allowance",
+    "/subscriptions/{id}/pause",
+    "/subscriptions/{id}/resume",
+    "/subscriptions/{id}/cancel",
     "/webhooks/endpoints",
     "/webhooks/endpoints/{id}",
     "/webhooks/endpoints/{id}/rotate",
@@ -162,7 +165,8 @@ const TAGS: &[(&str, &str)] = &[
     ),
     (
         "subscriptions",
-        "Gasless subscriptions (subscribeWithSig), their metered usage and overage allowance.",
+        "Gasless subscriptions (subscribeWithSig), the subscriber's gasless pause, resume, cancel \
+         and listing, metered usage and the overage allowance.",
     ),
     ("x402", "The x402 V1 facilitator API."),
     (

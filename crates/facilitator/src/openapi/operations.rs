@@ -12,8 +12,9 @@ use tollgate_protocol::{
             ChallengeRequest, ChallengeResponse, RegisterRequest, RegisterResponse, RevokeResponse,
         },
         subscriptions::{
-            AllowanceUsage, DeductRequest, QuoteQuery, RaiseAllowanceRequest, SubscribeRequest,
-            SubscriptionQuote, SubscriptionView,
+            ActionRequest, AllowanceUsage, DeductRequest, ListSubscriptionsQuery, QuoteQuery,
+            RaiseAllowanceRequest, SubscribeRequest, SubscriberAction, SubscriptionQuote,
+            SubscriptionView,
         },
         webhooks::{CreateEndpoint, Delivery, Endpoint, EventRecord, Page, Rotate, UpdateEndpoint},
         x402::{SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse},
@@ -51,6 +52,11 @@ pub(super) fn operations(d: &mut Doc) {
         .body::<SubscribeRequest>()
         .ok::<SubscriptionView>(200, "The subscription.")
         .errors(&[402, 409, 422, 502, 503, 504]));
+    d.add(Get, "/subscriptions", op("listSubscriptions", "subscriptions", "Every subscription of one subscriber (any state), read from the chain, by id; for that subscriber only.")
+        .description("Authenticated by the subscriber's EIP-191 `personal_sign` signature of the text `Tollgate: list the subscriptions of <subscriber>\\nchain id: <chainId>\\nsubscriptions contract: <contract>\\nvalid until: <deadline>` (addresses checksummed; chain id and contract as `/.well-known/tollgate` publishes them), with `deadline` at most 600 seconds ahead of the chain's clock. Complete also when the facilitator's keeper is off: the ids come from the contract's `SubscriptionCreated` logs.")
+        .query::<ListSubscriptionsQuery>()
+        .ok_list::<SubscriptionView>(200, "The subscriptions.")
+        .errors(&[401, 422, 502, 503]));
     d.add(Get, "/subscriptions/quote", op("subscriptionQuote", "subscriptions", "What a subscriber signs: the plan's terms, its subscription and permit nonces, its allowance and the chain's clock.")
         .query::<QuoteQuery>()
         .ok::<SubscriptionQuote>(200, "The quote.")
@@ -95,6 +101,34 @@ pub(super) fn operations(d: &mut Doc) {
         .body::<RaiseAllowanceRequest>()
         .ok::<SubscriptionView>(200, "The subscription with its new cap.")
         .errors(&[409, 422, 502, 503, 504]));
+    for action in SubscriberAction::ALL {
+        let (path, name, what, more) = match action {
+            SubscriberAction::Pause => (
+                "/subscriptions/{id}/pause",
+                "pauseSubscription",
+                "pauseWithSig (action 1)",
+                "Gates refuse a paused subscription (`SubscriptionNotActive`) and it is not renewed.",
+            ),
+            SubscriberAction::Resume => (
+                "/subscriptions/{id}/resume",
+                "resumeSubscription",
+                "resumeWithSig (action 2)",
+                "When the paid period has ended, a new cycle is billed in the same transaction (402 `InsufficientFunds` when the subscriber cannot pay; nothing is sent).",
+            ),
+            SubscriberAction::Cancel => (
+                "/subscriptions/{id}/cancel",
+                "cancelSubscription",
+                "cancelWithSig (action 3)",
+                "Cancelled is final: a second, differently signed cancel is 409 `SubscriptionNotActive`; subscribe again.",
+            ),
+        };
+        d.add(Post, path, op(name, "subscriptions", &format!("Relay the subscriber's signed {what}: EIP-712 `Action` with value 0 and the subscriber's current nonce; answers after confirmation, gasless for the subscriber."))
+            .description(&format!("Idempotent: the same signed request again, or an action whose target state already holds, answers the subscription as it is without a transaction. Refused without sending: a signature that does not recover to the subscriber (422 `InvalidSignature`), a passed deadline (422 `SignatureExpired`), an action on a cancelled subscription (409 `SubscriptionNotActive`). {more}"))
+            .hash_path("id", "The subscription id.")
+            .body::<ActionRequest>()
+            .ok::<SubscriptionView>(200, "The subscription after the action.")
+            .errors(&[402, 404, 409, 422, 502, 503]));
+    }
 
     let endpoint_id = || string("The endpoint id (`we_…`).");
     d.add(
@@ -196,7 +230,7 @@ pub(super) fn operations(d: &mut Doc) {
         .errors(&[503]));
 
     d.add(Get, "/analytics", op("analytics", "analytics", "The provider's report over `[from, to)`.")
-        .description("Settled volume (total, per bucket, top resources, networks and payers), subscriptions (by state, lifecycle counts, recurring revenue per 30 days, per plan), metered usage, webhook delivery health and the latest payments. Volume comes from hourly rollups (payers: daily). Amounts are decimal strings in the token's smallest unit.")
+        .description("Revenue by kind (gross = one-time + subscription first cycles + renewals + overage, per bucket and in total, failures apart), settled one-time volume (total, per bucket, top resources, networks and payers), subscriptions (by state, lifecycle counts, recurring revenue per 30 days, per plan), metered usage, webhook delivery health and the latest payments. Volume comes from hourly rollups (payers: daily). Amounts are decimal strings in the token's smallest unit.")
         .secured()
         .query::<ReportParams>()
         .ok::<Report>(200, "The report.")

@@ -1,4 +1,6 @@
-//! `GET /analytics` through the real pieces: settled volume from payments made over `/authorize`
+//! `GET /analytics` through the real pieces: revenue by kind (one-time payments, subscriptions'
+//! first cycles, renewals and overage charges, against the chain's token movements), settled
+//! volume from payments made over `/authorize`
 //! and x402 `/settle` (per resource, payer, network and time bucket, net of the router's fee, each
 //! payment once), subscription counts and recurring revenue after the keeper indexes a plan
 //! published through the facilitator, metered usage from `/subscriptions/{id}/usage`, webhook
@@ -486,6 +488,223 @@ async fn subscriptions_and_metered_usage() {
         (&v["subscriptions"]["new"], &v["metered"]["deductions"]),
         (&json!(0), &json!(0))
     );
+}
+
+/// A one-time payment beside the subscription, and the overage metered in its first cycle.
+const ONE_TIME: u64 = 250_000;
+const OVERAGE: u64 = 60_000;
+/// Where the subscriber's tokens go when its renewal is made to fail.
+const ELSEWHERE: usize = 5;
+
+/// The amount of a kind in a [`RevenueView`](analytics::RevenueView) as JSON.
+fn kind(v: &Value, kind: &str) -> u64 {
+    units(&v[kind])
+}
+
+/// Issue 15: `/analytics` counts every payment the chain confirmed, by kind (a one-time payment,
+/// a subscription's first cycle, a renewal after time travel, an overage charge), each once, to
+/// the plan's owner only; the subscription kinds add up to what reached the plan's payee on
+/// chain; a failed renewal is shown as a failure, never as revenue.
+async fn revenue_by_kind(h: &Harness) {
+    let f = &h.facilitator;
+    let d = h.fixture.deployment;
+    let key = key_for(h, PROVIDER).await;
+    let provider = h.account(PROVIDER).address;
+
+    let sp = h
+        .signed_payment(1, provider, ONE_TIME, B256::repeat_byte(0x7a))
+        .await;
+    let (s, v) = h.post("/authorize", &json!({ "signedPayment": sp })).await;
+    assert_eq!((s, v["status"].as_str()), (200, Some("confirmed")), "{v}");
+
+    let (s, plan) = call(
+        h,
+        "POST",
+        "/plans",
+        Some(&key),
+        Some(json!({
+            "network": NETWORK, "amount": PLAN_AMOUNT.to_string(), "interval": WEEK,
+            "idempotencyKey": "revenue"
+        })),
+    )
+    .await;
+    assert_eq!(s, 201, "{plan}");
+    let plan_id: B256 = plan["planId"].as_str().unwrap().parse().unwrap();
+    let payee: Address = plan["payTo"].as_str().unwrap().parse().unwrap();
+    let before = h.token_balance(payee).await;
+
+    // First cycle: paid by `subscribe`.
+    let approve = Token::approveCall {
+        spender: d.subscriptions,
+        value: U256::MAX,
+    };
+    send(h, SUBSCRIBER, d.token, approve.abi_encode()).await;
+    let subscribe = Subscriptions::subscribeCall {
+        planId: plan_id,
+        maxOverage: U256::from(CAP),
+    };
+    let receipt = send(h, SUBSCRIBER, d.subscriptions, subscribe.abi_encode()).await;
+    let id = receipt
+        .logs
+        .iter()
+        .find_map(|l| Subscriptions::SubscriptionCreated::decode_log(l).ok())
+        .expect("SubscriptionCreated")
+        .id;
+    f.run_keeper_once().await;
+    let r = &report(h, &key, "").await["revenue"];
+    assert_eq!(
+        kind(&r["total"], "subscriptionFirstCycle"),
+        PLAN_AMOUNT,
+        "{r}"
+    );
+
+    // Overage: metered, charged on-chain by the keeper, booked when its log is indexed.
+    let (s, v) = call(
+        h,
+        "POST",
+        &format!("/subscriptions/{id}/usage"),
+        Some(&key),
+        Some(json!({ "amount": OVERAGE.to_string() })),
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let run = f.run_keeper_once().await;
+    assert_eq!(run.overage.charged, 1, "{run:?}");
+
+    // A renewal, a week later.
+    h.fixture.chain.advance_time(WEEK).await.unwrap();
+    let run = f.run_keeper_once().await;
+    assert_eq!((run.renewed, run.errors), (1, 0), "{run:?}");
+    f.run_keeper_once().await;
+    let after = h.token_balance(payee).await;
+
+    // The next renewal fails (the subscriber's tokens are gone): a failure, not revenue.
+    let held = h.token_balance(h.account(SUBSCRIBER).address).await;
+    let away = Token::transferCall {
+        to: h.account(ELSEWHERE).address,
+        value: held,
+    };
+    send(h, SUBSCRIBER, d.token, away.abi_encode()).await;
+    h.fixture.chain.advance_time(WEEK).await.unwrap();
+    let run = f.run_keeper_once().await;
+    assert_eq!((run.failed, run.errors), (1, 0), "{run:?}");
+    f.run_keeper_once().await;
+    assert_eq!(
+        h.token_balance(payee).await,
+        after,
+        "a failed renewal pays nothing"
+    );
+
+    let v = report(h, &key, "").await;
+    let r = &v["revenue"];
+    let total = &r["total"];
+    assert_eq!(
+        total,
+        &json!({
+            "gross": (ONE_TIME + 2 * PLAN_AMOUNT + OVERAGE).to_string(),
+            "oneTime": ONE_TIME.to_string(),
+            "subscriptionFirstCycle": PLAN_AMOUNT.to_string(),
+            "renewal": PLAN_AMOUNT.to_string(),
+            "overage": OVERAGE.to_string(),
+        }),
+        "{r}"
+    );
+    // The subscription kinds are exactly what moved to the plan's payee on chain.
+    let moved = after - before;
+    assert_eq!(
+        U256::from(
+            kind(total, "subscriptionFirstCycle") + kind(total, "renewal") + kind(total, "overage")
+        ),
+        moved
+    );
+    // One-time revenue is the settled volume; the other sections keep their figures.
+    assert_eq!(total["oneTime"], v["volume"]["total"]["gross"]);
+    assert_eq!(v["metered"]["charged"], OVERAGE.to_string());
+    assert_eq!(v["subscriptions"]["renewed"], 1);
+    assert_eq!(
+        r["failed"],
+        json!({ "payments": 0, "renewals": 1, "overage": "0" }),
+        "{r}"
+    );
+    // Every bucket adds up, and the buckets add up to the total.
+    let series = r["series"].as_array().unwrap();
+    assert_eq!(
+        series.len(),
+        v["volume"]["series"].as_array().unwrap().len()
+    );
+    for k in [
+        "gross",
+        "oneTime",
+        "subscriptionFirstCycle",
+        "renewal",
+        "overage",
+    ] {
+        assert_eq!(
+            series.iter().map(|p| kind(p, k)).sum::<u64>(),
+            kind(total, k),
+            "{k}"
+        );
+    }
+    for p in series {
+        assert_eq!(
+            kind(p, "gross"),
+            ["oneTime", "subscriptionFirstCycle", "renewal", "overage"]
+                .iter()
+                .map(|k| kind(p, k))
+                .sum::<u64>(),
+            "{p}"
+        );
+    }
+
+    // Each fact once: more keeper runs, and an event recorded again under its id, book nothing.
+    f.run_keeper_once().await;
+    let (s, events) = call(h, "GET", "/events", Some(&key), None).await;
+    assert_eq!(s, 200);
+    let renewed = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["type"] == "subscription.renewed")
+        .expect("subscription.renewed")
+        .clone();
+    let again = NewEvent {
+        id: renewed["id"].as_str().unwrap().to_owned(),
+        provider,
+        r#type: "subscription.renewed".into(),
+        data: renewed["data"].to_string(),
+        created_at: unix_now(),
+    };
+    assert!(!f.store().record_event(&again).await.unwrap());
+    assert_eq!(&report(h, &key, "").await["revenue"]["total"], total);
+
+    // None of it is another provider's.
+    let other = key_for(h, OTHER).await;
+    let r = &report(h, &other, "").await["revenue"];
+    assert_eq!(r["total"]["gross"], "0", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revenue_counts_first_cycles_renewals_and_overage() {
+    let h = Harness::with(Backend::Devnet, |s: &mut Settings| {
+        s.overage_batch_interval = Duration::ZERO;
+    })
+    .await;
+    revenue_by_kind(&h).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revenue_counts_first_cycles_renewals_and_overage_on_postgres() {
+    let Some((h, schema)) = Harness::on_postgres_with(Backend::Devnet, |s: &mut Settings| {
+        s.overage_batch_interval = Duration::ZERO;
+    })
+    .await
+    else {
+        eprintln!("TOLLGATE_TEST_DATABASE_URL unset: skipped");
+        return;
+    };
+    revenue_by_kind(&h).await;
+    drop(h);
+    schema.drop_schema().await;
 }
 
 /// A receiver on loopback answering every delivery with `status`; counts the requests.

@@ -8,6 +8,7 @@ mod config;
 mod edges;
 mod http_errors;
 mod keeper;
+mod lifecycle;
 mod metering;
 mod metrics_names;
 mod properties;

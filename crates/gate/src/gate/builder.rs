@@ -7,7 +7,11 @@ use std::{
 };
 
 use alloy::primitives::{Address, B256};
-use tollgate_chain::Chain;
+use tollgate_chain::{
+    Chain, Wallet,
+    rpc::{RpcChain, RpcOptions},
+};
+use tollgate_client::FacilitatorClient;
 use tollgate_protocol::PlanTerms;
 
 use super::{Gate, Inner};
@@ -48,6 +52,8 @@ pub struct GateBuilder {
     store_url: Option<String>,
     chain: Option<Arc<dyn Chain>>,
     plans: Vec<PlanTerms>,
+    plan_ids: Vec<B256>,
+    rpc_url: Option<String>,
     subscriptions: Option<(Arc<dyn Chain>, Address)>,
     subscription_cache_ttl: Duration,
     subscription_poll_interval: Duration,
@@ -87,6 +93,8 @@ impl Gate {
             store_url: None,
             chain: None,
             plans: Vec::new(),
+            plan_ids: Vec::new(),
+            rpc_url: None,
             subscriptions: None,
             subscription_cache_ttl: DEFAULT_SUBSCRIPTION_CACHE_TTL,
             subscription_poll_interval: DEFAULT_SUBSCRIPTION_POLL_INTERVAL,
@@ -190,19 +198,42 @@ impl GateBuilder {
         self
     }
 
-    /// The terms of a plan that [`Pricing::Subscription`](crate::Pricing::Subscription) entries refer to (until plans are
-    /// fetched from the facilitator).
-    pub fn plan(mut self, terms: PlanTerms) -> Self {
+    /// Sells by subscription to the plan `plan_id` ([`Pricing::Subscription`](crate::Pricing::Subscription)
+    /// entries refer to it). [`build`](Self::build) loads its terms from the facilitator
+    /// (`GET /plans/{id}`) and, unless [`subscriptions`](Self::subscriptions) is given, sets up
+    /// the subscription check from the facilitator's discovery: the network's subscriptions
+    /// contract, read over [`rpc_url`](Self::rpc_url) or the `rpcUrl` the facilitator publishes.
+    /// An unknown plan ([`BuildError::UnknownPlan`]), a deprecated one
+    /// ([`BuildError::PlanDeprecated`]) or no chain to read ([`BuildError::NoRpc`]) fail the
+    /// build.
+    pub fn plan(mut self, plan_id: B256) -> Self {
+        self.plan_ids.push(plan_id);
+        self
+    }
+
+    /// The terms of a plan, given by hand, for a gate that does not ask the facilitator (offline
+    /// use: pair it with [`subscriptions`](Self::subscriptions)). [`plan`](Self::plan) loads
+    /// them instead.
+    pub fn plan_terms(mut self, terms: PlanTerms) -> Self {
         self.plans.push(terms);
         self
     }
 
+    /// The chain's JSON-RPC endpoint (`http(s)://`) that [`plan`](Self::plan) checks
+    /// subscriptions on, instead of the `rpcUrl` the facilitator publishes. The URL may carry
+    /// credentials: only its scheme, host and port are ever logged.
+    pub fn rpc_url(mut self, url: impl Into<String>) -> Self {
+        self.rpc_url = Some(url.into());
+        self
+    }
+
     /// Checks `X-Service-Sub` subscriptions on `chain`, against the `Subscriptions` contract at
-    /// `contract`. Required when any route is priced with [`Pricing::Subscription`](crate::Pricing::Subscription): without it,
-    /// a request carrying `X-Service-Sub` gets a 500 (`SubscriptionsNotConfigured`) and
-    /// [`Gate::payment_gate`] logs an error when it is built. Building the gate then starts a
-    /// background watcher of the contract's events (on the current tokio runtime), stopped when
-    /// the last clone of the gate is dropped.
+    /// `contract` (the offline path; [`plan`](Self::plan) finds both through the facilitator).
+    /// Without either, a request carrying `X-Service-Sub` on a route priced with
+    /// [`Pricing::Subscription`](crate::Pricing::Subscription) gets a 500
+    /// (`SubscriptionsNotConfigured`) and [`Gate::payment_gate`] logs an error when it is built.
+    /// Building the gate then starts a background watcher of the contract's events (on the
+    /// current tokio runtime), stopped when the last clone of the gate is dropped.
     pub fn subscriptions(mut self, chain: Arc<dyn Chain>, contract: Address) -> Self {
         self.subscriptions = Some((chain, contract));
         self
@@ -243,8 +274,10 @@ impl GateBuilder {
     }
 
     /// Builds the gate: checks every setting, builds the facilitator HTTP client and opens the
-    /// memo store. Does not contact the facilitator (signers are fetched on the first proof).
-    pub async fn build(self) -> Result<Gate, BuildError> {
+    /// memo store. With [`plan`](Self::plan), also loads the plans and the network from the
+    /// facilitator and connects to the chain; otherwise does not contact the facilitator
+    /// (signers are fetched on the first proof).
+    pub async fn build(mut self) -> Result<Gate, BuildError> {
         let network = self.network.ok_or(BuildError::Missing("network"))?;
         if network.is_empty() {
             return Err(BuildError::Invalid {
@@ -286,6 +319,21 @@ impl GateBuilder {
             self.signers_ttl,
             self.signers_min_refresh,
         )?;
+        if !self.plan_ids.is_empty() {
+            let found = load_plans(
+                &facilitator,
+                &network,
+                token,
+                &self.plan_ids,
+                self.rpc_url,
+                self.subscriptions.is_none(),
+            )
+            .await?;
+            self.plans.extend(found.plans);
+            if found.subscriptions.is_some() {
+                self.subscriptions = found.subscriptions;
+            }
+        }
         let store = match (self.store, self.store_url) {
             (Some(s), _) => s,
             (None, Some(url)) => store::open(&url).await?,
@@ -344,6 +392,102 @@ impl GateBuilder {
             }),
         })
     }
+}
+
+/// What [`GateBuilder::plan`] found through the facilitator.
+struct Found {
+    plans: Vec<PlanTerms>,
+    subscriptions: Option<(Arc<dyn Chain>, Address)>,
+}
+
+/// [`GateBuilder::plan`]'s part of the build: the terms of each plan id from the facilitator,
+/// and, when `need_chain`, the subscriptions contract and a chain (over `rpc_url`, else the
+/// published `rpcUrl`) from its discovery.
+async fn load_plans(
+    facilitator: &FacilitatorClient,
+    network: &str,
+    token: Address,
+    plan_ids: &[B256],
+    rpc_url: Option<String>,
+    need_chain: bool,
+) -> Result<Found, BuildError> {
+    let discovery = facilitator
+        .fetch_discovery()
+        .await
+        .map_err(BuildError::Facilitator)?;
+    let net = discovery
+        .network(network)
+        .ok_or_else(|| BuildError::Network {
+            facilitator: facilitator.base_url().to_owned(),
+            problem: format!("does not serve network {network:?}"),
+        })?;
+    let mut plans = Vec::with_capacity(plan_ids.len());
+    for &id in plan_ids {
+        let plan = facilitator
+            .plan(id, Some(network))
+            .await
+            .map_err(|e| match e.status() {
+                Some(404) => BuildError::UnknownPlan(id),
+                _ => BuildError::Facilitator(e),
+            })?;
+        if plan.deprecated {
+            return Err(BuildError::PlanDeprecated(id));
+        }
+        if plan.token != token {
+            return Err(BuildError::Invalid {
+                setting: "plan",
+                problem: format!(
+                    "plan {id} is paid in token {}, this gate takes {token}",
+                    plan.token
+                ),
+            });
+        }
+        plans.push(PlanTerms {
+            plan_id: id,
+            amount: plan.amount,
+            interval: plan.interval,
+            token: plan.token,
+        });
+    }
+    if !need_chain {
+        return Ok(Found {
+            plans,
+            subscriptions: None,
+        });
+    }
+    let contract = net.subscriptions.ok_or_else(|| BuildError::Network {
+        facilitator: facilitator.base_url().to_owned(),
+        problem: format!("publishes no subscriptions contract for network {network:?}"),
+    })?;
+    let url = match (rpc_url, &net.rpc_url) {
+        (Some(url), _) => url,
+        (None, Some(url)) => url.clone(),
+        (None, None) => {
+            return Err(BuildError::NoRpc {
+                network: network.to_owned(),
+            });
+        }
+    };
+    // Not quoted in the error: the URL may carry credentials.
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(BuildError::Invalid {
+            setting: "rpc_url",
+            problem: "not an http(s) URL".into(),
+        });
+    }
+    // Reads only: a wallet without keys.
+    let wallet = Wallet::from_keys([]).map_err(BuildError::Chain)?;
+    let options = RpcOptions {
+        chain_id: Some(net.chain_id),
+        ..RpcOptions::default()
+    };
+    let chain = RpcChain::connect(&url, wallet, options)
+        .await
+        .map_err(BuildError::Chain)?;
+    Ok(Found {
+        plans,
+        subscriptions: Some((Arc::new(chain), contract)),
+    })
 }
 
 fn check_base_url(setting: &'static str, url: &str) -> Result<String, BuildError> {

@@ -200,7 +200,7 @@ mod tests {
             .token(Address::repeat_byte(1), "USDC", "2")
             .pay_to(Address::repeat_byte(2))
             .facilitator("http://f.example")
-            .plan(plan.clone())
+            .plan_terms(plan.clone())
             .build()
             .await
             .unwrap();

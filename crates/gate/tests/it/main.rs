@@ -2,6 +2,7 @@
 //! gated by the layer.
 #![allow(unreachable_pub, clippy::print_stderr)]
 
+mod discovery;
 mod metering;
 mod onetime;
 // The PostgreSQL memo store's tests (`--features postgres`; on in workspace runs, where the

@@ -73,7 +73,7 @@ impl World {
         };
         let gate = h
             .gate_builder()
-            .plan(plan.clone())
+            .plan_terms(plan.clone())
             .subscriptions(
                 Arc::clone(&h.fixture.chain),
                 h.fixture.deployment.subscriptions,

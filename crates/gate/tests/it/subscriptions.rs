@@ -205,7 +205,7 @@ impl Setup {
             .subscriptions(Arc::clone(&self.counting) as Arc<dyn Chain>, self.subs())
             .subscription_cache_ttl(Duration::from_secs(60));
         for p in plans {
-            b = b.plan((*p).clone());
+            b = b.plan_terms((*p).clone());
         }
         b.build().await.expect("gate")
     }

@@ -1,6 +1,6 @@
-//! `GET /analytics` (provider API key): a provider's x402 volume, subscriptions, metered usage,
-//! webhook health and latest payments over a time range, bucketed by hour, day or week. Amounts
-//! are decimal strings in the token's smallest unit.
+//! `GET /analytics` (provider API key): a provider's revenue by kind, one-time volume,
+//! subscriptions, metered usage, webhook health and latest payments over a time range, bucketed
+//! by hour, day or week. Amounts are decimal strings in the token's smallest unit.
 
 use alloy::primitives::B256;
 use serde::{Deserialize, Serialize};
@@ -304,6 +304,88 @@ pub struct RecentPayment {
     pub at: u64,
 }
 
+/// Money the chain confirmed, by what paid it (amounts as decimal strings).
+///
+/// `gross` is the sum of the kinds. One-time payments (`/authorize` and x402 `/settle`) are
+/// [`VolumeReport`]'s settled volume; the subscription kinds come from the Subscriptions
+/// contract's logs (`SubscriptionRenewed`, `OverageCharged`) once the facilitator has indexed
+/// them at its confirmation depth. A failed renewal or overage charge is never revenue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RevenueView {
+    /// All of it: `oneTime + subscriptionFirstCycle + renewal + overage`.
+    pub gross: String,
+    /// One-time payments, gross of the facilitator's fee (`volume`'s `gross`).
+    pub one_time: String,
+    /// First cycles of new subscriptions, paid when subscribing.
+    pub subscription_first_cycle: String,
+    /// Later cycles collected by renewals.
+    pub renewal: String,
+    /// Metered overage charged on-chain.
+    pub overage: String,
+}
+
+impl Default for RevenueView {
+    fn default() -> Self {
+        Self {
+            gross: "0".into(),
+            one_time: "0".into(),
+            subscription_first_cycle: "0".into(),
+            renewal: "0".into(),
+            overage: "0".into(),
+        }
+    }
+}
+
+/// One bucket of the revenue series.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RevenuePoint {
+    /// The bucket's start, unix seconds.
+    pub start: u64,
+    /// Its revenue.
+    #[serde(flatten)]
+    pub revenue: RevenueView,
+}
+
+/// What failed to pay in the range (never counted as revenue).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct FailedRevenue {
+    /// One-time payments that failed for good (`volume.failed`).
+    pub payments: u64,
+    /// Renewals that failed on-chain (`subscriptions.renewalFailed`).
+    pub renewals: u64,
+    /// Overage whose charge failed for good (`metered.unpaid`).
+    pub overage: String,
+}
+
+impl Default for FailedRevenue {
+    fn default() -> Self {
+        Self {
+            payments: 0,
+            renewals: 0,
+            overage: "0".into(),
+        }
+    }
+}
+
+/// Revenue by kind: one-time payments, subscription first cycles, renewals and overage.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RevenueReport {
+    /// Over the whole range (the hours it touches, as `volume`).
+    pub total: RevenueView,
+    /// Every bucket of the range, oldest first, empty ones included.
+    pub series: Vec<RevenuePoint>,
+    /// What failed to pay in the range.
+    pub failed: FailedRevenue,
+}
+
 /// `GET /analytics`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
@@ -317,7 +399,10 @@ pub struct Report {
     pub to: u64,
     /// Bucket width.
     pub bucket: Bucket,
-    /// Settled volume.
+    /// Revenue by kind: gross volume, one-time and subscription money together.
+    #[serde(default)]
+    pub revenue: RevenueReport,
+    /// Settled volume of one-time payments (`/authorize` and x402 `/settle`).
     pub volume: VolumeReport,
     /// Subscriptions.
     pub subscriptions: SubscriptionReport,

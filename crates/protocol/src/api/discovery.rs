@@ -55,6 +55,11 @@ pub struct NetworkInfo {
     /// The payment router an `/authorize` authorization pays.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub router: Address,
+    /// A public JSON-RPC endpoint of the chain (`http(s)://`, no credentials) that gates may read
+    /// subscriptions from, if the facilitator publishes one. Absent otherwise: the facilitator's
+    /// own node URL is never published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rpc_url: Option<String>,
     /// The subscriptions contract, if the network has one (`null` otherwise).
     #[cfg_attr(feature = "openapi", schema(value_type = Option<crate::openapi::Address>))]
     pub subscriptions: Option<Address>,
@@ -109,6 +114,7 @@ mod tests {
                     "decimals": 6,
                     "fee": "1000",
                     "router": "0x1111111111111111111111111111111111111111",
+                    "rpcUrl": "https://sepolia.base.org",
                     "subscriptions": null,
                     "token": "0x2222222222222222222222222222222222222222",
                     "tokenName": "USDC",
@@ -122,6 +128,10 @@ mod tests {
         let wk: WellKnown = serde_json::from_value(json.clone()).unwrap();
         assert_eq!(serde_json::to_value(&wk).unwrap(), json);
         assert_eq!(wk.network("base-sepolia").unwrap().chain_id, 84532);
+        assert_eq!(
+            wk.network("base-sepolia").unwrap().rpc_url.as_deref(),
+            Some("https://sepolia.base.org")
+        );
         assert!(wk.only_subscription_network().is_none());
         // Written in alphabetical order, as the facilitator always has.
         let text = serde_json::to_string(&wk).unwrap();

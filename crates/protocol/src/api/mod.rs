@@ -17,6 +17,8 @@
 //! | `POST /subscriptions/{id}/usage` | [`subscriptions::DeductRequest`] | [`subscriptions::AllowanceUsage`] |
 //! | `GET /subscriptions/{id}/usage` | [`plans::NetworkQuery`] | [`subscriptions::AllowanceUsage`] |
 //! | `POST /subscriptions/{id}/allowance` | [`subscriptions::RaiseAllowanceRequest`] | [`subscriptions::SubscriptionView`] |
+//! | `POST /subscriptions/{id}/pause`, `/resume`, `/cancel` | [`subscriptions::ActionRequest`] | [`subscriptions::SubscriptionView`] |
+//! | `GET /subscriptions` | [`subscriptions::ListSubscriptionsQuery`] | `[`[`subscriptions::SubscriptionView`]`]` |
 //! | `POST /providers/challenge` | [`providers::ChallengeRequest`] | [`providers::ChallengeResponse`] |
 //! | `POST /providers/register` | [`providers::RegisterRequest`] | 201 [`providers::RegisterResponse`] |
 //! | `POST /providers/keys/revoke` | | [`providers::RevokeResponse`] |

@@ -3,22 +3,25 @@
 //!
 //! Settled volume is kept twice, in the transaction that confirms the settlement: per payee,
 //! hour, network and resource (`volume_rollups`), and per payee, UTC day and payer
-//! (`payer_rollups`: payers are many, a day keeps it small). A report over a range reads those
-//! rows, never the settlements themselves, so its cost grows with hours and resources, not with
-//! payments. Subscription, allowance and failure counts come from the event outbox (indexed by
-//! provider, type and time), metered usage from the usage ledger, subscription states from the
-//! keeper's index joined to the plans the provider published.
+//! (`payer_rollups`: payers are many, a day keeps it small). Subscription money (first cycles,
+//! renewals, overage charges) is kept per provider, hour, network and [`RevenueKind`]
+//! (`revenue_rollups`), booked in the transaction that records its chain event into the outbox,
+//! once per event id. A report over a range reads those rows, never the settlements or events
+//! themselves, so its cost grows with hours and resources, not with payments. Subscription,
+//! allowance and failure counts come from the event outbox (indexed by provider, type and time),
+//! metered usage from the usage ledger, subscription states from the keeper's index joined to the
+//! plans the provider published.
 //!
 //! Types and decoding here; the statements (written once: both databases take them) and the
 //! operations in `sql`.
 
 use alloy::primitives::{Address, B256};
 
-use crate::{Settlement, StoreError, StoreResult, codec};
+use crate::{Settlement, StoreError, StoreResult, codec, webhooks::NewEvent};
 
 mod sql;
 
-pub(crate) use sql::{read, write_rollup};
+pub(crate) use sql::{book_revenue, read, write_rollup};
 
 /// The largest amount a rollup holds (sums saturate there).
 pub const ROLLUP_MAX: u64 = i64::MAX as u64;
@@ -41,6 +44,58 @@ impl Volume {
         self.gross = self.gross.saturating_add(other.gross);
         self.fees = self.fees.saturating_add(other.fees);
     }
+}
+
+/// What paid for a subscription's revenue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RevenueKind {
+    /// The first cycle, paid when subscribing (`subscription.created`).
+    FirstCycle,
+    /// A later cycle collected by a renewal (`subscription.renewed`).
+    Renewal,
+    /// Metered overage charged on-chain (`allowance.charged`).
+    Overage,
+}
+
+crate::codec::stored_names!(RevenueKind, "revenue kind", {
+    FirstCycle => "first_cycle",
+    Renewal => "renewal",
+    Overage => "overage",
+});
+
+impl RevenueKind {
+    /// The revenue an event records, if it is one of the kinds: its kind, network and amount
+    /// (saturated at `u128::MAX`). `None` for other events, and for one whose data lacks a
+    /// network or a decimal `amount` (a `subscription.created` recorded before first cycles
+    /// carried theirs).
+    pub(crate) fn of_event(e: &NewEvent) -> Option<(Self, String, u128)> {
+        let kind = match e.r#type.as_str() {
+            "subscription.created" => Self::FirstCycle,
+            "subscription.renewed" => Self::Renewal,
+            "allowance.charged" => Self::Overage,
+            _ => return None,
+        };
+        let data: serde_json::Value = serde_json::from_str(&e.data).ok()?;
+        let network = data.get("network")?.as_str()?.to_owned();
+        let amount = data.get("amount")?.as_str()?;
+        if amount.is_empty() || !amount.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some((kind, network, amount.parse().unwrap_or(u128::MAX)))
+    }
+}
+
+/// Subscription revenue of one bucket and kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RevenueRow {
+    /// The bucket's start.
+    pub start: u64,
+    /// What paid it.
+    pub kind: RevenueKind,
+    /// Payments.
+    pub payments: u64,
+    /// Their amount, in the token's smallest unit.
+    pub gross: u128,
 }
 
 /// What a report covers: a payee (the provider), a time range and how to bucket it.
@@ -132,6 +187,9 @@ pub struct AnalyticsData {
     pub charged: u128,
     /// See `charged`.
     pub unpaid: u128,
+    /// Subscription revenue per bucket start and kind (absent when none), over the whole hours
+    /// the range touches.
+    pub revenue: Vec<RevenueRow>,
     /// The provider's webhook endpoints.
     pub endpoints: Vec<EndpointHealth>,
     /// The provider's latest payments (any status), newest first.
@@ -163,6 +221,7 @@ pub(crate) struct Raw {
     pub(crate) events: Vec<(i64, String, i64)>,
     pub(crate) metered: Vec<(i64, i64, String, String)>,
     pub(crate) charges: Vec<(String, String, String)>,
+    pub(crate) revenue: Vec<(i64, String, i64, String, String)>,
     #[allow(clippy::type_complexity)]
     pub(crate) endpoints: Vec<(String, String, i64, Option<String>, i64, i64, i64, i64)>,
     pub(crate) recent: Vec<codec::SettlementRow>,
@@ -273,6 +332,18 @@ pub(crate) fn assemble(raw: Raw) -> StoreResult<AnalyticsData> {
             .collect::<StoreResult<_>>()?,
         charged,
         unpaid,
+        revenue: raw
+            .revenue
+            .into_iter()
+            .map(|(t, kind, n, hi, lo)| {
+                Ok(RevenueRow {
+                    start: count("bucket", t)?,
+                    kind: RevenueKind::parse(&kind)?,
+                    payments: count("payments", n)?,
+                    gross: split_sum("revenue", &hi, &lo)?,
+                })
+            })
+            .collect::<StoreResult<_>>()?,
         endpoints: raw
             .endpoints
             .into_iter()
@@ -329,6 +400,53 @@ mod tests {
             split_sum("x", &hi.to_string(), &lo.to_string()).unwrap(),
             3 * max
         );
+    }
+
+    #[test]
+    fn revenue_is_read_from_its_events_only() {
+        let event = |kind: &str, data: &str| NewEvent {
+            id: "evt".into(),
+            provider: Address::ZERO,
+            r#type: kind.into(),
+            data: data.into(),
+            created_at: 0,
+        };
+        let paid = r#"{"network":"devnet","amount":"700000"}"#;
+        assert_eq!(
+            RevenueKind::of_event(&event("subscription.created", paid)),
+            Some((RevenueKind::FirstCycle, "devnet".into(), 700_000))
+        );
+        assert_eq!(
+            RevenueKind::of_event(&event("subscription.renewed", paid)).map(|r| r.0),
+            Some(RevenueKind::Renewal)
+        );
+        assert_eq!(
+            RevenueKind::of_event(&event("allowance.charged", paid)).map(|r| r.0),
+            Some(RevenueKind::Overage)
+        );
+        let huge = format!(r#"{{"network":"devnet","amount":"{}0"}}"#, u128::MAX);
+        assert_eq!(
+            RevenueKind::of_event(&event("allowance.charged", &huge)).map(|r| r.2),
+            Some(u128::MAX)
+        );
+        for (kind, data) in [
+            ("payment.settled", paid),
+            ("subscription.renewal_failed", paid),
+            ("subscription.created", r#"{"network":"devnet"}"#),
+            ("subscription.renewed", r#"{"amount":"1"}"#),
+            (
+                "subscription.renewed",
+                r#"{"network":"devnet","amount":"-1"}"#,
+            ),
+            ("subscription.renewed", r#"{"network":"devnet","amount":1}"#),
+            ("subscription.renewed", "not json"),
+        ] {
+            assert_eq!(
+                RevenueKind::of_event(&event(kind, data)),
+                None,
+                "{kind} {data}"
+            );
+        }
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! The analytics statements, written once for both databases, and the operations on them.
 
-use super::{AnalyticsData, AnalyticsQuery, Raw, assemble};
+use super::{AnalyticsData, AnalyticsQuery, Raw, RevenueKind, assemble};
 use crate::{
     Settlement, StoreResult,
     codec::{self, SettlementRow, settlement_columns},
     conn::{Conn, args},
+    webhooks::NewEvent,
 };
 
 /// `x = x + v`, saturating at [`ROLLUP_MAX`](super::ROLLUP_MAX) (both dialects; never evaluates an overflow).
@@ -85,12 +86,30 @@ const ROLLUP_PAYER: &str = concat!(
     saturating_add!("payer_rollups", "fees")
 );
 
+/// (provider, hour, network, kind, gross): one subscription payment into the hourly revenue
+/// rollup.
+const ROLLUP_REVENUE: &str = concat!(
+    "INSERT INTO revenue_rollups (provider, hour, network, kind, payments, gross) \
+     VALUES ($1, $2, $3, $4, 1, $5) \
+     ON CONFLICT (provider, hour, network, kind) DO UPDATE SET \
+     payments = revenue_rollups.payments + 1, ",
+    saturating_add!("revenue_rollups", "gross")
+);
+
 /// (provider, from hour, to, offset, bucket) → (start, payments, gross, fees).
 const SERIES: &str = concat!(
     "SELECT ((hour - $4) / $5) * $5 + $4 AS t, ",
     volume_sums!(),
     " FROM volume_rollups WHERE pay_to = $1 AND hour >= $2 AND hour < $3 \
      GROUP BY t ORDER BY t"
+);
+
+/// (provider, from hour, to, offset, bucket) → (start, kind, payments, gross).
+const REVENUE: &str = concat!(
+    "SELECT ((hour - $4) / $5) * $5 + $4 AS t, kind, CAST(SUM(payments) AS BIGINT), ",
+    split_sum!("gross"),
+    " FROM revenue_rollups WHERE provider = $1 AND hour >= $2 AND hour < $3 \
+     GROUP BY t, kind ORDER BY t, kind"
 );
 
 // Ranked by the sum as a float (`* 1.0`): exact enough to order by, and unlike an integer
@@ -196,6 +215,29 @@ pub(crate) async fn write_rollup(c: &mut impl Conn, s: &Settlement) -> StoreResu
     Ok(())
 }
 
+/// Books the subscription money an event just recorded (its first insert, inside the caller's
+/// transaction) into the revenue rollup at the event's time: a first cycle, a renewal or an
+/// overage charge, with the `amount` and `network` of its data. Any other event books nothing.
+pub(crate) async fn book_revenue(c: &mut impl Conn, e: &NewEvent) -> StoreResult<()> {
+    let Some((kind, network, amount)) = RevenueKind::of_event(e) else {
+        return Ok(());
+    };
+    let at = codec::int("created_at", e.created_at)?;
+    let gross = i64::try_from(amount).unwrap_or(i64::MAX);
+    c.execute(
+        ROLLUP_REVENUE,
+        args![
+            &codec::address(&e.provider),
+            at - at % 3600,
+            &network,
+            kind.as_str(),
+            gross
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
 /// [`crate::Store::analytics`]: a report's reads, one after the other on `c`.
 pub(crate) async fn read(c: &mut impl Conn, q: &AnalyticsQuery) -> StoreResult<AnalyticsData> {
     let provider = codec::address(&q.provider);
@@ -228,6 +270,9 @@ pub(crate) async fn read(c: &mut impl Conn, q: &AnalyticsQuery) -> StoreResult<A
             .fetch_all(METERED, args![&provider, from, to, offset, bucket])
             .await?,
         charges: c.fetch_all(CHARGES, args![&provider, from, to]).await?,
+        revenue: c
+            .fetch_all(REVENUE, args![&provider, from_hour, to, offset, bucket])
+            .await?,
         endpoints: c.fetch_all(ENDPOINTS, args![&provider, from, to]).await?,
         recent: c
             .fetch_all::<SettlementRow>(RECENT, args![&provider, i64::from(q.recent)])

@@ -162,8 +162,9 @@ const SELECT_EVENTS: &str = concat!(
     " FROM events WHERE provider = $1 AND seq > $2 ORDER BY seq LIMIT $3"
 );
 
-/// Records `e` and a pending delivery per matching endpoint, inside the caller's transaction;
-/// whether it was new.
+/// Records `e`, a pending delivery per matching endpoint and the subscription revenue it
+/// carries (first cycle, renewal, overage: [`crate::analytics`]), inside the caller's
+/// transaction; whether it was new (a repeat records and books nothing).
 pub(crate) async fn emit<C: Conn>(c: &mut C, e: &NewEvent) -> StoreResult<bool> {
     let at = codec::int("created_at", e.created_at)?;
     let provider = codec::address(&e.provider);
@@ -178,6 +179,8 @@ pub(crate) async fn emit<C: Conn>(c: &mut C, e: &NewEvent) -> StoreResult<bool> 
     };
     c.execute(FAN_OUT.of(C::DIALECT), args![seq, &provider, &e.r#type, at])
         .await?;
+    // Subscription money is booked with its event: once per event id, in this transaction.
+    crate::analytics::book_revenue(c, e).await?;
     Ok(true)
 }
 

@@ -1,5 +1,6 @@
-//! `GET /dashboard`: the provider's analytics as one server-rendered page — volume over time,
-//! top resources and payers, subscriptions by state, metered usage, recent payments and webhook
+//! `GET /dashboard`: the provider's analytics as one server-rendered page — gross volume (one-time
+//! payments, subscription first cycles, renewals and overage) over time and by kind, top
+//! resources and payers, subscriptions by state, metered usage, recent payments and webhook
 //! delivery health — with the charts drawn as inline SVG. No script, no external asset: the page
 //! works offline and under a `Content-Security-Policy` that forbids both.
 //!

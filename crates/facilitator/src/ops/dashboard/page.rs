@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use alloy::primitives::U256;
 
-use crate::analytics::{Bucket, Report, ReportParams, VolumeView};
+use crate::analytics::{Bucket, Report, ReportParams, RevenueView, VolumeView};
 
 /// Escapes text for HTML content and attribute values.
 fn esc(s: &str) -> String {
@@ -159,6 +159,38 @@ fn ranked_chart(out: &mut String, metric: &str, entries: &[(String, String, &Vol
     out.push_str("</ul>");
 }
 
+/// Revenue by kind as horizontal bars, each kind's share of the gross on it.
+fn kinds_chart(out: &mut String, r: &RevenueView) {
+    let kinds = [
+        ("oneTime", "One-time payments", &r.one_time),
+        (
+            "subscriptionFirstCycle",
+            "Subscriptions: first cycles",
+            &r.subscription_first_cycle,
+        ),
+        ("renewal", "Renewals", &r.renewal),
+        ("overage", "Overage", &r.overage),
+    ];
+    let max = kinds
+        .iter()
+        .map(|(_, _, v)| v.parse::<u128>().unwrap_or(0))
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    out.push_str(r#"<ul class="ranked">"#);
+    for (key, label, v) in kinds {
+        let value = v.parse::<u128>().unwrap_or(0);
+        let pct = 100.0 * value as f64 / max as f64;
+        let _ = write!(
+            out,
+            r#"<li><div class="label"><span>{}</span><span class="num">{}</span></div><svg viewBox="0 0 100 6" preserveAspectRatio="none" class="bar" aria-hidden="true"><rect data-metric="revenue.kind" data-key="{key}" data-value="{value}" x="0" y="0" width="{pct:.2}" height="6"/></svg></li>"#,
+            esc(label),
+            units(v),
+        );
+    }
+    out.push_str("</ul>");
+}
+
 fn card(out: &mut String, metric: &str, label: &str, value: &str, shown: &str) {
     let _ = write!(
         out,
@@ -196,21 +228,29 @@ pub fn render(report: &Report, params: &ReportParams) -> String {
     o.push_str(r#"<form method="post" action="/dashboard/logout"><button type="submit">Log out</button></form></nav></header><main>"#);
 
     // Headline figures.
+    let r = &report.revenue;
     let v = &report.volume;
     let s = &report.subscriptions;
     let m = &report.metered;
     o.push_str(r#"<section class="cards">"#);
     card(
         &mut o,
-        "total.gross",
+        "revenue.total",
         "Gross volume",
+        &r.total.gross,
+        &units(&r.total.gross),
+    );
+    card(
+        &mut o,
+        "total.gross",
+        "One-time payments",
         &v.total.gross,
         &units(&v.total.gross),
     );
     card(
         &mut o,
         "total.net",
-        "Net to you",
+        "One-time, net of fees",
         &v.total.net,
         &units(&v.total.net),
     );
@@ -241,8 +281,21 @@ pub fn render(report: &Report, params: &ReportParams) -> String {
     );
     o.push_str("</section>");
 
-    // Volume over time.
+    // Volume over time: all revenue, then one-time payments alone.
     o.push_str(r#"<section class="panel wide"><h2>Volume over time</h2>"#);
+    let points: Vec<(u64, String)> = r
+        .series
+        .iter()
+        .map(|p| (p.start, p.revenue.gross.clone()))
+        .collect();
+    time_chart(
+        &mut o,
+        "revenue.gross",
+        "Gross volume per bucket",
+        report.bucket,
+        &points,
+    );
+    o.push_str(r#"<h2>One-time payments over time</h2>"#);
     let points: Vec<(u64, String)> = v
         .series
         .iter()
@@ -251,11 +304,22 @@ pub fn render(report: &Report, params: &ReportParams) -> String {
     time_chart(
         &mut o,
         "volume.gross",
-        "Gross volume per bucket",
+        "One-time volume per bucket",
         report.bucket,
         &points,
     );
     o.push_str("</section>");
+
+    // Revenue by kind.
+    o.push_str(r#"<section class="panel"><h2>Revenue by kind</h2>"#);
+    kinds_chart(&mut o, &r.total);
+    let _ = write!(
+        o,
+        r#"<p class="sub">Not revenue: {} failed payments, {} failed renewals, {} overage unpaid.</p></section>"#,
+        r.failed.payments,
+        r.failed.renewals,
+        units(&r.failed.overage),
+    );
 
     // Top resources and payers.
     o.push_str(r#"<section class="panel"><h2>Top resources</h2>"#);
@@ -442,7 +506,7 @@ main{display:grid;grid-template-columns:repeat(auto-fit,minmax(min(100%,26rem),1
 .cards{grid-column:1/-1;display:grid;grid-template-columns:repeat(auto-fit,minmax(9.5rem,1fr));gap:.75rem}\
 .card,.panel{background:var(--panel);border:1px solid var(--line);border-radius:10px;padding:.9rem 1rem;min-width:0}\
 .card .k{color:var(--mut);font-size:.8rem}.card .v{font-size:1.35rem;font-weight:600;font-variant-numeric:tabular-nums;overflow-wrap:anywhere}\
-.wide{grid-column:1/-1}.chart{width:100%;height:180px;display:block}.chart.short{height:auto}.ticks{display:flex;justify-content:space-between;gap:1rem}.ticks,.tick{color:var(--mut);font-size:.75rem}\
+.wide{grid-column:1/-1}.ticks+h2{margin-top:1rem}.chart{width:100%;height:180px;display:block}.chart.short{height:auto}.ticks{display:flex;justify-content:space-between;gap:1rem}.ticks,.tick{color:var(--mut);font-size:.75rem}\
 .chart rect{fill:var(--acc)}.chart rect.paused{fill:var(--warn)}.chart rect.cancelled{fill:var(--bad)}.chart rect.active{fill:var(--ok)}\
 .axis{stroke:var(--line);stroke-width:2;vector-effect:non-scaling-stroke}svg .tick{fill:var(--mut);font-size:14px}\
 .ranked{list-style:none;margin:0;padding:0;display:grid;gap:.55rem}.ranked .label{display:flex;justify-content:space-between;gap:.5rem;font-size:.85rem}\

@@ -9,6 +9,11 @@
 //! intent signs the subscriber's nonce `n`, the subscription's id is
 //! `subscriptionIdFor(planId, subscriber, n)`, and once it is used the same intent recovers with
 //! an earlier nonce, whose subscription is returned as is without broadcasting.
+//!
+//! The subscriber's own calls after that: [`lifecycle`] relays the signed pause, resume and
+//! cancel; [`listing`] lists a subscriber's subscriptions for that subscriber. A subscription's
+//! remaining allowance is the usage ledger's (see [`AllowanceView`]), the same number
+//! `GET /subscriptions/{id}/usage` answers.
 
 use alloy::{
     primitives::{Address, B256, U256},
@@ -28,6 +33,9 @@ use crate::{
     error::{Error, Relayed, Result},
     facilitator::{Facilitator, Network},
 };
+
+mod lifecycle;
+mod listing;
 
 /// How many nonces back a repeated intent is looked for (a subscriber that signed other intents
 /// since is beyond idempotent replay and gets `InvalidSignature`).
@@ -131,9 +139,12 @@ impl Facilitator {
                 format!("no plan {plan_id}"),
             ));
         }
+        // A plan published through `POST /plans` is created by the relayer: its provider is
+        // the owner recorded then, as `GET /plans/{id}` says.
+        let owner = self.store().plan_owner(&net.spec.name, plan_id).await?;
         Ok(PlanView {
             id: plan_id,
-            provider: plan.provider,
+            provider: owner.map_or(plan.provider, |o| o.provider),
             token: plan.token,
             pay_to: plan.payTo,
             amount: Amount(plan.amount),
@@ -151,14 +162,18 @@ impl Facilitator {
     ) -> Result<Option<SubscriptionView>> {
         let chain = net.chain.as_ref();
         let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
-        let status = match sub.state {
-            1 => SubscriptionStatus::Active,
-            2 => SubscriptionStatus::Paused,
-            3 => SubscriptionStatus::Cancelled,
-            _ => return Ok(None),
+        let Some(status) = status(sub.state) else {
+            return Ok(None);
         };
-        let remaining =
-            contracts::read(chain, subs, &Subscriptions::remainingAllowanceCall { id }).await?;
+        // The ledger counts every deduction of the cycle at once; the contract only what has
+        // been charged (in batches). The remaining allowance is the ledger's, as `/usage` says.
+        let ledger = self
+            .store()
+            .allowance_cycle(&net.spec.name, id, sub.cycle)
+            .await?
+            .map_or(U256::ZERO, |row| U256::from(row.used));
+        let used = ledger.max(sub.overageUsed);
+        let remaining = sub.maxOverage.saturating_sub(used);
         Ok(Some(SubscriptionView {
             id,
             status,
@@ -323,6 +338,16 @@ impl Facilitator {
         };
         let logs = net.chain.logs(&filter).await?;
         Ok(logs.first().map(|l| l.tx_hash))
+    }
+}
+
+/// The contract's state code as a status; `None` for 0 (no such subscription).
+fn status(state: u8) -> Option<SubscriptionStatus> {
+    match state {
+        1 => Some(SubscriptionStatus::Active),
+        2 => Some(SubscriptionStatus::Paused),
+        3 => Some(SubscriptionStatus::Cancelled),
+        _ => None,
     }
 }
 

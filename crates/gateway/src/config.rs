@@ -1,0 +1,441 @@
+//! The gateway's configuration: the TOML schema ([`Config`], [`GateConfig`], [`Route`]), its
+//! defaults and its checks. Every error names its key.
+
+use std::{net::SocketAddr, time::Duration};
+
+use alloy::primitives::{Address, B256, U256};
+use serde::Deserialize;
+use tollgate_protocol::Amount;
+
+use crate::{Error, Result, path};
+
+/// The gateway's configuration (TOML; unknown keys are errors).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Where the gateway listens (default `127.0.0.1:8090`).
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Base URL clients reach the gateway at (default `http://` + listen); the 402's `resource`
+    /// URLs are built on it.
+    #[serde(default)]
+    pub public_url: Option<String>,
+    /// The upstream API's base URL.
+    pub upstream: String,
+    /// Timeout for one upstream request (default 30 s).
+    #[serde(default = "default_upstream_timeout")]
+    pub upstream_timeout_secs: u64,
+    /// Paths under no route: refused with 404 (default) or proxied without payment (in their
+    /// canonical form). A case or `;parameter` variant of a route is not "under no route": it is
+    /// refused with 400 `AmbiguousPath` either way.
+    #[serde(default)]
+    pub pass_unmatched: bool,
+    /// `[server]`: slow-client timeouts, header size, connection cap and the per-client rate
+    /// limit (see [`tollgate_server::ServerConfig`]; behind a reverse proxy set
+    /// `client_address = "x-forwarded-for"`).
+    #[serde(default)]
+    pub server: tollgate_server::ServerConfig,
+    /// The payment terms.
+    pub gate: GateConfig,
+    /// Route prefixes and their prices.
+    pub routes: Vec<Route>,
+}
+
+/// `[gate]`: what payments must pay and where they settle.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GateConfig {
+    /// Network name (an x402 V1 name, or one the facilitator serves).
+    pub network: String,
+    /// Token contract.
+    pub token: Address,
+    /// The token's EIP-712 domain name (default "USD Coin").
+    #[serde(default = "default_token_name")]
+    pub token_name: String,
+    /// The token's EIP-712 domain version (default "2").
+    #[serde(default = "default_token_version")]
+    pub token_version: String,
+    /// Who gets paid.
+    pub pay_to: Address,
+    /// The facilitator's base URL.
+    pub facilitator: String,
+    /// The once-only memo set: `sqlite://PATH` (default `.tollgate/gateway-memos.db`) or
+    /// `postgres://…` (shared by several gateway replicas).
+    #[serde(default = "default_memo_store")]
+    pub memo_store: String,
+    /// Name of the environment variable holding the 32-byte memo secret as hex; replicas must
+    /// share it. Unset: a random secret (one replica only; 402 terms die with the process).
+    #[serde(default)]
+    pub memo_secret_env: Option<String>,
+    /// How long 402 terms can be paid, seconds (default 300).
+    #[serde(default = "default_memo_ttl")]
+    pub memo_ttl_secs: u64,
+    /// Name of the environment variable holding the provider's facilitator API key (from
+    /// `tollgate provider register`). Required by `metered` routes, which deduct each request
+    /// from the subscriber's allowance through the facilitator.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// Name of the environment variable holding a JSON-RPC URL of the chain to check
+    /// subscriptions on, overriding the `rpcUrl` the facilitator publishes in its discovery (a
+    /// facilitator operator sets it with `networks.<n>.public_rpc_url`). Only `plan` routes need
+    /// a chain; an environment variable because node URLs often carry credentials.
+    #[serde(default)]
+    pub rpc_url_env: Option<String>,
+    /// The token's decimals, for amounts in token notation (`metered = "0.10"`). Default 6
+    /// (USDC).
+    #[serde(default = "default_token_decimals")]
+    pub token_decimals: u8,
+}
+
+/// One `[[routes]]` entry.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// Path prefix (`/v1/quote` matches `/v1/quote` and `/v1/quote/...`, not `/v1/quotes`; the
+    /// longest matching prefix wins). Written canonically: no `//`, dot segments, `;`, escapes of
+    /// unreserved characters or lower-case hex escapes. Prefixes that differ only in case are
+    /// the same route to a case-folding upstream and are refused; a request spelling a route in
+    /// another case (`/V1/QUOTE`) is refused with 400 (see the crate docs).
+    pub prefix: String,
+    /// One-time price per request, smallest units. With `plan`, the alternative offered to
+    /// non-subscribers.
+    #[serde(default)]
+    pub price: Option<Amount>,
+    /// A subscription plan (`0x` and 64 hex digits) whose subscribers pass with
+    /// `X-Service-Sub`; its terms and the chain are found through the facilitator. Others get a
+    /// 402 offering the plan and, with `price`, the one-time price.
+    #[serde(default)]
+    pub plan: Option<B256>,
+    /// With `plan`: each subscriber request admitted deducts this amount from the
+    /// subscription's overage allowance (402 `AllowanceExhausted` at the cap). Token notation
+    /// with decimals (`"0.10"`, `"1"`) or smallest units (`"units:100000"`). Needs
+    /// `gate.api_key_env`.
+    #[serde(default)]
+    pub metered: Option<String>,
+    /// No payment needed.
+    #[serde(default)]
+    pub free: bool,
+    /// The 402's `description`.
+    #[serde(default)]
+    pub description: String,
+    /// The 402's `mimeType` (default `application/json`).
+    #[serde(default = "default_mime")]
+    pub mime_type: String,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8090))
+}
+fn default_upstream_timeout() -> u64 {
+    30
+}
+fn default_token_name() -> String {
+    "USD Coin".into()
+}
+fn default_token_version() -> String {
+    "2".into()
+}
+fn default_memo_store() -> String {
+    "sqlite://.tollgate/gateway-memos.db".into()
+}
+fn default_memo_ttl() -> u64 {
+    300
+}
+fn default_token_decimals() -> u8 {
+    6
+}
+fn default_mime() -> String {
+    "application/json".into()
+}
+
+impl Route {
+    /// The metered amount in the token's smallest unit, from its notation (see
+    /// [`Route::metered`]).
+    pub fn metered_amount(&self, decimals: u8) -> Result<Option<Amount>, String> {
+        let Some(s) = self.metered.as_deref() else {
+            return Ok(None);
+        };
+        let amount = parse_token_amount(s, decimals)?;
+        if amount == Amount::ZERO {
+            return Err("must be positive".into());
+        }
+        Ok(Some(amount))
+    }
+}
+
+/// An amount in token notation (`"0.10"`, `"1"`: at most `decimals` decimals) or in smallest
+/// units (`"units:100000"`), in smallest units.
+pub(crate) fn parse_token_amount(s: &str, decimals: u8) -> Result<Amount, String> {
+    if let Some(units) = s.strip_prefix("units:") {
+        return units.parse::<Amount>().map_err(|e| e.to_string());
+    }
+    let bad = || {
+        format!(
+            "{s:?} is not an amount: tokens with at most {decimals} decimals (\"0.10\") or \
+             smallest units (\"units:100000\")"
+        )
+    };
+    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > usize::from(decimals) {
+        return Err(bad());
+    }
+    if s.ends_with('.') {
+        return Err(bad());
+    }
+    let scale = U256::from(10u64).pow(U256::from(decimals));
+    let whole = U256::from_str_radix(whole, 10).map_err(|_| bad())?;
+    let frac_units = if frac.is_empty() {
+        U256::ZERO
+    } else {
+        let padded = format!("{frac:0<width$}", width = usize::from(decimals));
+        U256::from_str_radix(&padded, 10).map_err(|_| bad())?
+    };
+    whole
+        .checked_mul(scale)
+        .and_then(|w| w.checked_add(frac_units))
+        .map(Amount)
+        .ok_or_else(bad)
+}
+
+impl Config {
+    /// Parses and checks a config.
+    pub fn from_toml_str(s: &str) -> Result<Self> {
+        let config: Self = toml::from_str(s)?;
+        if !(config.upstream.starts_with("http://") || config.upstream.starts_with("https://")) {
+            return Err(Error::Invalid(format!(
+                "upstream: {:?} is not an http(s) URL",
+                config.upstream
+            )));
+        }
+        config.limits()?;
+        if config.routes.is_empty() {
+            return Err(Error::Invalid(
+                "routes: at least one [[routes]] entry is required".into(),
+            ));
+        }
+        for (i, r) in config.routes.iter().enumerate() {
+            if !r.prefix.starts_with('/') || r.prefix.contains('{') || r.prefix.contains('*') {
+                return Err(Error::Invalid(format!(
+                    "routes[{i}].prefix: {:?} must be a literal path starting with /",
+                    r.prefix
+                )));
+            }
+            let priced = r.price.is_some() || r.plan.is_some();
+            match (priced, r.free) {
+                (true, true) => {
+                    return Err(Error::Invalid(format!(
+                        "routes[{i}]: set price or plan, or free, not both"
+                    )));
+                }
+                (false, false) => {
+                    return Err(Error::Invalid(format!(
+                        "routes[{i}]: set price (smallest units), plan, or free = true"
+                    )));
+                }
+                _ => {}
+            }
+            if r.metered.is_some() {
+                if r.plan.is_none() {
+                    return Err(Error::Invalid(format!(
+                        "routes[{i}].metered: meters subscribers, so it needs plan"
+                    )));
+                }
+                if config.gate.api_key_env.is_none() {
+                    return Err(Error::Invalid(format!(
+                        "gate.api_key_env: required by routes[{i}].metered (the provider's API \
+                         key deducts metered usage through the facilitator)"
+                    )));
+                }
+            }
+            r.metered_amount(config.gate.token_decimals)
+                .map_err(|e| Error::Invalid(format!("routes[{i}].metered: {e}")))?;
+        }
+        config.prefixes()?;
+        Ok(config)
+    }
+
+    /// The routes' prefixes, checked: written canonically, and no two covering the same paths.
+    fn prefixes(&self) -> Result<Vec<path::Prefix>> {
+        let mut prefixes: Vec<path::Prefix> = Vec::with_capacity(self.routes.len());
+        for (i, r) in self.routes.iter().enumerate() {
+            let prefix = path::Prefix::parse(&r.prefix)
+                .map_err(|e| Error::Invalid(format!("routes[{i}].prefix: {e}")))?;
+            if let Some(j) = prefixes.iter().position(|p| p.overlaps(&prefix)) {
+                return Err(Error::Invalid(format!(
+                    "routes[{i}].prefix: {:?} covers the same paths as routes[{j}] (route \
+                     prefixes match regardless of case)",
+                    r.prefix
+                )));
+            }
+            prefixes.push(prefix);
+        }
+        Ok(prefixes)
+    }
+
+    /// The HTTP server's limits from `[server]`, with the request timeout raised to at least
+    /// `upstream_timeout_secs` + 5 s, so that a slow upstream is answered 504, not 408.
+    pub fn limits(&self) -> Result<tollgate_server::Limits> {
+        let mut limits = self
+            .server
+            .limits()
+            .map_err(|e| Error::Invalid(format!("server.{e}")))?;
+        limits.request_timeout = limits.request_timeout.max(Duration::from_secs(
+            self.upstream_timeout_secs.saturating_add(5),
+        ));
+        Ok(limits)
+    }
+
+    /// Each route's prefix with its route, checked.
+    pub(crate) fn routes(&self) -> Result<Vec<(path::Prefix, &Route)>> {
+        Ok(self.prefixes()?.into_iter().zip(&self.routes).collect())
+    }
+
+    /// The distinct plans the routes sell.
+    pub(crate) fn plans(&self) -> Vec<B256> {
+        let mut plans: Vec<B256> = Vec::new();
+        for plan in self.routes.iter().filter_map(|r| r.plan) {
+            if !plans.contains(&plan) {
+                plans.push(plan);
+            }
+        }
+        plans
+    }
+
+    /// Reads and parses a config file.
+    pub fn load(path: &std::path::Path) -> Result<Self> {
+        let s = std::fs::read_to_string(path).map_err(|source| Error::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::from_toml_str(&s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+upstream = "http://127.0.0.1:9000"
+[gate]
+network = "base-sepolia"
+token = "0x036CbD53842c5426634e7929541eC2318f3dCF7e"
+pay_to = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
+facilitator = "http://127.0.0.1:8402"
+[[routes]]
+prefix = "/v1/quote"
+price = "500000"
+[[routes]]
+prefix = "/healthz"
+free = true
+"#;
+
+    #[test]
+    fn parses_and_validates() {
+        let c = Config::from_toml_str(GOOD).unwrap();
+        assert_eq!(c.routes[0].price, Some(Amount::from_units(500_000)));
+        assert!(c.routes[1].free);
+        assert_eq!(c.listen, default_listen());
+        for (bad, needle) in [
+            (GOOD.replace("price = \"500000\"", ""), "routes[0]"),
+            (
+                GOOD.replace("free = true", "free = true\nprice = \"1\""),
+                "not both",
+            ),
+            (GOOD.replace("upstream = ", "nope = 1\nupstream = "), "nope"),
+            (GOOD.replace("http://127.0.0.1:9000", "ftp://x"), "upstream"),
+            (GOOD.replace("\"/v1/quote\"", "\"v1\""), "prefix"),
+            (
+                GOOD.replace("\"/v1/quote\"", "\"/v1//quote\""),
+                "write \"/v1/quote\"",
+            ),
+            (
+                GOOD.replace("\"/healthz\"", "\"/V1/Quote/\""),
+                "routes[1].prefix: \"/V1/Quote/\" covers the same paths as routes[0]",
+            ),
+        ] {
+            let err = Config::from_toml_str(&bad).unwrap_err().to_string();
+            assert!(err.contains(needle), "{err} should mention {needle}");
+        }
+    }
+
+    #[test]
+    fn the_example_config_parses() {
+        Config::from_toml_str(include_str!("../../../examples/gateway.toml")).unwrap();
+    }
+
+    #[test]
+    fn plan_and_metered_routes() {
+        let plan = format!("0x{}", "ab".repeat(32));
+        let with = |route: &str, gate: &str| {
+            GOOD.replace(
+                "facilitator = \"http://127.0.0.1:8402\"",
+                &format!("facilitator = \"http://127.0.0.1:8402\"\n{gate}"),
+            ) + &format!("[[routes]]\nprefix = \"/v1/chat\"\n{route}\n")
+        };
+        let c = Config::from_toml_str(&with(
+            &format!("plan = \"{plan}\"\nprice = \"1000\"\nmetered = \"0.10\""),
+            "api_key_env = \"KEY\"",
+        ))
+        .unwrap();
+        let r = &c.routes[2];
+        assert_eq!(r.plan, Some(B256::repeat_byte(0xab)));
+        assert_eq!(
+            r.metered_amount(6).unwrap(),
+            Some(Amount::from_units(100_000))
+        );
+        assert_eq!(c.plans(), vec![B256::repeat_byte(0xab)]);
+        for (route, gate, needle) in [
+            (
+                format!("plan = \"{plan}\"\nmetered = \"0.1\""),
+                "",
+                "gate.api_key_env: required by routes[2].metered",
+            ),
+            (
+                "metered = \"0.1\"\nprice = \"1\"".to_owned(),
+                "api_key_env = \"K\"",
+                "routes[2].metered: meters subscribers",
+            ),
+            (
+                format!("plan = \"{plan}\"\nmetered = \"0.1234567\""),
+                "api_key_env = \"K\"",
+                "at most 6 decimals",
+            ),
+            (
+                format!("plan = \"{plan}\"\nmetered = \"units:0\""),
+                "api_key_env = \"K\"",
+                "must be positive",
+            ),
+            (format!("plan = \"{plan}\"\nfree = true"), "", "not both"),
+            ("plan = \"0x12\"".to_owned(), "", "plan"),
+        ] {
+            let err = Config::from_toml_str(&with(&route, gate))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{err} should mention {needle}");
+        }
+    }
+
+    #[test]
+    fn token_notation() {
+        let p = |s| parse_token_amount(s, 6);
+        assert_eq!(p("0.10"), Ok(Amount::from_units(100_000)));
+        assert_eq!(p("1"), Ok(Amount::from_units(1_000_000)));
+        assert_eq!(p("1.000001"), Ok(Amount::from_units(1_000_001)));
+        assert_eq!(p("units:42"), Ok(Amount::from_units(42)));
+        for bad in [
+            "",
+            ".5",
+            "1.",
+            "-1",
+            "1e3",
+            "0x10",
+            "1.0000001",
+            "units:1.5",
+            " 1",
+        ] {
+            assert!(p(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -29,8 +29,7 @@ use tollgate_testkit::{
 };
 use tower::ServiceExt as _;
 
-#[path = "common/load.rs"]
-mod load;
+use tollgate_testkit::load;
 
 const PRICE: u64 = 500_000;
 

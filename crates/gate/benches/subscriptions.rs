@@ -37,8 +37,7 @@ use tollgate_protocol::{Amount, PlanTerms};
 use tollgate_testkit::harness::{PgSchema, TestNet};
 use tower::ServiceExt as _;
 
-#[path = "common/load.rs"]
-mod load;
+use tollgate_testkit::load;
 
 const NETWORK: &str = "tollgate-devnet";
 const PLAN_AMOUNT: u64 = 1_000_000;

@@ -34,8 +34,7 @@ use tollgate_testkit::{
     harness::{DEVNET_NETWORK, PAYEE, PAYER, TestNet},
 };
 
-#[path = "common/load.rs"]
-mod load;
+use tollgate_testkit::load;
 
 const PLAN_AMOUNT: u64 = 1_000_000;
 const INTERVAL: u64 = 30 * 24 * 3600;

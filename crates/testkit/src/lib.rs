@@ -21,6 +21,7 @@
 mod anvil;
 #[cfg(feature = "facilitator")]
 pub mod harness;
+pub mod load;
 pub mod signing;
 
 use std::{fmt, sync::Arc};

@@ -1,11 +1,11 @@
-//! A minimal HTTP/1.1 load generator over keep-alive loopback connections (the same as the
-//! gate's benches use): small enough that it measures the server, not itself.
+//! A minimal HTTP/1.1 load generator over keep-alive loopback connections, shared by the gate's
+//! and the gateway's benches: small enough that it measures the server, not itself.
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Sends `request` `count` times on one keep-alive connection, one at a time; returns how many
 /// answers had status `expect`.
-pub(crate) async fn keep_alive(
+pub async fn keep_alive(
     addr: std::net::SocketAddr,
     request: &[u8],
     count: usize,

@@ -11,3 +11,4 @@ mod pay;
 mod secrets;
 mod subscribe;
 mod subscription;
+mod walkthrough;

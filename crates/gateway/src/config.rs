@@ -107,9 +107,10 @@ pub struct Route {
     #[serde(default)]
     pub plan: Option<B256>,
     /// With `plan`: each subscriber request admitted deducts this amount from the
-    /// subscription's overage allowance (402 `AllowanceExhausted` at the cap). Token notation
-    /// with decimals (`"0.10"`, `"1"`) or smallest units (`"units:100000"`). Needs
-    /// `gate.api_key_env`.
+    /// subscription's overage allowance (402 `AllowanceExhausted` at the cap). The CLI's
+    /// notation: tokens with a decimal point (`"0.10"`, `"1.00"`) or smallest units with a
+    /// prefix (`"units:100000"`); a bare integer is refused as ambiguous (`price` beside it is in
+    /// smallest units). Needs `gate.api_key_env`.
     #[serde(default)]
     pub metered: Option<String>,
     /// No payment needed.
@@ -163,8 +164,9 @@ impl Route {
     }
 }
 
-/// An amount in token notation (`"0.10"`, `"1"`: at most `decimals` decimals) or in smallest
-/// units (`"units:100000"`), in smallest units.
+/// An amount in token notation with a decimal point (`"0.10"`, `"1.00"`: at most `decimals`
+/// decimals) or in smallest units (`"units:100000"`), in smallest units. A bare integer is
+/// refused: `"1"` would read as a token here and as a unit in `price`.
 pub(crate) fn parse_token_amount(s: &str, decimals: u8) -> Result<Amount, String> {
     if let Some(units) = s.strip_prefix("units:") {
         return units.parse::<Amount>().map_err(|e| e.to_string());
@@ -175,7 +177,12 @@ pub(crate) fn parse_token_amount(s: &str, decimals: u8) -> Result<Amount, String
              smallest units (\"units:100000\")"
         )
     };
-    let (whole, frac) = s.split_once('.').unwrap_or((s, ""));
+    let Some((whole, frac)) = s.split_once('.') else {
+        return Err(format!(
+            "{s:?} is ambiguous (tokens or units?): write tokens with a decimal point (\"0.10\") \
+             or smallest units with a prefix (\"units:100000\")"
+        ));
+    };
     let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
     if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > usize::from(decimals) {
         return Err(bad());
@@ -421,7 +428,8 @@ free = true
     fn token_notation() {
         let p = |s| parse_token_amount(s, 6);
         assert_eq!(p("0.10"), Ok(Amount::from_units(100_000)));
-        assert_eq!(p("1"), Ok(Amount::from_units(1_000_000)));
+        assert_eq!(p("1.00"), Ok(Amount::from_units(1_000_000)));
+        assert!(p("1").unwrap_err().contains("ambiguous"));
         assert_eq!(p("1.000001"), Ok(Amount::from_units(1_000_001)));
         assert_eq!(p("units:42"), Ok(Amount::from_units(42)));
         for bad in [

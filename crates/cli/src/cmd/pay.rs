@@ -118,6 +118,7 @@ pub(crate) struct Args {
 
 /// Runs `tollgate pay`; the exit code says how it ended.
 pub(crate) async fn run(args: Args) -> ExitCode {
+    let named = named_subscription(&args.headers).map(str::to_owned);
     let (agent, request) = match prepare(args) {
         Ok(v) => v,
         Err(e) => {
@@ -128,7 +129,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     let started = Instant::now();
     match agent.pay(request).await {
         Ok(response) => {
-            summarize(&response, started);
+            summarize(&response, started, named.as_deref());
             let mut out = std::io::stdout().lock();
             if let Err(e) = out.write_all(&response.body).and_then(|()| out.flush()) {
                 report(&format!("error: writing the body: {e}"));
@@ -159,10 +160,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
 
 fn prepare(args: Args) -> anyhow::Result<(Agent, PayRequest)> {
     let signer = read_signer(args.key.as_deref(), args.key_file.as_deref())?;
-    let names_subscription = args.headers.iter().any(|h| {
-        h.split_once(':')
-            .is_some_and(|(name, _)| name.trim().eq_ignore_ascii_case(X_SERVICE_SUB))
-    });
+    let names_subscription = named_subscription(&args.headers).is_some();
     let per_cycle = args.max_per_cycle.unwrap_or(args.max);
     let raise = args.raise_overage_to.unwrap_or(Amount::ZERO);
     let budget = args.budget.unwrap_or_else(|| {
@@ -292,18 +290,34 @@ pub(crate) fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
+/// The subscription id an `-H 'X-Service-Sub: …'` names, if one does.
+fn named_subscription(headers: &[String]) -> Option<&str> {
+    headers.iter().find_map(|h| {
+        let (name, value) = h.split_once(':')?;
+        name.trim()
+            .eq_ignore_ascii_case(X_SERVICE_SUB)
+            .then(|| value.trim())
+    })
+}
+
 /// One line per payment made for the request (every one, an earlier one that did not buy the
 /// response included), the last with the final status.
-fn summarize(response: &PaidResponse, started: Instant) {
+fn summarize(response: &PaidResponse, started: Instant, named: Option<&str>) {
     let elapsed = started.elapsed().as_millis();
     for p in &response.earlier_payments {
         report(&format!("{} (did not buy the response)", paid_line(p)));
     }
     let Some(p) = &response.payment else {
-        report(&format!(
-            "{} (no payment asked) in {elapsed} ms",
-            response.status
-        ));
+        match named {
+            Some(id) if response.status.is_success() => report(&format!(
+                "{} served on subscription {id} in {elapsed} ms",
+                response.status
+            )),
+            _ => report(&format!(
+                "{} (no payment asked) in {elapsed} ms",
+                response.status
+            )),
+        }
         return;
     };
     report(&format!(

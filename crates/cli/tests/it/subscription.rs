@@ -465,6 +465,11 @@ async fn the_lifecycle_is_gasless_from_the_cli() {
         let (code, stdout, stderr) = w.pay(&["-H", &header]).await;
         if code == 0 {
             assert_eq!(stdout, r#"{"report":"ok"}"#);
+            // The summary names what served it, not "no payment asked".
+            assert!(
+                stderr.contains(&format!("served on subscription {id}")),
+                "{stderr}"
+            );
             break;
         }
         assert!(

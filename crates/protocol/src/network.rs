@@ -219,9 +219,108 @@ pub fn same_network(a: &str, b: &str) -> bool {
     a == b || matches!((canonical_name(a), canonical_name(b)), (Some(x), Some(y)) if x == y)
 }
 
+/// The CAIP-2 namespace of EVM chains (`eip155:<chain id>`), which x402 V2 writes in `network`.
+pub const EIP155: &str = "eip155";
+
+/// The CAIP-2 id of an EVM chain: `eip155:84532`. Custom networks (a devnet) have one too
+/// (`eip155:31337`), which is how x402 V2 names them.
+pub fn caip2(chain_id: u64) -> String {
+    format!("{EIP155}:{chain_id}")
+}
+
+/// The CAIP-2 id of a known network name, V1 spelling or alias (`base-sepolia` →
+/// `eip155:84532`); `None` for a name x402 does not know or a non-EVM one.
+pub fn caip2_of(name: &str) -> Option<String> {
+    lookup(name).filter(|n| n.evm).map(|n| caip2(n.chain_id))
+}
+
+/// Why a `network` value names no EVM chain.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetworkError {
+    /// Neither an x402 V1 name nor a CAIP-2 id.
+    #[error(
+        "unknown network {0:?}: expected an x402 V1 name (base, base-sepolia, …) or a CAIP-2 id \
+         (eip155:84532)"
+    )]
+    Unknown(String),
+    /// A CAIP-2 id of a namespace other than `eip155`, or a V1 name of a non-EVM network.
+    #[error("network {0:?} is not an EVM chain (only eip155 networks settle here)")]
+    NotEvm(String),
+    /// `eip155:` with a reference that is no chain id.
+    #[error("network {0:?}: the CAIP-2 reference after \"eip155:\" must be a decimal chain id")]
+    BadChainId(String),
+}
+
+/// The EIP-155 chain id a `network` value names: an x402 V1 name or alias (`base-sepolia`), or a
+/// CAIP-2 id (`eip155:84532`, also for chains x402 does not name, such as a devnet's
+/// `eip155:31337`). Custom V1-style names (`tollgate-devnet`) are configured elsewhere and are
+/// [`NetworkError::Unknown`] here.
+pub fn chain_id_of(network: &str) -> Result<u64, NetworkError> {
+    if let Some((namespace, reference)) = network.split_once(':') {
+        if namespace != EIP155 {
+            return Err(NetworkError::NotEvm(network.to_owned()));
+        }
+        let valid = !reference.is_empty()
+            && reference.len() <= 20
+            && reference.bytes().all(|b| b.is_ascii_digit())
+            && !(reference.len() > 1 && reference.starts_with('0'));
+        return reference
+            .parse()
+            .ok()
+            .filter(|id| valid && *id > 0)
+            .ok_or_else(|| NetworkError::BadChainId(network.to_owned()));
+    }
+    match lookup(network) {
+        Some(n) if n.evm => Ok(n.chain_id),
+        Some(_) => Err(NetworkError::NotEvm(network.to_owned())),
+        None => Err(NetworkError::Unknown(network.to_owned())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn caip2_ids_map_to_and_from_v1_names() {
+        assert_eq!(caip2_of("base-sepolia").as_deref(), Some("eip155:84532"));
+        assert_eq!(caip2_of("base-mainnet").as_deref(), Some("eip155:8453"));
+        assert_eq!(caip2_of("solana"), None);
+        assert_eq!(caip2_of("tollgate-devnet"), None);
+        assert_eq!(caip2(31337), "eip155:31337");
+        for n in KNOWN_NETWORKS.iter().filter(|n| n.evm) {
+            let id = caip2_of(n.name).unwrap();
+            assert_eq!(chain_id_of(&id), Ok(n.chain_id), "{id}");
+            assert_eq!(chain_id_of(n.name), Ok(n.chain_id), "{}", n.name);
+            assert_eq!(by_chain_id(n.chain_id).map(|k| k.name), Some(n.name));
+        }
+        assert_eq!(chain_id_of("eip155:31337"), Ok(31337));
+        assert_eq!(
+            chain_id_of("solana"),
+            Err(NetworkError::NotEvm("solana".into()))
+        );
+        for bad in [
+            "eip155:",
+            "eip155:0",
+            "eip155:01",
+            "eip155:-1",
+            "eip155:1a",
+            "eip155:99999999999999999999999",
+        ] {
+            assert_eq!(
+                chain_id_of(bad),
+                Err(NetworkError::BadChainId(bad.into())),
+                "{bad}"
+            );
+        }
+        assert!(matches!(
+            chain_id_of("solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp"),
+            Err(NetworkError::NotEvm(_))
+        ));
+        let unknown = chain_id_of("Base").unwrap_err();
+        assert!(unknown.to_string().contains("eip155:84532"), "{unknown}");
+    }
 
     #[test]
     fn ids_match_the_x402_package() {

@@ -6,6 +6,7 @@
 //! published through the facilitator, metered usage from `/subscriptions/{id}/usage`, webhook
 //! delivery health, and the rollups' saturation at the store.
 
+use crate::metering::send;
 use std::{
     sync::{
         Arc,
@@ -20,10 +21,7 @@ use alloy::{
 };
 use axum::{Router, http::StatusCode, routing::post};
 use serde_json::{Value, json};
-use tollgate_chain::{
-    TxRequest, WaitOptions,
-    contracts::{Subscriptions, Token},
-};
+use tollgate_chain::contracts::{Subscriptions, Token};
 use tollgate_facilitator::{
     Settings,
     analytics::{self, ReportParams},
@@ -111,23 +109,6 @@ fn units(v: &Value) -> u64 {
         .unwrap_or_else(|| panic!("an amount: {v}"))
         .parse()
         .unwrap()
-}
-
-async fn send(h: &Harness, from: usize, to: Address, data: Vec<u8>) -> tollgate_chain::Receipt {
-    let r = h
-        .fixture
-        .chain
-        .send_and_wait(
-            TxRequest::call(h.account(from).address, to, data),
-            WaitOptions::default(),
-        )
-        .await
-        .unwrap()
-        .receipt()
-        .cloned()
-        .expect("confirmed");
-    assert!(r.success);
-    r
 }
 
 /// One-time payments to [`PROVIDER`] over `/authorize`: payer, amount and the resource the

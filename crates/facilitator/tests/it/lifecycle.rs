@@ -4,6 +4,7 @@
 //! one set of figures: the view's remaining allowance is the ledger's, the quote's provider is the
 //! plan's owner.
 
+use crate::metering::send;
 use std::collections::BTreeMap;
 
 use alloy::{
@@ -13,7 +14,6 @@ use alloy::{
 };
 use serde_json::{Value, json};
 use tollgate_chain::{
-    TxRequest, WaitOptions,
     authorization::{Action, ActionKind, sign, subscriptions_domain},
     contracts::{self, Subscriptions, Token},
 };
@@ -33,23 +33,6 @@ struct Setup {
     h: Harness,
     key: String,
     plan_id: B256,
-}
-
-async fn send(h: &Harness, from: usize, to: Address, data: Vec<u8>) -> tollgate_chain::Receipt {
-    let r = h
-        .fixture
-        .chain
-        .send_and_wait(
-            TxRequest::call(h.account(from).address, to, data),
-            WaitOptions::default(),
-        )
-        .await
-        .unwrap()
-        .receipt()
-        .cloned()
-        .expect("confirmed");
-    assert!(r.success);
-    r
 }
 
 async fn setup(backend: Backend) -> Setup {

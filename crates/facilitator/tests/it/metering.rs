@@ -41,7 +41,13 @@ async fn api_key(h: &Harness, who: usize, label: &str) -> String {
     h.api_key(who, label).await
 }
 
-async fn send(h: &Harness, from: usize, to: Address, data: Vec<u8>) -> tollgate_chain::Receipt {
+/// Sends `data` to `to` from account `from` and waits for a successful receipt.
+pub(crate) async fn send(
+    h: &Harness,
+    from: usize,
+    to: Address,
+    data: Vec<u8>,
+) -> tollgate_chain::Receipt {
     let r = h
         .fixture
         .chain

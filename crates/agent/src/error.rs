@@ -198,6 +198,9 @@ pub enum Malformed {
     /// No `accepts` array.
     #[error("402 body has no accepts array")]
     NoAccepts,
+    /// An x402 V2 `PAYMENT-REQUIRED` header that could not be read.
+    #[error("the PAYMENT-REQUIRED header is not an x402 V2 payment-required message")]
+    V2(#[source] tollgate_protocol::x402::v2::V2DecodeError),
 }
 
 /// What a [`SpendPolicy`](crate::SpendPolicy) refused.

@@ -13,8 +13,9 @@ mod subscribe;
 mod terms;
 
 pub use agent::{
-    Agent, AgentBuilder, DEFAULT_MAX_402_BODY, DEFAULT_MAX_BODY, X_PAYMENT, X_PAYMENT_RESPONSE,
-    signer_from_file, signer_from_hex,
+    Agent, AgentBuilder, DEFAULT_MAX_402_BODY, DEFAULT_MAX_BODY, PAYMENT_REQUIRED,
+    PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE, signer_from_file,
+    signer_from_hex,
 };
 pub use error::{Error, Malformed, Refusal, Result};
 pub use lifecycle::SubscriptionRef;
@@ -37,7 +38,7 @@ pub mod __fuzz {
     /// Parses a 402 body as [`crate::Agent`] does. Returns how many `accepts` entries the body
     /// lists and how many of them the agent can read, or `None` when the body is refused.
     pub fn parse_402(body: &[u8]) -> Option<(usize, usize)> {
-        crate::terms::parse(body)
+        crate::terms::parse(body, None)
             .ok()
             .map(|terms| (terms.offered, terms.offers.len()))
     }

@@ -287,6 +287,7 @@ impl Agent {
             proof: None,
             header: id.to_string(),
             settlement: None,
+            x402_version: None,
         };
         let mut raised = false;
         loop {

@@ -146,6 +146,22 @@ pub struct Payment {
     /// The `X-PAYMENT` value sent (the subscription id sent as `X-Service-Sub`, for
     /// [`PaymentKind::Subscription`]).
     pub header: String,
-    /// The server's `X-PAYMENT-RESPONSE`, when it sent one.
+    /// The server's `X-PAYMENT-RESPONSE` (or x402 V2 `PAYMENT-RESPONSE`), when it sent one.
     pub settlement: Option<SettlementResponseHeader>,
+    /// The x402 version the payment was sent in: `Some(1)` for a Tollgate proof or an x402 V1
+    /// payload (`X-PAYMENT`), `Some(2)` for an x402 V2 payload (`PAYMENT-SIGNATURE`), `None`
+    /// for a subscription.
+    pub x402_version: Option<u8>,
+}
+
+impl Payment {
+    /// The request header the payment travels in: `PAYMENT-SIGNATURE` for x402 V2, else
+    /// `X-PAYMENT`.
+    pub fn header_name(&self) -> &'static str {
+        if self.x402_version == Some(2) {
+            tollgate_protocol::headers::PAYMENT_SIGNATURE
+        } else {
+            tollgate_protocol::headers::X_PAYMENT
+        }
+    }
 }

@@ -1,9 +1,16 @@
-//! Reading a 402: the Tollgate superset body, or a generic x402 V1 one.
+//! Reading a 402: the Tollgate superset body, a generic x402 V1 one, or, when the body is
+//! neither, the x402 V2 `PAYMENT-REQUIRED` header.
 
 use alloy::primitives::B256;
 use serde::Deserialize as _;
 use serde_json::Value;
-use tollgate_protocol::{PaymentOption, PlanTerms, SPEC_VERSION, x402::PaymentRequirements};
+use tollgate_protocol::{
+    PaymentOption, PlanTerms, SPEC_VERSION, network,
+    x402::{
+        PaymentRequirements,
+        v2::{PAYMENT_IDENTIFIER, PaymentRequiredV2, PaymentRequirementsV2, ResourceInfo},
+    },
+};
 
 use crate::{Error, Result, error::Malformed};
 
@@ -19,6 +26,17 @@ pub(crate) struct Offer {
     /// The plan the entry offers to subscribe to, on Tollgate entries with
     /// `service.subscriptionScheme` and a `planId`.
     pub(crate) plan: Option<PlanOffer>,
+    /// The x402 V2 entry this offer was read from (paid with `PAYMENT-SIGNATURE`).
+    pub(crate) v2: Option<V2Offer>,
+}
+
+/// An x402 V2 entry: what the payment's `accepted` and `resource` repeat.
+#[derive(Clone, Debug)]
+pub(crate) struct V2Offer {
+    pub(crate) accepted: PaymentRequirementsV2,
+    pub(crate) resource: ResourceInfo,
+    /// Whether the 402 declares the `payment-identifier` extension.
+    pub(crate) payment_identifier: bool,
 }
 
 /// A plan offered by a 402 entry.
@@ -42,10 +60,57 @@ pub(crate) struct Terms {
     pub(crate) error: Option<String>,
 }
 
+/// Parses a 402: its body, or, when the body is no V1 payment-required body (an x402 V2
+/// server's `{}`), the V2 `PAYMENT-REQUIRED` header `v2`. A Tollgate or V1 body wins over the
+/// header: it carries the memo and facilitator of the proof path.
+pub(crate) fn parse(body: &[u8], v2: Option<&str>) -> Result<Terms> {
+    match (parse_body(body), v2) {
+        (Ok(terms), _) => Ok(terms),
+        (Err(_), Some(header)) => parse_v2(header),
+        (Err(e), None) => Err(e),
+    }
+}
+
+/// Reads the V2 `PAYMENT-REQUIRED` header: its EVM entries, with their V1 twin on the chain's
+/// x402 V1 name (or the CAIP-2 id of a chain V1 does not name).
+fn parse_v2(header: &str) -> Result<Terms> {
+    let required = PaymentRequiredV2::decode_header(header)
+        .map_err(|e| Error::MalformedPaymentRequired(Malformed::V2(e)))?;
+    let payment_identifier = required
+        .extensions
+        .as_ref()
+        .is_some_and(|e| e.contains_key(PAYMENT_IDENTIFIER));
+    let offers = required
+        .accepts
+        .iter()
+        .filter_map(|accepted| {
+            let chain_id = network::chain_id_of(&accepted.network).ok()?;
+            let name = network::by_chain_id(chain_id)
+                .map_or_else(|| accepted.network.clone(), |k| k.name.to_owned());
+            Some(Offer {
+                requirements: accepted.to_v1(&name, Some(&required.resource)),
+                memo: None,
+                facilitator: None,
+                plan: None,
+                v2: Some(V2Offer {
+                    accepted: accepted.clone(),
+                    resource: required.resource.clone(),
+                    payment_identifier,
+                }),
+            })
+        })
+        .collect();
+    Ok(Terms {
+        offers,
+        offered: required.accepts.len(),
+        error: required.error,
+    })
+}
+
 /// Parses a 402 body. Entries that are neither a Tollgate option nor x402 V1 requirements (a
 /// subscription-only entry, a future scheme) are skipped rather than failing the whole body; a
 /// Tollgate entry whose spec fields contradict its x402 mirror fields is skipped as hostile.
-pub(crate) fn parse(body: &[u8]) -> Result<Terms> {
+fn parse_body(body: &[u8]) -> Result<Terms> {
     let malformed = Error::MalformedPaymentRequired;
     let value: Value = serde_json::from_slice(body).map_err(|e| malformed(Malformed::Json(e)))?;
     let Value::Object(map) = &value else {
@@ -102,6 +167,7 @@ fn offer(entry: &Value) -> Option<Offer> {
             facilitator: option.service.map(|s| s.facilitator),
             requirements: option.requirements,
             plan,
+            v2: None,
         });
     }
     let requirements = PaymentRequirements::deserialize(entry).ok()?;
@@ -110,6 +176,7 @@ fn offer(entry: &Value) -> Option<Offer> {
         memo: None,
         facilitator: None,
         plan: None,
+        v2: None,
     })
 }
 
@@ -139,7 +206,7 @@ mod tests {
             "version": "1", "x402Version": 1, "error": "InvalidPaymentProof",
             "accepts": [tollgate, entry(), { "scheme": "subscription" }]
         });
-        let t = parse(body.to_string().as_bytes()).unwrap();
+        let t = parse(body.to_string().as_bytes(), None).unwrap();
         assert_eq!(t.offered, 3);
         assert_eq!(t.offers.len(), 2);
         assert_eq!(t.offers[0].facilitator.as_deref(), Some("http://f"));
@@ -168,7 +235,7 @@ mod tests {
         let body = serde_json::json!({
             "x402Version": 1, "accepts": [e, not_preferred, other_terms, entry()]
         });
-        let t = parse(body.to_string().as_bytes()).unwrap();
+        let t = parse(body.to_string().as_bytes(), None).unwrap();
         let plan = t.offers[0].plan.as_ref().unwrap();
         assert_eq!(plan.plan_id, plan_id);
         assert_eq!(
@@ -192,7 +259,7 @@ mod tests {
         e["memo"] = format!("{}", B256::ZERO).into();
         let body = serde_json::json!({ "x402Version": 1, "accepts": [e] });
         assert!(
-            parse(body.to_string().as_bytes())
+            parse(body.to_string().as_bytes(), None)
                 .unwrap()
                 .offers
                 .is_empty()
@@ -209,7 +276,7 @@ mod tests {
             (r#"[1,2]"#, "malformed"),
             ("not json", "malformed"),
         ] {
-            let got = parse(body.as_bytes()).unwrap_err();
+            let got = parse(body.as_bytes(), None).unwrap_err();
             match want {
                 "version" => assert!(matches!(got, Error::UnsupportedVersion { .. }), "{body}"),
                 _ => assert!(matches!(got, Error::MalformedPaymentRequired(_)), "{body}"),

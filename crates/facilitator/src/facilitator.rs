@@ -385,6 +385,11 @@ impl Facilitator {
             .or_else(|| self.inner.networks.get(name))
     }
 
+    /// The addresses that send settlement transactions.
+    pub fn relayers(&self) -> &[Address] {
+        &self.inner.relayers
+    }
+
     /// The next relayer, round robin.
     pub(crate) fn relayer(&self) -> Address {
         let i = self.inner.next_relayer.fetch_add(1, Ordering::Relaxed);

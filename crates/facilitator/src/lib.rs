@@ -31,6 +31,7 @@ pub use tollgate_store as store;
 mod subscriptions;
 pub mod webhooks;
 mod x402;
+mod x402_v2;
 
 pub use api::{DEFAULT_MAX_BODY, router, serve};
 pub use facilitator::{BuildError, Facilitator, NetworkSpec, Settings};

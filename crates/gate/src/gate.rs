@@ -6,12 +6,14 @@
 //!   and the x402 V1 requirements of a price);
 //! - [`one_time`]: the Tollgate proof path ([`Gate::verify_payment_proof`]);
 //! - [`x402`]: the x402 V1 path ([`Gate::settle_x402`]);
+//! - [`v2`]: x402 V2 beside it ([`Gate::payment_required_v2`], [`Gate::settle_x402_v2`]);
 //! - here: the [`Gate`] itself, its accessors, subscriptions and metered usage, and the memo
 //!   store's pruning.
 
 mod builder;
 mod one_time;
 mod required;
+mod v2;
 mod x402;
 
 use std::{
@@ -72,6 +74,9 @@ pub(crate) struct Inner {
     chain: Option<Arc<dyn Chain>>,
     subscriptions: Option<Checker>,
     api_key: Option<String>,
+    /// The network's CAIP-2 id (`eip155:<chain id>`), when known: the gate then speaks x402 V2
+    /// too.
+    caip2: Option<String>,
     last_prune: AtomicU64,
 }
 
@@ -132,6 +137,12 @@ impl Gate {
     /// The facilitator's base URL.
     pub fn facilitator_url(&self) -> &str {
         &self.inner.facilitator_url
+    }
+
+    /// The network's CAIP-2 id (`eip155:84532`), which x402 V2 names it by; `None` when the gate
+    /// could not learn the chain id ([`GateBuilder::chain_id`]) and so answers x402 V1 only.
+    pub fn caip2(&self) -> Option<&str> {
+        self.inner.caip2.as_deref()
     }
 
     /// The memo TTL.

@@ -12,7 +12,7 @@ use http::{HeaderValue, Request, Response, StatusCode, header, request::Parts};
 use serde::Serialize;
 use tollgate_protocol::{
     Amount, ErrorCode, PaymentRequired, XPayment, XPaymentError, decode_x_payment,
-    x402::{ErrorReason, PaymentPayload, SettlementResponseHeader},
+    x402::{ErrorReason, PaymentPayload, SettlementResponseHeader, v2::PaymentPayloadV2},
 };
 use tower_layer::Layer;
 use tower_service::Service;
@@ -24,18 +24,20 @@ use crate::{
     X_SERVICE_SUB, X402Failure, gate::path_of, parse_subscription_id,
 };
 
-pub use tollgate_protocol::headers::{PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE};
+pub use tollgate_protocol::headers::{
+    PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE,
+};
 
 /// The `error` of a first 402 (no payment sent): a stable code, as every 402 `error` is (see
 /// [`PaymentGateLayer`]'s table); the prose is in `message`.
 pub const PAYMENT_REQUIRED_REASON: &str = "PaymentRequired";
-/// The `error` of a 402 answering an x402 V2 payment.
-pub const V2_UNSUPPORTED_REASON: &str = "UnsupportedVersion";
+/// The `error` of a 402 answering an x402 payment of a version other than 1 and 2.
+pub const UNSUPPORTED_VERSION_REASON: &str = "UnsupportedVersion";
 /// The `message` of a first 402.
-const PAYMENT_REQUIRED_MESSAGE: &str = "X-PAYMENT header is required";
-/// The `message` of a 402 answering an x402 V2 payment.
-const V2_UNSUPPORTED_MESSAGE: &str =
-    "x402 V2 is not supported: this server accepts x402 V1 only (X-PAYMENT with x402Version 1)";
+const PAYMENT_REQUIRED_MESSAGE: &str =
+    "payment is required: X-PAYMENT (x402 V1, or a Tollgate proof) or PAYMENT-SIGNATURE (x402 V2)";
+/// The `message` of a 402 answering an x402 payment of an unknown version.
+const UNSUPPORTED_VERSION_MESSAGE: &str = "this x402Version is not supported: this server accepts x402 V1 (X-PAYMENT) and V2 (PAYMENT-SIGNATURE)";
 /// How long a client should wait after a 503 (seconds).
 const RETRY_AFTER_SECS: &str = "5";
 
@@ -46,7 +48,7 @@ const RETRY_AFTER_SECS: &str = "5";
 /// | request | answer |
 /// |---|---|
 /// | no `X-PAYMENT` | 402, fresh terms, `error: "PaymentRequired"`, `reason: "payment_required"` |
-/// | `X-PAYMENT` with a Tollgate proof that pays for this method, path and price | the inner service's response, plus `X-PAYMENT-RESPONSE` |
+/// | `X-PAYMENT` with a Tollgate proof that pays for this method, path and price | the inner service's response, plus `X-PAYMENT-RESPONSE` and `PAYMENT-RESPONSE` |
 /// | a proof that does not ([`crate::InvalidProof`]) | 402, fresh terms, `error: "InvalidPaymentProof"`, `reason` (its [`crate::InvalidProof::code`]) and `message` |
 /// | no `X-PAYMENT`, `X-Service-Sub: <id>` of an ACTIVE subscription to one of the route's plans, paid through now (the chain's clock, plus [`crate::GateBuilder::subscription_grace`]) | the inner service's response, with the [`VerifiedSubscription`] in the request's extensions (no memo, no `X-PAYMENT-RESPONSE`) |
 /// | `X-Service-Sub` with a malformed, unknown, paused, cancelled, overdue or foreign-plan id, or on a route not sold by subscription | 402, fresh terms, `error: "SubscriptionNotActive"`, `reason` ([`SubscriptionError::code`]) and `message` |
@@ -54,15 +56,19 @@ const RETRY_AFTER_SECS: &str = "5";
 /// | `X-Service-Sub` on a route priced by subscription, of a gate that cannot check subscriptions (neither [`crate::GateBuilder::plan`] nor [`crate::GateBuilder::subscriptions`]) | **500** `{"error": {"code": "SubscriptionsNotConfigured"}}` and a `tracing::error!` |
 /// | `X-PAYMENT` with an x402 V1 `exact` payload | settled through the facilitator (`/verify`, `/settle`) first, then as a valid proof; refused: 402, `error: "InvalidPaymentProof"` (`"InsufficientFunds"` for `insufficient_funds`) with the x402 reason code in `reason` (`duplicate_settlement` for a replay) |
 /// | an x402 payment whose settlement was sent but not confirmed yet | **503** `SettlementPending` with `Retry-After`: the payment is held for this request; the same `X-PAYMENT` again picks up the outcome and is served once |
-/// | x402 V2 (`PAYMENT-SIGNATURE`, or `x402Version: 2`) | 402, `error: "UnsupportedVersion"`, `reason: "x402_v2"` |
+/// | `PAYMENT-SIGNATURE` with an x402 V2 `exact` payload whose `accepted` is this route's requirement | settled as its V1 twin, under the same lock, then as a V1 payment; refused likewise (`payment_identifier_conflict` for an id bound to another payload). With a `payment-identifier`, the same payload again is answered its first outcome ([`Gate::settle_x402_v2`]) |
+/// | both `X-PAYMENT` and `PAYMENT-SIGNATURE` | 402, `error: "InvalidPaymentProof"`, `reason: "multiple_payment_headers"` |
+/// | an x402 payload of another `x402Version` | 402, `error: "UnsupportedVersion"`, `reason: "invalid_x402_version"` |
 /// | a garbled, oversized or wrongly encoded `X-PAYMENT` | 402, `error: "InvalidPaymentProof"`, `reason` ([`ProofError::code`](crate::ProofError::code)) |
 /// | the facilitator, chain or memo store cannot be reached | **503** with `Retry-After` and `{"error": {"code", "message"}}`, and a `tracing::error!`: the payment could not be checked, not found wrong, so no memo is spent and the client should retry the same payment rather than pay again |
 ///
 /// `X-PAYMENT` takes precedence over `X-Service-Sub` when both are sent (the one-time path is
 /// unchanged). Subscription statuses are cached; see [`crate::GateBuilder::subscriptions`].
 ///
-/// Every 402 body is the superset of [`Gate::build_payment_required`] (x402 V1 clients read it);
-/// nothing refused reaches the inner service. Its `error` is always one of the stable codes
+/// Every 402 body is the superset of [`Gate::build_payment_required`] (x402 V1 clients read it),
+/// and carries the x402 V2 `PAYMENT-REQUIRED` header ([`Gate::payment_required_v2`]) when the
+/// gate knows its chain id; a paid response carries both `X-PAYMENT-RESPONSE` (V1 network name)
+/// and `PAYMENT-RESPONSE` (CAIP-2). Nothing refused reaches the inner service. Its `error` is always one of the stable codes
 /// above (the spec's names, `PaymentRequired` or `UnsupportedVersion`), `reason` the
 /// machine-readable detail (snake_case: an x402 reason code or the gate's own) and `message`
 /// the prose for people.
@@ -229,7 +235,11 @@ where
                 Ok((req, paid)) => {
                     let mut res = inner.call(req).await?;
                     if let Some(paid) = paid {
-                        res.headers_mut().insert(X_PAYMENT_RESPONSE, paid);
+                        let headers = res.headers_mut();
+                        headers.insert(X_PAYMENT_RESPONSE, paid.v1);
+                        if let Some(v2) = paid.v2 {
+                            headers.insert(PAYMENT_RESPONSE, v2);
+                        }
                     }
                     Ok(res)
                 }
@@ -250,13 +260,28 @@ struct Body402 {
     message: Option<String>,
 }
 
+/// The settlement headers of a paid response.
+struct Paid {
+    /// `X-PAYMENT-RESPONSE`.
+    v1: HeaderValue,
+    /// `PAYMENT-RESPONSE` (the network as its CAIP-2 id), when the gate knows it.
+    v2: Option<HeaderValue>,
+}
+
+/// A payment to settle through the facilitator, of either x402 version.
+#[derive(Clone, Copy)]
+enum X402<'a> {
+    V1(&'a PaymentPayload),
+    V2(&'a PaymentPayloadV2),
+}
+
 impl PaymentGateLayer {
-    /// The decision: the request with the `X-PAYMENT-RESPONSE` value to add (none for a
-    /// subscriber), or the refusal.
+    /// The decision: the request with the settlement headers to add (none for a subscriber),
+    /// or the refusal.
     async fn authorize<B>(
         &self,
         req: Request<B>,
-    ) -> Result<(Request<B>, Option<HeaderValue>), Response<String>> {
+    ) -> Result<(Request<B>, Option<Paid>), Response<String>> {
         let (mut parts, body) = req.into_parts();
         if !parts.headers.contains_key(PAYMENT_SIGNATURE)
             && !parts.headers.contains_key(X_PAYMENT)
@@ -269,10 +294,17 @@ impl PaymentGateLayer {
             parts.extensions.insert(sub);
             return Ok((Request::from_parts(parts, body), None));
         }
-        let paid = self.decide(&parts).await?;
-        let value = HeaderValue::from_str(&paid.encode())
-            .map_err(|_| self.unavailable("InternalError", "cannot encode X-PAYMENT-RESPONSE"))?;
-        Ok((Request::from_parts(parts, body), Some(value)))
+        let mut paid = self.decide(&parts).await?;
+        let encoding = |_| self.unavailable("InternalError", "cannot encode X-PAYMENT-RESPONSE");
+        let v1 = HeaderValue::from_str(&paid.encode()).map_err(encoding)?;
+        let v2 = match self.gate.caip2() {
+            Some(caip2) => {
+                caip2.clone_into(&mut paid.network);
+                Some(HeaderValue::from_str(&paid.encode()).map_err(encoding)?)
+            }
+            None => None,
+        };
+        Ok((Request::from_parts(parts, body), Some(Paid { v1, v2 })))
     }
 
     /// The subscription path: `X-Service-Sub` must name an ACTIVE, paid subscription to one of
@@ -360,18 +392,6 @@ impl PaymentGateLayer {
     }
 
     async fn decide(&self, parts: &Parts) -> Result<SettlementResponseHeader, Response<String>> {
-        if parts.headers.contains_key(PAYMENT_SIGNATURE) {
-            return Err(self.v2_unsupported(parts));
-        }
-        let mut values = parts.headers.get_all(X_PAYMENT).iter();
-        let Some(value) = values.next() else {
-            return Err(self.payment_required(
-                parts,
-                PAYMENT_REQUIRED_REASON,
-                Some("payment_required".into()),
-                Some(PAYMENT_REQUIRED_MESSAGE.into()),
-            ));
-        };
         let invalid = |reason: &str, message: String| {
             self.payment_required(
                 parts,
@@ -380,16 +400,36 @@ impl PaymentGateLayer {
                 Some(message),
             )
         };
-        if values.next().is_some() {
+        let mut v1 = parts.headers.get_all(X_PAYMENT).iter();
+        let mut v2 = parts.headers.get_all(PAYMENT_SIGNATURE).iter();
+        let (name, value, more) = match (v1.next(), v2.next()) {
+            (None, None) => {
+                return Err(self.payment_required(
+                    parts,
+                    PAYMENT_REQUIRED_REASON,
+                    Some("payment_required".into()),
+                    Some(PAYMENT_REQUIRED_MESSAGE.into()),
+                ));
+            }
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "multiple_payment_headers",
+                    "send one of X-PAYMENT and PAYMENT-SIGNATURE".into(),
+                ));
+            }
+            (Some(value), None) => ("X-PAYMENT", value, v1.next().is_some()),
+            (None, Some(value)) => ("PAYMENT-SIGNATURE", value, v2.next().is_some()),
+        };
+        if more {
             return Err(invalid(
                 "multiple_payment_headers",
-                "send one X-PAYMENT header".into(),
+                format!("send one {name} header"),
             ));
         }
         let Ok(value) = value.to_str() else {
             return Err(invalid(
                 "header_not_text",
-                "X-PAYMENT is not visible ASCII".into(),
+                format!("{name} is not visible ASCII"),
             ));
         };
         match decode_x_payment(value) {
@@ -417,11 +457,21 @@ impl PaymentGateLayer {
                     }
                 }
             }
-            Ok(XPayment::X402(payload)) => self.x402(parts, &payload).await,
+            Ok(XPayment::X402(payload)) => self.x402(parts, X402::V1(&payload)).await,
+            Ok(XPayment::X402V2(payload)) => self.x402(parts, X402::V2(&payload)).await,
             Err(XPaymentError::MalformedPayload(e)) => {
                 Err(self.x402_refused(parts, &e.reason(), Some(e.to_string())))
             }
-            Ok(XPayment::UnsupportedVersion { .. }) => Err(self.v2_unsupported(parts)),
+            Err(e @ XPaymentError::MalformedV2Payload(_)) => {
+                let message = format!(
+                    "{e}: {}",
+                    std::error::Error::source(&e)
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
+                );
+                Err(self.x402_refused(parts, &ErrorReason::InvalidPayload, Some(message)))
+            }
+            Ok(XPayment::UnsupportedVersion { .. }) => Err(self.unsupported_version(parts)),
             Err(e) => Err(invalid(e.code(), e.to_string())),
         }
     }
@@ -429,7 +479,7 @@ impl PaymentGateLayer {
     async fn x402(
         &self,
         parts: &Parts,
-        payload: &PaymentPayload,
+        payload: X402<'_>,
     ) -> Result<SettlementResponseHeader, Response<String>> {
         let Some(price) = self.config.one_time else {
             return Err(self.x402_refused(
@@ -440,7 +490,11 @@ impl PaymentGateLayer {
         };
         let url = self.resource_url(parts);
         let offer = self.offer(parts, &url);
-        match self.gate.settle_x402(payload, &offer, price).await {
+        let settled = match payload {
+            X402::V1(p) => self.gate.settle_x402(p, &offer, price).await,
+            X402::V2(p) => self.gate.settle_x402_v2(p, &offer, price).await,
+        };
+        match settled {
             Ok(settled) => Ok(SettlementResponseHeader::from(&settled)),
             Err(X402Failure::Refused(reason)) => {
                 tracing::debug!(%reason, "x402 payment refused");
@@ -450,7 +504,9 @@ impl PaymentGateLayer {
                 tracing::info!(error = %e, "x402 settlement pending; the client's retry picks it up");
                 Err(self.unavailable(
                     "SettlementPending",
-                    &format!("{e}: send the same X-PAYMENT again to be served; do not pay again"),
+                    &format!(
+                        "{e}: send the same payment header again to be served; do not pay again"
+                    ),
                 ))
             }
             Err(e) => {
@@ -530,12 +586,12 @@ impl PaymentGateLayer {
         )
     }
 
-    fn v2_unsupported(&self, parts: &Parts) -> Response<String> {
+    fn unsupported_version(&self, parts: &Parts) -> Response<String> {
         self.payment_required(
             parts,
-            V2_UNSUPPORTED_REASON,
-            Some("x402_v2".into()),
-            Some(V2_UNSUPPORTED_MESSAGE.into()),
+            UNSUPPORTED_VERSION_REASON,
+            Some(ErrorReason::InvalidX402Version.as_str().into()),
+            Some(UNSUPPORTED_VERSION_MESSAGE.into()),
         )
     }
 
@@ -547,9 +603,12 @@ impl PaymentGateLayer {
         message: Option<String>,
     ) -> Response<String> {
         let url = self.resource_url(parts);
-        let body = self
+        let offer = self.offer(parts, &url);
+        let body = self.gate.build_payment_required(&offer, error);
+        let v2 = self
             .gate
-            .build_payment_required(&self.offer(parts, &url), error);
+            .payment_required_v2(&body, &offer)
+            .and_then(|v2| HeaderValue::from_str(&v2.encode_header()).ok());
         let json = serde_json::to_string(&Body402 {
             body,
             reason,
@@ -558,10 +617,14 @@ impl PaymentGateLayer {
         .unwrap_or_else(|_| String::from("{}"));
         let mut res = Response::new(json);
         *res.status_mut() = StatusCode::PAYMENT_REQUIRED;
-        res.headers_mut().insert(
+        let headers = res.headers_mut();
+        headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if let Some(v2) = v2 {
+            headers.insert(PAYMENT_REQUIRED, v2);
+        }
         res
     }
 

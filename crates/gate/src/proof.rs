@@ -32,6 +32,11 @@ pub fn parse_payment_proof(header_value: &str) -> Result<PaymentProof, ProofErro
                 x402_version: Some(1),
             })
         }
+        Ok(XPayment::X402V2(_)) | Err(XPaymentError::MalformedV2Payload(_)) => {
+            Err(ProofError::X402Payload {
+                x402_version: Some(2),
+            })
+        }
         Ok(XPayment::UnsupportedVersion { x402_version }) => {
             Err(ProofError::X402Payload { x402_version })
         }

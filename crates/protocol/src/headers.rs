@@ -12,8 +12,15 @@ pub const X_PAYMENT_RESPONSE: &str = "x-payment-response";
 /// A subscription id (`0x` and 64 hex digits) a request is served on.
 pub const X_SERVICE_SUB: &str = "x-service-sub";
 
-/// The x402 V2 payment header. Tollgate speaks V1: a gate answers it with a 402 naming V1.
+/// The x402 V2 payment: base64 JSON of a [`crate::x402::v2::PaymentPayloadV2`] (a gate also
+/// reads a Tollgate proof here).
 pub const PAYMENT_SIGNATURE: &str = "payment-signature";
+
+/// The x402 V2 402: base64 JSON of a [`crate::x402::v2::PaymentRequiredV2`], beside the V1 body.
+pub const PAYMENT_REQUIRED: &str = "payment-required";
+
+/// The x402 V2 settlement of a paid response (the `X-PAYMENT-RESPONSE` shape, CAIP-2 network).
+pub const PAYMENT_RESPONSE: &str = "payment-response";
 
 /// Names the caller of a retried facilitator call (`POST /settle`), so that its retries get the
 /// first outcome again.

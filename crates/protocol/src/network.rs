@@ -213,10 +213,24 @@ pub fn is_x402_v1_name(name: &str) -> bool {
     exact(name).is_some()
 }
 
-/// Whether two network names denote the same network: equal, or both known and canonically
-/// equal (`base` and `base-mainnet`).
+/// Whether two network values denote the same network: equal, or both known (x402 V1 names,
+/// aliases or CAIP-2 ids) with the same chain (`base`, `base-mainnet` and `eip155:8453`). A
+/// custom name is the same only as itself.
 pub fn same_network(a: &str, b: &str) -> bool {
-    a == b || matches!((canonical_name(a), canonical_name(b)), (Some(x), Some(y)) if x == y)
+    if a == b {
+        return true;
+    }
+    if let (Some(x), Some(y)) = (canonical_name(a), canonical_name(b)) {
+        return x == y;
+    }
+    match (
+        a.contains(':') || b.contains(':'),
+        chain_id_of(a),
+        chain_id_of(b),
+    ) {
+        (true, Ok(x), Ok(y)) => x == y,
+        _ => false,
+    }
 }
 
 /// The CAIP-2 namespace of EVM chains (`eip155:<chain id>`), which x402 V2 writes in `network`.
@@ -281,6 +295,16 @@ pub fn chain_id_of(network: &str) -> Result<u64, NetworkError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_same_network_in_either_notation() {
+        assert!(same_network("base-sepolia", "eip155:84532"));
+        assert!(same_network("eip155:8453", "base-mainnet"));
+        assert!(same_network("eip155:31337", "eip155:31337"));
+        assert!(!same_network("base", "eip155:84532"));
+        assert!(!same_network("tollgate-devnet", "eip155:31337"));
+        assert!(!same_network("solana", "eip155:101"));
+    }
 
     #[test]
     fn caip2_ids_map_to_and_from_v1_names() {

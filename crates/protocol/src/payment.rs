@@ -164,10 +164,12 @@ impl PaymentProof {
         }
         match crate::decode_x_payment(header) {
             Ok(XPayment::Proof(proof)) => Ok(*proof),
-            Ok(XPayment::X402(_) | XPayment::UnsupportedVersion { .. })
-            | Err(XPaymentError::MalformedPayload(_)) => Err(ProofDecodeError::Json(
-                "an x402 payment payload, not a payment proof".into(),
-            )),
+            Ok(XPayment::X402(_) | XPayment::X402V2(_) | XPayment::UnsupportedVersion { .. })
+            | Err(XPaymentError::MalformedPayload(_) | XPaymentError::MalformedV2Payload(_)) => {
+                Err(ProofDecodeError::Json(
+                    "an x402 payment payload, not a payment proof".into(),
+                ))
+            }
             Err(XPaymentError::TooLarge { len, .. }) => Err(ProofDecodeError::TooLarge(len)),
             Err(XPaymentError::NotBase64(e)) => Err(ProofDecodeError::Base64(e.to_string())),
             Err(XPaymentError::NotJson(e) | XPaymentError::MalformedProof(e)) => {

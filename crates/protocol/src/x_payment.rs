@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use crate::{
     MAX_PAYMENT_HEADER, PaymentProof, codec,
-    x402::{MAX_PAYLOAD_HEADER, PayloadDecodeError, PaymentPayload},
+    x402::{MAX_PAYLOAD_HEADER, PayloadDecodeError, PaymentPayload, v2::PaymentPayloadV2},
 };
 
 /// What an `X-PAYMENT` value carries ([`decode_x_payment`]).
@@ -15,7 +15,9 @@ pub enum XPayment {
     Proof(Box<PaymentProof>),
     /// An x402 V1 payment payload, to settle through a facilitator's `/verify` and `/settle`.
     X402(Box<PaymentPayload>),
-    /// An x402 payment payload of another version (x402 V2 clients send 2), or whose
+    /// An x402 V2 payment payload (`PAYMENT-SIGNATURE`).
+    X402V2(Box<PaymentPayloadV2>),
+    /// An x402 payment payload of another version (neither 1 nor 2), or whose
     /// `x402Version` is not an integer.
     UnsupportedVersion {
         /// The payload's `x402Version`, when it is an integer.
@@ -53,6 +55,9 @@ pub enum XPaymentError {
     /// `x402Version: 1`, but not the shape of an x402 V1 payment payload.
     #[error("X-PAYMENT is not an x402 payment payload")]
     MalformedPayload(#[source] PayloadDecodeError),
+    /// `x402Version: 2`, but not the shape of an x402 V2 payment payload.
+    #[error("PAYMENT-SIGNATURE is not an x402 V2 payment payload")]
+    MalformedV2Payload(#[source] serde_json::Error),
 }
 
 impl XPaymentError {
@@ -64,24 +69,24 @@ impl XPaymentError {
             Self::NotJson(_) => "header_not_json",
             Self::UnknownProofVersion(_) => "unknown_proof_version",
             Self::MalformedProof(_) => "malformed_proof",
-            Self::MalformedPayload(_) => "malformed_x402_payload",
+            Self::MalformedPayload(_) | Self::MalformedV2Payload(_) => "malformed_x402_payload",
         }
     }
 }
 
 /// Reads an `X-PAYMENT` value: base64 (standard alphabet, padding optional, surrounding
 /// whitespace ignored) of JSON. A JSON object with `x402Version` is an x402 payment payload
-/// (V1 is decoded; another version is [`XPayment::UnsupportedVersion`]); anything else must be a
+/// (V1 and V2 are decoded; another version is [`XPayment::UnsupportedVersion`]); anything else must be a
 /// version 1 Tollgate proof. x402 payloads may be up to [`MAX_PAYLOAD_HEADER`] long (smart-wallet
 /// signatures), proofs up to [`MAX_PAYMENT_HEADER`].
 ///
 /// ```
 /// use tollgate_protocol::{XPayment, XPaymentError, decode_x_payment};
 /// assert!(matches!(decode_x_payment("not base64!"), Err(XPaymentError::NotBase64(_))));
-/// // base64 of {"x402Version":2}
+/// // base64 of {"x402Version":3}
 /// assert_eq!(
-///     decode_x_payment("eyJ4NDAyVmVyc2lvbiI6Mn0=").unwrap(),
-///     XPayment::UnsupportedVersion { x402_version: Some(2) }
+///     decode_x_payment("eyJ4NDAyVmVyc2lvbiI6M30=").unwrap(),
+///     XPayment::UnsupportedVersion { x402_version: Some(3) }
 /// );
 /// ```
 pub fn decode_x_payment(value: &str) -> Result<XPayment, XPaymentError> {
@@ -99,6 +104,9 @@ pub fn decode_x_payment(value: &str) -> Result<XPayment, XPaymentError> {
             Some(1) => serde_json::from_value(json)
                 .map(|p| XPayment::X402(Box::new(p)))
                 .map_err(|e| XPaymentError::MalformedPayload(PayloadDecodeError::Json(e))),
+            Some(2) => serde_json::from_value(json)
+                .map(|p| XPayment::X402V2(Box::new(p)))
+                .map_err(XPaymentError::MalformedV2Payload),
             x402_version => Ok(XPayment::UnsupportedVersion { x402_version }),
         };
     }
@@ -138,13 +146,18 @@ mod tests {
                 XPayment::Proof(Box::new(p.clone()))
             );
         }
-        let v2 = enc(&serde_json::json!({"x402Version": 2, "payload": {}}));
+        let v3 = enc(&serde_json::json!({"x402Version": 3, "payload": {}}));
         assert_eq!(
-            decode_x_payment(&v2).unwrap(),
+            decode_x_payment(&v3).unwrap(),
             XPayment::UnsupportedVersion {
-                x402_version: Some(2)
+                x402_version: Some(3)
             }
         );
+        let bad_v2 = enc(&serde_json::json!({"x402Version": 2, "payload": {}}));
+        assert!(matches!(
+            decode_x_payment(&bad_v2),
+            Err(XPaymentError::MalformedV2Payload(_))
+        ));
         let odd = enc(&serde_json::json!({"x402Version": "1"}));
         assert_eq!(
             decode_x_payment(&odd).unwrap(),

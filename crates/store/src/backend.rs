@@ -114,6 +114,27 @@ impl<B: Backend> Store for B {
         .await
     }
 
+    async fn bind_payment_identifier(
+        &self,
+        id_hash: B256,
+        key: B256,
+        at: u64,
+    ) -> StoreResult<B256> {
+        self.transaction(move |c| Box::pin(settlements::bind_id(c, id_hash, key, at)))
+            .await
+    }
+
+    async fn rebind_payment_identifier(
+        &self,
+        id_hash: B256,
+        from: B256,
+        to: B256,
+        at: u64,
+    ) -> StoreResult<bool> {
+        self.write(move |c| Box::pin(settlements::rebind_id(c, id_hash, from, to, at)))
+            .await
+    }
+
     async fn unfinished(&self, limit: u32) -> StoreResult<Vec<Settlement>> {
         settlements::unfinished(&mut *self.reader().await?, limit).await
     }

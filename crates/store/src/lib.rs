@@ -187,6 +187,22 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// row keeps its first error.
     async fn mark_failed(&self, key: B256, error: &str, at: u64) -> StoreResult<()>;
 
+    /// Binds an x402 V2 `payment-identifier` (`id_hash`: the hash of payer and id) to the
+    /// settlement `key` of the payload it came with, unless it is bound already; returns the key
+    /// it is bound to (the first payload's wins, also of concurrent binds).
+    async fn bind_payment_identifier(&self, id_hash: B256, key: B256, at: u64)
+    -> StoreResult<B256>;
+
+    /// Moves a payment identifier from the settlement `from` (which failed) to `to`; `false`
+    /// when it is no longer bound to `from` (another payload moved it first).
+    async fn rebind_payment_identifier(
+        &self,
+        id_hash: B256,
+        from: B256,
+        to: B256,
+        at: u64,
+    ) -> StoreResult<bool>;
+
     /// Rows still `Received`, `Submitted` or `Pending` (to resume after a restart), oldest first.
     async fn unfinished(&self, limit: u32) -> StoreResult<Vec<Settlement>>;
 

@@ -57,6 +57,16 @@ const UNFINISHED: &str = concat!(
      ORDER BY created_at, key LIMIT $1"
 );
 
+// The first payload sent under an id keeps it.
+const BIND_ID: &str = "INSERT INTO payment_identifiers (id_hash, settlement_key, created_at) \
+     VALUES ($1, $2, $3) ON CONFLICT (id_hash) DO NOTHING";
+
+const BOUND_ID: &str = "SELECT settlement_key FROM payment_identifiers WHERE id_hash = $1";
+
+// Moves an id only from the payload it is bound to (compare and set).
+const REBIND_ID: &str = "UPDATE payment_identifiers SET settlement_key = $3, created_at = $4 \
+     WHERE id_hash = $1 AND settlement_key = $2";
+
 const COUNT_BY_STATUS: &str = "SELECT status, COUNT(*) FROM settlements GROUP BY status";
 
 /// [`crate::Store::insert_settlement`].
@@ -186,4 +196,34 @@ pub(crate) async fn count_by_status(
 ) -> StoreResult<Vec<(SettlementStatus, u64)>> {
     let rows: Vec<(String, i64)> = c.fetch_all(COUNT_BY_STATUS, args![]).await?;
     codec::status_counts(rows)
+}
+
+/// [`crate::Store::bind_payment_identifier`].
+pub(crate) async fn bind_id(
+    c: &mut impl Conn,
+    id_hash: B256,
+    key: B256,
+    at: u64,
+) -> StoreResult<B256> {
+    let at = codec::int("created_at", at)?;
+    let id_hash = codec::b256(&id_hash);
+    c.execute(BIND_ID, args![&id_hash, &codec::b256(&key), at])
+        .await?;
+    let (bound,): (String,) = c.fetch_one(BOUND_ID, args![&id_hash]).await?;
+    codec::parse_b256("settlement_key", &bound)
+}
+
+/// [`crate::Store::rebind_payment_identifier`].
+pub(crate) async fn rebind_id(
+    c: &mut impl Conn,
+    id_hash: B256,
+    from: B256,
+    to: B256,
+    at: u64,
+) -> StoreResult<bool> {
+    let at = codec::int("created_at", at)?;
+    let (id_hash, from, to) = (codec::b256(&id_hash), codec::b256(&from), codec::b256(&to));
+    Ok(c.execute(REBIND_ID, args![&id_hash, &from, &to, at])
+        .await?
+        > 0)
 }

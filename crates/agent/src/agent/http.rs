@@ -5,7 +5,7 @@ use alloy::primitives::bytes::Bytes;
 use reqwest::header::HeaderValue;
 use tollgate_protocol::x402::SettlementResponseHeader;
 
-use super::{Agent, X_PAYMENT_RESPONSE};
+use super::{Agent, PAYMENT_REQUIRED, PAYMENT_RESPONSE, X_PAYMENT_RESPONSE};
 use crate::{
     Error, PaidResponse, PayRequest, Payment, Result,
     error::Malformed,
@@ -74,13 +74,18 @@ impl Agent {
 
     /// The terms of a 402, read within the 402 body limit.
     pub(crate) async fn read_terms(&self, response: reqwest::Response) -> Result<Terms> {
+        let v2 = response
+            .headers()
+            .get(PAYMENT_REQUIRED)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let limit = self.inner.max_402_body;
         let body = read_limited(response, limit)
             .await?
             .ok_or(Error::MalformedPaymentRequired(Malformed::TooLarge {
                 limit,
             }))?;
-        terms::parse(&body)
+        terms::parse(&body, v2.as_deref())
     }
 }
 
@@ -99,8 +104,19 @@ async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<O
     Ok(Some(body))
 }
 
-/// The `X-PAYMENT-RESPONSE` of a paid response, when it has a readable one.
-pub(super) fn settlement_header(response: &reqwest::Response) -> Option<SettlementResponseHeader> {
-    let value = response.headers().get(X_PAYMENT_RESPONSE)?.to_str().ok()?;
-    SettlementResponseHeader::decode(value).ok()
+/// The settlement of a paid response, when it has a readable one: x402 V2's `PAYMENT-RESPONSE`
+/// (its network a CAIP-2 id) or `X-PAYMENT-RESPONSE`, the one of the version paid in first.
+pub(super) fn settlement_header(
+    response: &reqwest::Response,
+    x402_version: Option<u8>,
+) -> Option<SettlementResponseHeader> {
+    let names = if x402_version == Some(2) {
+        [PAYMENT_RESPONSE, X_PAYMENT_RESPONSE]
+    } else {
+        [X_PAYMENT_RESPONSE, PAYMENT_RESPONSE]
+    };
+    names.into_iter().find_map(|name| {
+        let value = response.headers().get(name)?.to_str().ok()?;
+        SettlementResponseHeader::decode(value).ok()
+    })
 }

@@ -29,7 +29,9 @@ use tollgate_protocol::{Amount, ErrorCode};
 use crate::{Error, Result, SpendPolicy, on_subscription::Held, policy::Budget};
 
 pub use builder::AgentBuilder;
-pub use tollgate_protocol::headers::{X_PAYMENT, X_PAYMENT_RESPONSE};
+pub use tollgate_protocol::headers::{
+    PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE,
+};
 
 /// The largest 402 body the agent reads (a hostile server cannot make it buffer more).
 pub const DEFAULT_MAX_402_BODY: usize = 64 * 1024;

@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 use tollgate_protocol::{Amount, ApiErrorCode, ErrorCode, network, x402::SCHEME_EXACT};
 
 use super::{
-    Agent, X_PAYMENT,
+    Agent,
     http::settlement_header,
     recover::{Attempt, Recovered},
     spec_code,
@@ -145,7 +145,7 @@ impl Agent {
                     }
                 }
                 Route::X402 { chain_id } => {
-                    let p = self.sign_x402(&offer.requirements, chain_id)?;
+                    let p = self.sign_x402(&offer.requirements, chain_id, offer.v2.as_ref())?;
                     (
                         Attempt {
                             payment: p,
@@ -158,7 +158,10 @@ impl Agent {
             let mut resent = false;
             loop {
                 let response = self
-                    .send(&request, Some((X_PAYMENT, &attempt.payment.header)))
+                    .send(
+                        &request,
+                        Some((attempt.payment.header_name(), &attempt.payment.header)),
+                    )
                     .await;
                 if let Some(reservation) = reservation.take() {
                     match &response {
@@ -175,7 +178,7 @@ impl Agent {
                     );
                 })?;
                 if response.status() != StatusCode::PAYMENT_REQUIRED {
-                    payment.settlement = settlement_header(&response);
+                    payment.settlement = settlement_header(&response, payment.x402_version);
                     if payment.tx_hash.is_none() {
                         payment.tx_hash = payment
                             .settlement
@@ -184,7 +187,8 @@ impl Agent {
                     }
                     tracing::info!(
                         amount = %payment.amount, network = %payment.network, pay_to = %payment.pay_to,
-                        tx = ?payment.tx_hash, status = %response.status(), resent, "paid"
+                        tx = ?payment.tx_hash, x402_version = ?payment.x402_version,
+                        status = %response.status(), resent, "paid"
                     );
                     return self
                         .finish_after(response, Some(attempt.payment), made)
@@ -305,11 +309,12 @@ impl Agent {
         }
         offer.requirements.eip712_extra()?;
         let r = &offer.requirements;
-        let chain_id = self.inner.chain_ids.get(&r.network).copied().or_else(|| {
-            network::lookup(&r.network)
-                .filter(|n| n.evm)
-                .map(|n| n.chain_id)
-        })?;
+        let chain_id = self
+            .inner
+            .chain_ids
+            .get(&r.network)
+            .copied()
+            .or_else(|| network::chain_id_of(&r.network).ok())?;
         Some(Route::X402 { chain_id })
     }
 }

@@ -219,6 +219,7 @@ impl Agent {
             header: confirmed.proof,
             proof: Some(confirmed.payment),
             settlement: None,
+            x402_version: Some(1),
         };
         Ok(Attempt {
             payment,

@@ -1,5 +1,6 @@
-//! The plain x402 path: an x402 V1 `exact` payment signed to the offer's `payTo`, as x402
-//! clients sign it.
+//! The plain x402 path: an `exact` payment signed to the offer's `payTo`, as x402 clients sign
+//! it, sent as an x402 V1 payload (`X-PAYMENT`) or, for an offer read from a V2
+//! `PAYMENT-REQUIRED`, as a V2 one (`PAYMENT-SIGNATURE`) that repeats the accepted entry.
 
 use alloy::primitives::{B256, U256};
 use tollgate_chain::authorization::{TransferWithAuthorization, sign, token_domain};
@@ -8,18 +9,26 @@ use tollgate_protocol::{
     x402::{
         ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements, SCHEME_EXACT,
         X402_VERSION,
+        v2::{self, PAYMENT_IDENTIFIER, PaymentPayloadV2},
     },
 };
 
 use super::{Agent, MIN_VALIDITY_SECS, VALID_AFTER_SKEW_SECS, unix_now};
-use crate::{Error, Payment, PaymentKind, Result};
+use crate::{Error, Payment, PaymentKind, Result, terms::V2Offer};
 
 /// The longest validity the agent gives an x402 authorization.
 const MAX_X402_VALIDITY_SECS: u64 = 3600;
 
 impl Agent {
-    /// Signs an x402 V1 `exact` payment as x402 clients do.
-    pub(super) fn sign_x402(&self, r: &PaymentRequirements, chain_id: u64) -> Result<Payment> {
+    /// Signs an `exact` payment as x402 clients do: V1, or V2 for an offer read from a V2 402
+    /// (with a fresh `payment-identifier` when the 402 declares the extension, so that a resend
+    /// of the same payment is answered its first outcome).
+    pub(super) fn sign_x402(
+        &self,
+        r: &PaymentRequirements,
+        chain_id: u64,
+        v2: Option<&V2Offer>,
+    ) -> Result<Payment> {
         let extra = r
             .eip712_extra()
             .ok_or(Error::NoAcceptableOption { offered: 1 })?;
@@ -54,6 +63,26 @@ impl Agent {
                 },
             },
         };
+        let (header, x402_version) = match v2 {
+            None => (payload.encode_header(), X402_VERSION),
+            Some(offer) => {
+                let extensions = offer.payment_identifier.then(|| {
+                    let id = format!("pay_{}", alloy::hex::encode(B256::random().0));
+                    serde_json::Map::from_iter([(
+                        PAYMENT_IDENTIFIER.to_owned(),
+                        serde_json::json!({ "info": { "required": false, "id": id } }),
+                    )])
+                });
+                let v2 = PaymentPayloadV2 {
+                    x402_version: v2::X402_VERSION_2,
+                    resource: Some(offer.resource.clone()),
+                    accepted: offer.accepted.clone(),
+                    payload: payload.payload,
+                    extensions,
+                };
+                (v2.encode_header(), v2::X402_VERSION_2)
+            }
+        };
         Ok(Payment {
             kind: PaymentKind::X402,
             amount: r.max_amount_required,
@@ -65,8 +94,9 @@ impl Agent {
             memo: None,
             tx_hash: None,
             proof: None,
-            header: payload.encode_header(),
+            header,
             settlement: None,
+            x402_version: Some(x402_version),
         })
     }
 }

@@ -32,14 +32,14 @@ use crate::{
     facilitator::{Facilitator, spawn_facilitator},
 };
 
-const NETWORK: &str = "base-sepolia";
-const CHAIN_ID: u64 = 84532;
+pub(crate) const NETWORK: &str = "base-sepolia";
+pub(crate) const CHAIN_ID: u64 = 84532;
 /// Above x402-fetch's default cap of 0.1 token, so the client's `maxValue` must be raised.
 const PRICE: u64 = 250_000;
 /// The packages the node scripts load (pinned in `scripts/install-tools`).
 const PACKAGES: [&str; 5] = ["x402", "x402-fetch", "x402-express", "viem", "express"];
 
-fn repo_root() -> PathBuf {
+pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -47,8 +47,13 @@ fn repo_root() -> PathBuf {
 }
 
 /// The `tests/interop` scripts directory, or `None` (after printing why) when `node` is missing.
-#[allow(clippy::print_stderr)] // the skip notice
 fn interop_scripts() -> Option<PathBuf> {
+    scripts_with(&PACKAGES)
+}
+
+/// [`interop_scripts`] for scripts that load `packages`.
+#[allow(clippy::print_stderr)] // the skip notice
+pub(crate) fn scripts_with(packages: &[&str]) -> Option<PathBuf> {
     match std::process::Command::new("node").arg("--version").output() {
         Ok(out) if out.status.success() => {}
         _ => {
@@ -59,7 +64,7 @@ fn interop_scripts() -> Option<PathBuf> {
         }
     }
     let root = repo_root();
-    for package in PACKAGES {
+    for package in packages {
         let manifest = root
             .join(".tools/node_modules")
             .join(package)
@@ -77,6 +82,19 @@ fn interop_scripts() -> Option<PathBuf> {
 /// the registry's USDC) under the EIP-712 domain `USD Coin` / `2`.
 fn write_facilitator_config(dir: &Path, info: &DevnetInfo) -> PathBuf {
     let c = &info.contracts;
+    let rpc_url = info.rpc_url.as_deref().expect("devnet rpcUrl");
+    facilitator_config(dir, rpc_url, c.token, c.router, c.subscriptions)
+}
+
+/// A facilitator config for the chain at `rpc_url` running as `base-sepolia`, with these
+/// contracts, the token under the EIP-712 domain `USD Coin` / `2`.
+pub(crate) fn facilitator_config(
+    dir: &Path,
+    rpc_url: &str,
+    token: Address,
+    router: Address,
+    subs: Address,
+) -> PathBuf {
     let config = dir.join("facilitator.toml");
     std::fs::write(
         &config,
@@ -97,10 +115,6 @@ router = "{router}"
 subscriptions = "{subs}"
 "#,
             store = dir.join("facilitator.db").display(),
-            rpc_url = info.rpc_url.as_deref().expect("devnet rpcUrl"),
-            token = c.token,
-            router = c.router,
-            subs = c.subscriptions,
         ),
     )
     .unwrap();
@@ -261,7 +275,7 @@ impl Stack {
     }
 }
 
-fn weather_body() -> Value {
+pub(crate) fn weather_body() -> Value {
     json!({"report": {"weather": "sunny", "temperature": 70}})
 }
 

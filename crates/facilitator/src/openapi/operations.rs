@@ -17,9 +17,10 @@ use tollgate_protocol::{
             SubscriptionView,
         },
         webhooks::{CreateEndpoint, Delivery, Endpoint, EventRecord, Page, Rotate, UpdateEndpoint},
-        x402::{SettleResponse, SupportedResponse, VerifyRequest, VerifyResponse},
+        x402::{SettleResponse, SupportedResponse, VerifyResponse},
     },
     headers::IDEMPOTENCY_KEY,
+    x402::v2::AnyVerifyRequest,
 };
 use utoipa::openapi::{
     HttpMethod, Required,
@@ -327,16 +328,17 @@ pub(super) fn operations(d: &mut Doc) {
         op(
             "x402Verify",
             "x402",
-            "x402 V1: check a payment against its requirements without settling it.",
+            "x402 V1 and V2: check a payment against its requirements without settling it.",
         )
-        .body::<VerifyRequest>()
+        .description("The body's `x402Version` (absent: 1) says which shape it has; a V2 body's `paymentPayload.accepted` must be its `paymentRequirements` (`extra` may be a subset).")
+        .body::<AnyVerifyRequest>()
         .ok::<VerifyResponse>(
             200,
             "The verdict; a failed check is `isValid: false` with `invalidReason`.",
         ),
     );
-    d.add(Post, "/settle", op("x402Settle", "x402", "x402 V1: settle a payment (`transferWithAuthorization` to `payTo`).")
-        .description("One authorization (chain, token, payer, nonce) moves money once and is answered `success` once: a repeat is `duplicate_settlement` naming the original transaction, unless it comes from the first settler, named by its `Idempotency-Key`, whose retries of the same payload get the first outcome again.")
+    d.add(Post, "/settle", op("x402Settle", "x402", "x402 V1 and V2: settle a payment (`transferWithAuthorization` to `payTo`).")
+        .description("One authorization (chain, token, payer, nonce) moves money once and is answered `success` once: a repeat is `duplicate_settlement` naming the original transaction, unless it comes from the first settler, named by its `Idempotency-Key` (or, in V2, by the payload's `payment-identifier`), whose retries of the same payload get the first outcome again. Another V2 payload under a `payment-identifier` already bound is `payment_identifier_conflict`. V2 answers name the network by its CAIP-2 id.")
         .header(ParameterBuilder::new()
             .name(IDEMPOTENCY_KEY)
             .parameter_in(ParameterIn::Header)
@@ -344,7 +346,7 @@ pub(super) fn operations(d: &mut Doc) {
             .description(Some("Names the settler: its retries of the same payload get the first outcome again (another settler's repeat is `duplicate_settlement`)."))
             .schema(Some(string("Any value; only its hash is kept.")))
             .build())
-        .body::<VerifyRequest>()
+        .body::<AnyVerifyRequest>()
         .ok::<SettleResponse>(200, "The result; a failure is `success: false` with `errorReason`."));
     d.add(
         Get,
@@ -352,7 +354,7 @@ pub(super) fn operations(d: &mut Doc) {
         op(
             "supported",
             "x402",
-            "The (x402Version, scheme, network) kinds this facilitator settles.",
+            "The (x402Version, scheme, network) kinds this facilitator settles (V1 by name, V2 by CAIP-2 id), the V2 extensions it implements and its settlement signers.",
         )
         .ok::<SupportedResponse>(200, "The supported kinds.")
         .errors(&[]),

@@ -12,7 +12,7 @@ use tollgate_chain::{
     rpc::{RpcChain, RpcOptions},
 };
 use tollgate_client::FacilitatorClient;
-use tollgate_protocol::PlanTerms;
+use tollgate_protocol::{PlanTerms, network};
 
 use super::{Gate, Inner};
 use crate::{
@@ -59,6 +59,7 @@ pub struct GateBuilder {
     subscription_poll_interval: Duration,
     subscription_grace: Duration,
     api_key: Option<String>,
+    chain_id: Option<u64>,
 }
 
 impl fmt::Debug for GateBuilder {
@@ -100,6 +101,7 @@ impl Gate {
             subscription_poll_interval: DEFAULT_SUBSCRIPTION_POLL_INTERVAL,
             subscription_grace: DEFAULT_SUBSCRIPTION_GRACE,
             api_key: None,
+            chain_id: None,
         }
     }
 }
@@ -110,6 +112,16 @@ impl GateBuilder {
     /// pay a custom name).
     pub fn network(mut self, name: impl Into<String>) -> Self {
         self.network = Some(name.into());
+        self
+    }
+
+    /// The network's EIP-155 chain id, which x402 V2 names it by (`eip155:<id>` in the
+    /// `PAYMENT-REQUIRED` header). Needed only for a custom network name: an x402 V1 name or a
+    /// CAIP-2 id gives it, and so does the chain of [`on_chain`](Self::on_chain) or
+    /// [`subscriptions`](Self::subscriptions); otherwise [`build`](Self::build) reads it from the
+    /// facilitator's discovery. A gate that cannot learn it answers x402 V1 only (and logs why).
+    pub fn chain_id(mut self, chain_id: u64) -> Self {
+        self.chain_id = Some(chain_id);
         self
     }
 
@@ -311,6 +323,11 @@ impl GateBuilder {
                 problem: "must be positive".into(),
             });
         }
+        let own_chain_id = self
+            .chain
+            .as_ref()
+            .or(self.subscriptions.as_ref().map(|(c, _)| c))
+            .map(|c| c.chain_id());
         let api_key = self.api_key.filter(|k| !k.is_empty());
         let facilitator = facilitator::client(
             &facilitator_url,
@@ -319,21 +336,31 @@ impl GateBuilder {
             self.signers_ttl,
             self.signers_min_refresh,
         )?;
+        let mut loaded_chain_id = None;
         if !self.plan_ids.is_empty() {
             let found = load_plans(
                 &facilitator,
                 &network,
                 token,
                 &self.plan_ids,
-                self.rpc_url,
+                self.rpc_url.take(),
                 self.subscriptions.is_none(),
             )
             .await?;
             self.plans.extend(found.plans);
+            loaded_chain_id = Some(found.chain_id);
             if found.subscriptions.is_some() {
                 self.subscriptions = found.subscriptions;
             }
         }
+        let chain_id = resolve_chain_id(
+            &network,
+            self.chain_id,
+            own_chain_id,
+            &facilitator,
+            loaded_chain_id,
+        )
+        .await?;
         let store = match (self.store, self.store_url) {
             (Some(s), _) => s,
             (None, Some(url)) => store::open(&url).await?,
@@ -388,14 +415,53 @@ impl GateBuilder {
                 chain: self.chain,
                 subscriptions,
                 api_key,
+                caip2: chain_id.map(network::caip2),
                 last_prune: AtomicU64::new(0),
             }),
         })
     }
 }
 
+/// The network's chain id (for the x402 V2 `eip155:<id>`): given, named by the network, the
+/// gate's chain's own, the discovery's; `None` (x402 V1 only, logged) when the facilitator cannot
+/// say. A given id that contradicts the network's name or chain fails the build.
+async fn resolve_chain_id(
+    network: &str,
+    given: Option<u64>,
+    chain: Option<u64>,
+    facilitator: &FacilitatorClient,
+    loaded: Option<u64>,
+) -> Result<Option<u64>, BuildError> {
+    let named = network::chain_id_of(network).ok();
+    let known = [named, chain, loaded].into_iter().flatten().next();
+    {
+        match (given, known) {
+            (Some(given), Some(known)) if given != known => Err(BuildError::Invalid {
+                setting: "chain_id",
+                problem: format!("{given}, but network {network:?} is chain {known}"),
+            }),
+            (Some(given), _) => Ok(Some(given)),
+            (None, Some(known)) => Ok(Some(known)),
+            (None, None) => match facilitator.discovery().await {
+                Ok(d) => Ok(d.network(network).map(|n| n.chain_id).or_else(|| {
+                    tracing::warn!(
+                        network,
+                        "the facilitator does not serve this network: x402 V2 is not offered"
+                    );
+                    None
+                })),
+                Err(e) => {
+                    tracing::warn!(network, error = %e, "cannot learn the network's chain id from the facilitator: x402 V2 is not offered (set GateBuilder::chain_id)");
+                    Ok(None)
+                }
+            },
+        }
+    }
+}
+
 /// What [`GateBuilder::plan`] found through the facilitator.
 struct Found {
+    chain_id: u64,
     plans: Vec<PlanTerms>,
     subscriptions: Option<(Arc<dyn Chain>, Address)>,
 }
@@ -451,6 +517,7 @@ async fn load_plans(
     }
     if !need_chain {
         return Ok(Found {
+            chain_id: net.chain_id,
             plans,
             subscriptions: None,
         });
@@ -485,6 +552,7 @@ async fn load_plans(
         .await
         .map_err(BuildError::Chain)?;
     Ok(Found {
+        chain_id: net.chain_id,
         plans,
         subscriptions: Some((Arc::new(chain), contract)),
     })

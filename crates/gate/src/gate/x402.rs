@@ -34,6 +34,7 @@ pub enum X402Failure {
 }
 
 impl Gate {
+    /// Settles an x402 V1 `exact` payment before the request it pays for is
     /// served: checks it against this gate's own requirements for this resource, takes the
     /// once-only lock on (network, token, payer, nonce) in the memo store, then asks the
     /// facilitator to `/verify` and `/settle` it, naming this gate as the settler (an
@@ -51,6 +52,20 @@ impl Gate {
         offer: &Offer<'_>,
         price: Amount,
     ) -> Result<SettleResponse, X402Failure> {
+        self.settle_x402_as(payload, offer, price, Resend::No).await
+    }
+
+    /// [`settle_x402`](Self::settle_x402), where `resend` says whether a payment already locked
+    /// is a resend its client is entitled to (an x402 V2 `payment-identifier` retry of the very
+    /// payload that took the lock): it gets the first outcome from the facilitator instead of
+    /// `duplicate_settlement`, and leaves the lock as its owner left it.
+    pub(super) async fn settle_x402_as(
+        &self,
+        payload: &PaymentPayload,
+        offer: &Offer<'_>,
+        price: Amount,
+        resend: Resend,
+    ) -> Result<SettleResponse, X402Failure> {
         let i = &self.inner;
         let requirements = self.requirements(x402::SCHEME_EXACT, price, offer);
         let now = unix_now();
@@ -65,21 +80,25 @@ impl Gate {
             .claim(key, until)
             .await
             .map_err(X402Failure::StoreUnavailable)?;
-        // Not the first: a replay (refused), or a retry of a payment left pending (taken up by
-        // exactly one request).
-        if !first
-            && !i
-                .store
-                .take(pending)
-                .await
-                .map_err(X402Failure::StoreUnavailable)?
-        {
+        // Not the first: a replay (refused), a retry of a payment left pending (taken up by
+        // exactly one request), or a resend by its payment identifier (answered the first
+        // outcome, owning nothing).
+        let owner = first
+            || resend == Resend::No
+                && i.store
+                    .take(pending)
+                    .await
+                    .map_err(X402Failure::StoreUnavailable)?;
+        if !owner && resend == Resend::No {
             return Err(X402Failure::Refused(ErrorReason::DuplicateSettlement));
         }
         let settler = settler_key(&i.secret, key);
         let result = self
             .verify_and_settle(payload, requirements, &settler, first)
             .await;
+        if !owner {
+            return result;
+        }
         let kept = match &result {
             Ok(_) => Ok(()),
             Err(X402Failure::Pending { .. }) => i.store.claim(pending, until).await.map(|_| ()),
@@ -145,6 +164,16 @@ impl Gate {
             (reason, _) => Err(X402Failure::Refused(reason)),
         }
     }
+}
+
+/// Whether a payment that finds its once-only lock taken is a resend its client is entitled to
+/// ([`Gate::settle_x402_as`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Resend {
+    /// A repeat is a replay: `duplicate_settlement`.
+    No,
+    /// The same payload again under the payment identifier it was first sent with.
+    SameIdentifier,
 }
 
 /// Where a payment whose settlement is pending is marked, beside its once-only key.

@@ -11,5 +11,6 @@ mod onetime;
 mod store;
 mod subscriptions;
 mod support;
+mod v2;
 mod webhook;
 mod x402;

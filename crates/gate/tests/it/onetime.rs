@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use alloy::primitives::{B256, Bytes};
 use serde_json::Value;
-use tollgate_gate::{PAYMENT_REQUIRED_REASON, V2_UNSUPPORTED_REASON, X_PAYMENT_RESPONSE};
+use tollgate_gate::{PAYMENT_REQUIRED_REASON, UNSUPPORTED_VERSION_REASON, X_PAYMENT_RESPONSE};
 use tollgate_protocol::{
     PaymentProof,
     x402::{PaymentRequiredResponse, SettlementResponseHeader},
@@ -46,7 +46,11 @@ async fn unpaid_gets_the_superset_402_then_pays_once() {
     assert_eq!(r.body["error"], PAYMENT_REQUIRED_REASON);
     assert_eq!(r.body["error"], "PaymentRequired");
     assert_eq!(r.body["reason"], "payment_required");
-    assert_eq!(r.body["message"], "X-PAYMENT header is required");
+    let message = r.body["message"].as_str().unwrap();
+    assert!(
+        message.contains("X-PAYMENT") && message.contains("PAYMENT-SIGNATURE"),
+        "{message}"
+    );
     let x: PaymentRequiredResponse = serde_json::from_value(r.body.clone()).unwrap();
     for e in &x.accepts {
         e.check_x402_v1_compatible().unwrap();
@@ -298,10 +302,26 @@ async fn garbage_headers_are_refused_with_a_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn x402_v2_is_refused_saying_v1_only() {
+async fn an_unknown_x402_version_is_refused_naming_both() {
     let h = Harness::new().await;
     let gate = h.gate().await;
     let app = App::serve(&gate).await;
+    // base64 of {"x402Version":3}, in either header.
+    for header in ["payment-signature", "x-payment"] {
+        let r = app
+            .get("/v1/quote", &[(header, "eyJ4NDAyVmVyc2lvbiI6M30=")])
+            .await;
+        assert_eq!(r.status, 402);
+        assert_eq!(r.body["error"], UNSUPPORTED_VERSION_REASON);
+        assert_eq!(r.body["reason"], "invalid_x402_version");
+        let message = r.body["message"].as_str().unwrap();
+        assert!(
+            message.contains("V1") && message.contains("V2"),
+            "{message}"
+        );
+        assert_eq!(r.body["x402Version"], 1, "fresh V1 terms");
+    }
+    // A V2 payload that is not one: refused as such.
     let r = app
         .get(
             "/v1/quote",
@@ -309,20 +329,8 @@ async fn x402_v2_is_refused_saying_v1_only() {
         )
         .await;
     assert_eq!(r.status, 402);
-    assert_eq!(r.body["error"], "UnsupportedVersion");
-    assert_eq!(r.body["error"], V2_UNSUPPORTED_REASON);
-    assert_eq!(r.body["reason"], "x402_v2");
-    assert!(r.body["message"].as_str().unwrap().contains("V1 only"));
-    // `x402Version: 2` in X-PAYMENT.
-    let v2 = serde_json::json!({"x402Version": 2, "accepted": {"scheme": "exact", "network": "eip155:84532"}, "payload": {}});
-    let v2 = {
-        use base64::Engine as _;
-        base64::engine::general_purpose::STANDARD.encode(v2.to_string())
-    };
-    let r = app.pay("/v1/quote", &v2).await;
-    assert_eq!(r.status, 402);
-    assert_eq!(r.body["error"], V2_UNSUPPORTED_REASON);
-    assert_eq!(r.body["x402Version"], 1, "fresh V1 terms");
+    assert_eq!(r.body["error"], "InvalidPaymentProof");
+    assert_eq!(r.body["reason"], "invalid_payload");
     assert_eq!(app.hits(), 0);
 }
 

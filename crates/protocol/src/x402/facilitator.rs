@@ -142,12 +142,20 @@ impl SettleResponse {
     }
 }
 
-/// The answer of `GET /supported`.
+/// The answer of `GET /supported`: V1's `kinds`, and V2's `extensions` and `signers` (absent
+/// from a V1 facilitator's answer, read as empty).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SupportedResponse {
-    /// What the facilitator settles.
+    /// What the facilitator settles, V1 kinds (network names) and V2 kinds (CAIP-2 ids).
     pub kinds: Vec<SupportedKind>,
+    /// The x402 V2 extensions the facilitator implements (`payment-identifier`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<String>,
+    /// The addresses that send settlement transactions, by CAIP-2 pattern (`eip155:*`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[cfg_attr(feature = "openapi", schema(value_type = std::collections::BTreeMap<String, Vec<crate::openapi::Address>>))]
+    pub signers: std::collections::BTreeMap<String, Vec<Address>>,
 }
 
 /// One (version, scheme, network) a facilitator settles.
@@ -155,11 +163,11 @@ pub struct SupportedResponse {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct SupportedKind {
-    /// `1`.
+    /// `1` or `2`.
     pub x402_version: u8,
     /// `"exact"`.
     pub scheme: String,
-    /// The network name.
+    /// The network: a V1 name in a V1 kind, a CAIP-2 id in a V2 kind.
     pub network: String,
     /// Scheme-specific data (a JSON object; Solana facilitators put `feePayer` here).
     #[serde(
@@ -179,6 +187,14 @@ impl SupportedKind {
             scheme: SCHEME_EXACT.to_owned(),
             network: network.into(),
             extra: None,
+        }
+    }
+
+    /// `exact` on the CAIP-2 network `caip2`, V2.
+    pub fn exact_v2(caip2: impl Into<String>) -> Self {
+        Self {
+            x402_version: super::v2::X402_VERSION_2,
+            ..Self::exact(caip2)
         }
     }
 }

@@ -1,4 +1,4 @@
-//! x402 V1 wire types, shaped as the coinbase `x402@1.2.0` package parses them
+//! x402 wire types. V1, shaped as the coinbase `x402@1.2.0` package parses them
 //! (`src/types/verify/x402Specs.ts`): the payment-required body and its `accepts` entries, the
 //! `exact` EVM payment payload carried base64 in `X-PAYMENT`, the facilitator API
 //! (`/verify`, `/settle`, `/supported`) and the `X-PAYMENT-RESPONSE` header.
@@ -6,6 +6,8 @@
 //! x402 V1 clients parse every `accepts` entry strictly and refuse the whole 402 if one entry
 //! fails, so nothing optional is ever serialized as `null`: optional fields are left out. On
 //! input, `null` is read as absent and unknown fields are ignored, as x402's schemas do.
+//!
+//! x402 V2 ([`v2`]) sits beside V1 and maps onto it, so both versions settle through one path.
 //!
 //! [`check_exact_evm`] holds the facilitator's stateless checks of an `exact` payment against its
 //! requirements; the EIP-712 signature, balance and nonce checks need a chain and live elsewhere.
@@ -15,6 +17,7 @@ mod facilitator;
 mod payload;
 mod reason;
 mod requirements;
+pub mod v2;
 
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;

@@ -73,8 +73,9 @@ pub enum PayloadDecodeError {
     /// No integer `x402Version`.
     #[error("X-PAYMENT has no x402Version")]
     MissingVersion,
-    /// A version other than 1 (x402 V2 clients send 2).
-    #[error("x402Version {0} is not supported; only x402 V1 is")]
+    /// A version other than 1 (an x402 V2 payload is read by
+    /// [`PaymentPayloadV2`](super::v2::PaymentPayloadV2)).
+    #[error("x402Version {0} is not an x402 V1 payload")]
     UnsupportedVersion(u64),
 }
 
@@ -109,6 +110,9 @@ impl PaymentPayload {
             Ok(XPayment::UnsupportedVersion {
                 x402_version: Some(v),
             }) => Err(PayloadDecodeError::UnsupportedVersion(v)),
+            Ok(XPayment::X402V2(_)) | Err(XPaymentError::MalformedV2Payload(_)) => {
+                Err(PayloadDecodeError::UnsupportedVersion(2))
+            }
             // No integer `x402Version`: read as a proof, or as nothing the decoder knows (the
             // proof size limit applies only to values without `x402Version`).
             Ok(XPayment::UnsupportedVersion { x402_version: None } | XPayment::Proof(_))

@@ -159,6 +159,7 @@ fn facilitator_answers_we_build_match_the_vectors() {
 
     let supported = SupportedResponse {
         kinds: vec![SupportedKind::exact("base-sepolia")],
+        ..SupportedResponse::default()
     };
     assert_eq!(
         serde_json::to_value(&supported).unwrap()["kinds"][0],

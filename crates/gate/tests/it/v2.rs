@@ -1,0 +1,296 @@
+//! x402 V2 beside V1: the `PAYMENT-REQUIRED` header of every 402, `PAYMENT-SIGNATURE` payments
+//! settled once under the V1 lock, both response headers, and `payment-identifier` retries.
+
+use alloy::primitives::{B256, U256};
+use tollgate_gate::{PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT_RESPONSE};
+use tollgate_protocol::x402::{
+    SettlementResponseHeader,
+    v2::{PAYMENT_IDENTIFIER, PaymentPayloadV2, PaymentRequiredV2},
+};
+
+use crate::support::{App, Harness, NETWORK, PAYEE, PAYER, QUOTE_PRICE, Reply};
+
+const CAIP2: &str = "eip155:84532";
+
+/// The V2 terms of a fresh 402 at `path`.
+async fn terms(app: &App, path: &str) -> (Reply, PaymentRequiredV2) {
+    let r = app.get(path, &[]).await;
+    assert_eq!(r.status, 402);
+    let header = r.headers[PAYMENT_REQUIRED].to_str().unwrap().to_owned();
+    (r, PaymentRequiredV2::decode_header(&header).unwrap())
+}
+
+/// A V2 payment for the first entry of `required`, signed as the reference client signs it,
+/// with an optional payment identifier.
+async fn pay_v2(
+    h: &Harness,
+    required: &PaymentRequiredV2,
+    amount: u64,
+    nonce: B256,
+    id: Option<&str>,
+) -> PaymentPayloadV2 {
+    let accepted = required.accepts[0].clone();
+    let signed = h.x402_payload(PAYER, accepted.pay_to, amount, nonce).await;
+    PaymentPayloadV2 {
+        x402_version: 2,
+        resource: Some(required.resource.clone()),
+        accepted,
+        payload: signed.payload,
+        extensions: id.map(|id| {
+            serde_json::Map::from_iter([(
+                PAYMENT_IDENTIFIER.to_owned(),
+                serde_json::json!({ "info": { "required": false, "id": id } }),
+            )])
+        }),
+    }
+}
+
+async fn send(app: &App, path: &str, p: &PaymentPayloadV2) -> Reply {
+    app.get(path, &[(PAYMENT_SIGNATURE, &p.encode_header())])
+        .await
+}
+
+fn settlement(r: &Reply, header: &str) -> SettlementResponseHeader {
+    SettlementResponseHeader::decode(r.headers[header].to_str().unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_402_carries_the_v2_terms_beside_the_v1_body() {
+    let h = Harness::new().await;
+    let gate = h.gate().await;
+    assert_eq!(gate.caip2(), Some(CAIP2));
+    let app = App::serve(&gate).await;
+    let (r, v2) = terms(&app, "/v1/quote").await;
+    assert_eq!(r.body["x402Version"], 1, "the body stays the V1 superset");
+    assert_eq!(r.body["version"], "1");
+    assert_eq!(v2.x402_version, 2);
+    assert_eq!(v2.error.as_deref(), Some("PaymentRequired"));
+    assert_eq!(v2.resource.url, format!("{}/v1/quote", app.url));
+    assert_eq!(v2.resource.description.as_deref(), Some("a quote"));
+    assert_eq!(v2.accepts.len(), 1);
+    let a = &v2.accepts[0];
+    assert_eq!((a.scheme.as_str(), a.network.as_str()), ("exact", CAIP2));
+    assert_eq!(a.amount.to_string(), QUOTE_PRICE.to_string());
+    assert_eq!((a.asset, a.pay_to), (h.token(), h.address(PAYEE)));
+    assert_eq!(a.extra.as_ref().unwrap()["name"], "USD Coin");
+    let header = r.headers[PAYMENT_REQUIRED].to_str().unwrap();
+    let json: serde_json::Value = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::STANDARD, header).unwrap(),
+    )
+    .unwrap();
+    assert!(json["accepts"][0]["maxTimeoutSeconds"].is_u64());
+    assert_eq!(
+        json["extensions"][PAYMENT_IDENTIFIER]["info"]["required"],
+        false
+    );
+    // Refusals carry it too, with the reason in its `error`.
+    let r = app.pay("/v1/quote", "garbage").await;
+    let v2 =
+        PaymentRequiredV2::decode_header(r.headers[PAYMENT_REQUIRED].to_str().unwrap()).unwrap();
+    assert_eq!(v2.error.as_deref(), Some("InvalidPaymentProof"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_v2_payment_settles_once_under_the_v1_lock() {
+    let h = Harness::new().await;
+    let gate = h.gate().await;
+    let app = App::serve(&gate).await;
+    let (payer, payee) = (h.address(PAYER), h.address(PAYEE));
+    let before = (h.token_balance(payer).await, h.token_balance(payee).await);
+    let (_, required) = terms(&app, "/v1/quote").await;
+    let p = pay_v2(&h, &required, QUOTE_PRICE, B256::repeat_byte(0x71), None).await;
+
+    let ok = send(&app, "/v1/quote", &p).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let v2 = settlement(&ok, PAYMENT_RESPONSE);
+    let v1 = settlement(&ok, X_PAYMENT_RESPONSE);
+    assert!(v2.success && v1.success);
+    assert_eq!((v2.network.as_str(), v1.network.as_str()), (CAIP2, NETWORK));
+    assert_eq!(v2.transaction, v1.transaction);
+    assert_eq!(v2.payer, Some(payer));
+    assert_eq!(
+        h.token_balance(payee).await,
+        before.1 + U256::from(QUOTE_PRICE)
+    );
+
+    // Replayed as V2, and as its V1 twin in X-PAYMENT: one lock for both versions.
+    let again = send(&app, "/v1/quote", &p).await;
+    assert_eq!(again.status, 402);
+    assert_eq!(again.body["reason"], "duplicate_settlement");
+    let twin = p.to_v1(NETWORK).encode_header();
+    assert_eq!(
+        app.pay("/v1/quote", &twin).await.body["reason"],
+        "duplicate_settlement"
+    );
+    assert_eq!(app.hits(), 1);
+    assert_eq!(
+        h.token_balance(payer).await,
+        before.0 - U256::from(QUOTE_PRICE)
+    );
+    assert_eq!(
+        h.token_balance(payee).await,
+        before.1 + U256::from(QUOTE_PRICE)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tampered_or_foreign_v2_payments_are_refused_and_move_nothing() {
+    let h = Harness::new().await;
+    let gate = h.gate().await;
+    let app = App::serve(&gate).await;
+    let payee = h.address(PAYEE);
+    let before = h.token_balance(payee).await;
+    let (_, required) = terms(&app, "/v1/quote").await;
+
+    // `accepted` lowered to what was signed: not this route's requirement.
+    let mut cheap = pay_v2(&h, &required, 1, B256::repeat_byte(0x72), None).await;
+    cheap.accepted.amount = 1u64.into();
+    let r = send(&app, "/v1/quote", &cheap).await;
+    assert_eq!(
+        (r.status, r.body["reason"].as_str()),
+        (402, Some("invalid_payment_requirements"))
+    );
+    // The amount signed raised past `accepted` after signing: the signature no longer holds.
+    let mut raised = pay_v2(&h, &required, QUOTE_PRICE, B256::repeat_byte(0x73), None).await;
+    raised.payload.authorization.value = (QUOTE_PRICE + 1).into();
+    let r = send(&app, "/v1/quote", &raised).await;
+    assert_eq!(r.status, 402);
+    assert_eq!(r.body["error"], "InvalidPaymentProof");
+    // Less signed than `accepted` says.
+    let short = pay_v2(
+        &h,
+        &required,
+        QUOTE_PRICE - 1,
+        B256::repeat_byte(0x74),
+        None,
+    )
+    .await;
+    let r = send(&app, "/v1/quote", &short).await;
+    assert_eq!(
+        r.body["reason"],
+        "invalid_exact_evm_payload_authorization_value"
+    );
+    // The quote's terms at the dearer /premium.
+    let quote = pay_v2(&h, &required, QUOTE_PRICE, B256::repeat_byte(0x75), None).await;
+    let r = send(&app, "/premium", &quote).await;
+    assert_eq!(r.body["reason"], "invalid_payment_requirements");
+    // Another network.
+    let mut elsewhere = pay_v2(&h, &required, QUOTE_PRICE, B256::repeat_byte(0x76), None).await;
+    elsewhere.accepted.network = "eip155:8453".into();
+    assert_eq!(
+        send(&app, "/v1/quote", &elsewhere).await.body["reason"],
+        "invalid_network"
+    );
+    // Both headers at once.
+    let both = app
+        .get(
+            "/v1/quote",
+            &[
+                (PAYMENT_SIGNATURE, &quote.encode_header()),
+                ("x-payment", &quote.to_v1(NETWORK).encode_header()),
+            ],
+        )
+        .await;
+    assert_eq!(both.body["reason"], "multiple_payment_headers");
+    assert_eq!(app.hits(), 0);
+    assert_eq!(h.token_balance(payee).await, before);
+    // The untampered payment still pays: nothing above spent its nonce.
+    let ok = send(&app, "/v1/quote", &quote).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_payment_identifier_makes_retries_idempotent() {
+    let h = Harness::new().await;
+    let gate = h.gate().await;
+    let app = std::sync::Arc::new(App::serve(&gate).await);
+    let payee = h.address(PAYEE);
+    let before = h.token_balance(payee).await;
+    let (_, required) = terms(&app, "/v1/quote").await;
+    let id = "pay_7d5d747be160e280504c099d984bcfe0";
+    let p = pay_v2(
+        &h,
+        &required,
+        QUOTE_PRICE,
+        B256::repeat_byte(0x81),
+        Some(id),
+    )
+    .await;
+
+    let first = send(&app, "/v1/quote", &p).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let tx = settlement(&first, PAYMENT_RESPONSE).transaction;
+    // The same payload under its id, again and concurrently: the first outcome, charged once.
+    let tasks: Vec<_> = (0..5)
+        .map(|_| {
+            let (app, p) = (std::sync::Arc::clone(&app), p.clone());
+            tokio::spawn(async move { send(&app, "/v1/quote", &p).await })
+        })
+        .collect();
+    for t in tasks {
+        let r = t.await.unwrap();
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(settlement(&r, PAYMENT_RESPONSE).transaction, tx);
+    }
+    assert_eq!(
+        h.token_balance(payee).await,
+        before + U256::from(QUOTE_PRICE)
+    );
+    // Another payload under the same id: refused, nothing moves.
+    let other = pay_v2(
+        &h,
+        &required,
+        QUOTE_PRICE,
+        B256::repeat_byte(0x82),
+        Some(id),
+    )
+    .await;
+    let r = send(&app, "/v1/quote", &other).await;
+    assert_eq!(
+        (r.status, r.body["reason"].as_str()),
+        (402, Some("payment_identifier_conflict"))
+    );
+    assert_eq!(
+        h.token_balance(payee).await,
+        before + U256::from(QUOTE_PRICE)
+    );
+    assert_eq!(app.hits(), 6);
+
+    // A refused payment frees its id for the next payload.
+    let id2 = "pay_0123456789abcdef0123";
+    let short = pay_v2(
+        &h,
+        &required,
+        QUOTE_PRICE - 1,
+        B256::repeat_byte(0x83),
+        Some(id2),
+    )
+    .await;
+    assert_eq!(send(&app, "/v1/quote", &short).await.status, 402);
+    let good = pay_v2(
+        &h,
+        &required,
+        QUOTE_PRICE,
+        B256::repeat_byte(0x84),
+        Some(id2),
+    )
+    .await;
+    assert_eq!(send(&app, "/v1/quote", &good).await.status, 200);
+    assert_eq!(
+        h.token_balance(payee).await,
+        before + U256::from(2 * QUOTE_PRICE)
+    );
+    // A malformed id is refused.
+    let bad = pay_v2(
+        &h,
+        &required,
+        QUOTE_PRICE,
+        B256::repeat_byte(0x85),
+        Some("short"),
+    )
+    .await;
+    assert_eq!(
+        send(&app, "/v1/quote", &bad).await.body["reason"],
+        "invalid_payload"
+    );
+}

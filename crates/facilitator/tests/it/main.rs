@@ -18,3 +18,4 @@ mod subscriptions;
 mod support;
 mod webhooks;
 mod x402;
+mod x402_v2;

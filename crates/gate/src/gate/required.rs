@@ -238,11 +238,30 @@ mod tests {
         assert!(e.service.as_ref().unwrap().subscription_scheme);
         assert_eq!(e.plan.as_ref(), Some(&plan));
         e.requirements.check_x402_v1_compatible().unwrap();
-        // Subscription only.
+        // In V2, the exact entry on the CAIP-2 id and the plan in Tollgate's extension.
+        let v2 = g.payment_required_v2(&b, &offer(&both)).unwrap();
+        assert_eq!(v2.accepts.len(), 1);
+        assert_eq!(v2.accepts[0].network, "eip155:84532");
+        assert_eq!(v2.error.as_deref(), Some("x"));
+        let ext = v2.extensions.as_ref().unwrap();
+        let sub_offer = &ext[x402::v2::SUBSCRIPTION_EXTENSION]["info"]["offer"];
+        assert_eq!(sub_offer["planId"], plan.plan_id.to_string());
+        assert_eq!(sub_offer["subscriptionScheme"], true);
+        assert_eq!(sub_offer["facilitator"], "http://f.example");
+        assert_eq!(sub_offer["plan"]["amount"], "5000000");
+        assert!(ext.contains_key(x402::v2::PAYMENT_IDENTIFIER));
+        // Subscription only: a V1 `subscription` entry; no V2 entry a generic client could pay.
         let sub = [Pricing::subscription(plan.plan_id)];
         let b = g.build_payment_required(&offer(&sub), "x");
         assert_eq!(b.accepts[0].requirements.scheme, "subscription");
         assert_eq!(b.accepts[0].amount, plan.amount);
+        let v2 = g.payment_required_v2(&b, &offer(&sub)).unwrap();
+        assert!(v2.accepts.is_empty());
+        assert!(
+            v2.extensions
+                .unwrap()
+                .contains_key(x402::v2::SUBSCRIPTION_EXTENSION)
+        );
         // Memos verify for the method/path/price they were issued for.
         let b = g.build_payment_required(&offer(&one), "x");
         let t = g.terms("GET", "/v1/quote", Amount::from_units(500_000));

@@ -7,12 +7,21 @@
 //! cargo bench -p tollgate-facilitator --bench facilitator -- authorize       # /authorize, SQLite
 //! cargo bench -p tollgate-facilitator --bench facilitator -- authorize-pg    # /authorize, PostgreSQL
 //! cargo bench -p tollgate-facilitator --bench facilitator -- x402            # /verify and /settle on anvil
+//! cargo bench -p tollgate-facilitator --bench facilitator -- x402v2          # V2, beside the reference facilitator
 //! ```
+//!
+//! `x402v2` runs x402 V1 and V2 `/verify` and `/settle` against one anvil, then the same V2 bodies
+//! against the V2 reference facilitator (`tests/interop/x402v2-facilitator.mjs`: `@x402/core` +
+//! `@x402/evm` 2.27.0 from `.tools`, installed by `scripts/install-tools`) on the same anvil, as
+//! shipped and with a nonce manager and 50 ms polling. Sizes: `TOLLGATE_BENCH_N` for Tollgate,
+//! `TOLLGATE_BENCH_REFERENCE_N` (default 600) for the reference.
 //!
 //! PostgreSQL: `TOLLGATE_TEST_DATABASE_URL` (default postgres://postgres@127.0.0.1:5432/test); the
 //! bench works in a schema of its own and drops it afterwards. Sizes: `TOLLGATE_BENCH_N`.
 #![allow(missing_docs, clippy::print_stdout, clippy::print_stderr)]
 
+#[path = "support/node.rs"]
+mod node;
 mod support;
 
 use std::{
@@ -48,10 +57,15 @@ fn main() {
     if want("x402") {
         rt.block_on(x402(n));
     }
+    if want("x402v2") {
+        let reference_n = support::size("TOLLGATE_BENCH_REFERENCE_N", 600);
+        rt.block_on(x402v2(n.min(3_000), reference_n));
+    }
 }
 
-/// Latency percentiles and throughput of `n` requests at concurrency `c`, each made by `req(i)`.
-async fn drive<F, Fut>(label: &str, n: usize, c: usize, req: F)
+/// Latency percentiles and throughput of `n` requests at concurrency `c`, each made by `req(i)`;
+/// returns the rate.
+async fn drive<F, Fut>(label: &str, n: usize, c: usize, req: F) -> f64
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = bool> + Send,
@@ -86,12 +100,13 @@ where
     let elapsed = started.elapsed();
     lat.sort();
     let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
+    let rate = n as f64 / elapsed.as_secs_f64();
     println!(
-        "  {label:<34} n={n:<6} c={c:<3} {:>8.0} req/s   p50 {:>7.2} ms   p99 {:>7.2} ms   failures {failures}",
-        n as f64 / elapsed.as_secs_f64(),
+        "  {label:<44} n={n:<6} c={c:<3} {rate:>8.0} req/s   p50 {:>7.2} ms   p99 {:>7.2} ms   failures {failures}",
         ms(pct(0.50)),
         ms(pct(0.99)),
     );
+    rate
 }
 
 fn ms(d: Duration) -> f64 {
@@ -228,4 +243,192 @@ async fn x402(n: usize) {
         })
         .await;
     }
+}
+
+/// x402 V1 and V2 on one anvil, Tollgate's facilitator beside the V2 reference facilitator.
+async fn x402v2(n: usize, reference_n: usize) {
+    let net = TestNet::builder()
+        .backend(Backend::Anvil)
+        .relayers(5..9)
+        .start()
+        .await
+        .unwrap();
+    let d = net.fixture.deployment;
+    let now = net.now().await;
+    let caip2 = format!("eip155:{}", net.chain_id());
+    let pay_to = Address::repeat_byte(0xde);
+    let v1_requirements = serde_json::json!({
+        "scheme": "exact", "network": "tollgate-devnet", "maxAmountRequired": "10000",
+        "resource": "http://127.0.0.1/v1/quote", "description": "", "mimeType": "application/json",
+        "payTo": pay_to, "maxTimeoutSeconds": 600, "asset": d.token,
+        "extra": { "name": "USD Coin", "version": "2" }
+    });
+    let v2_requirements = serde_json::json!({
+        "scheme": "exact", "network": caip2, "amount": "10000", "asset": d.token,
+        "payTo": pay_to, "maxTimeoutSeconds": 600,
+        "extra": { "name": "USD Coin", "version": "2" }
+    });
+    // Distinct nonces per set: V1 and V2 through Tollgate, V2 through the reference (twice).
+    let sets = [n, n, reference_n, reference_n];
+    eprintln!(
+        "signing {} payloads (not timed)...",
+        sets.iter().sum::<usize>()
+    );
+    let mut next = 1u64;
+    let mut sign = |count: usize, v2: bool| -> Arc<Vec<String>> {
+        let bodies = (0..count)
+            .map(|i| {
+                let terms = ExactTerms {
+                    pay_to,
+                    amount: 10_000,
+                    nonce: B256::from(U256::from(next + i as u64) | (U256::from(0xb2u8) << 200)),
+                    valid_after: now - 600,
+                    valid_before: now + 600,
+                };
+                let p = net.fixture.sign_exact("tollgate-devnet", i % 5, &terms).unwrap();
+                if v2 {
+                    serde_json::json!({
+                        "x402Version": 2,
+                        "paymentPayload": {
+                            "x402Version": 2,
+                            "resource": { "url": "http://127.0.0.1/v1/quote", "mimeType": "application/json" },
+                            "accepted": v2_requirements,
+                            "payload": p.payload,
+                        },
+                        "paymentRequirements": v2_requirements,
+                    })
+                } else {
+                    serde_json::json!({ "x402Version": 1, "paymentPayload": p, "paymentRequirements": v1_requirements })
+                }
+                .to_string()
+            })
+            .collect();
+        next += count as u64;
+        Arc::new(bodies)
+    };
+    let v1 = sign(n, false);
+    let v2 = sign(n, true);
+    let reference_shipped = sign(reference_n, true);
+    let reference_tuned = sign(reference_n, true);
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    let run =
+        |label: String, base: String, path: &'static str, c: usize, bodies: Arc<Vec<String>>| {
+            let http = http.clone();
+            let key = if path == "verify" {
+                "isValid"
+            } else {
+                "success"
+            };
+            let url = format!("{base}/{path}");
+            let n = bodies.len();
+            let req = move |i: usize| {
+                let (http, url, bodies) = (http.clone(), url.clone(), bodies.clone());
+                async move {
+                    let Ok(r) = http
+                        .post(&url)
+                        .header("content-type", "application/json")
+                        .body(bodies[i].clone())
+                        .send()
+                        .await
+                    else {
+                        return false;
+                    };
+                    r.json::<serde_json::Value>()
+                        .await
+                        .is_ok_and(|v| v[key] == true)
+                }
+            };
+            async move { drive(&label, n, c, req).await }
+        };
+    let ours_v1_verify = run(
+        "/verify Tollgate x402 V1".into(),
+        net.url.clone(),
+        "verify",
+        16,
+        v1.clone(),
+    )
+    .await;
+    let ours_v2_verify = run(
+        "/verify Tollgate x402 V2".into(),
+        net.url.clone(),
+        "verify",
+        16,
+        v2.clone(),
+    )
+    .await;
+    let ours_v1_settle = run(
+        "/settle Tollgate x402 V1".into(),
+        net.url.clone(),
+        "settle",
+        8,
+        v1,
+    )
+    .await;
+    let ours_v2_settle = run(
+        "/settle Tollgate x402 V2".into(),
+        net.url.clone(),
+        "settle",
+        8,
+        v2,
+    )
+    .await;
+    let anvil = net.fixture.anvil().expect("anvil").url().to_owned();
+    let key = net
+        .account(tollgate_testkit::harness::PROOF_KEY)
+        .private_key
+        .to_string();
+    let mut reference_verify = 0.0;
+    let mut reference_settle = Vec::new();
+    for (tuned, bodies) in [(false, reference_shipped), (true, reference_tuned)] {
+        let mut args = vec![
+            "--rpc-url",
+            &anvil,
+            "--private-key",
+            &key,
+            "--network",
+            &caip2,
+        ];
+        if tuned {
+            args.extend(["--nonce-manager", "--poll-ms", "50"]);
+        }
+        let Some(reference) = node::server("x402v2-facilitator.mjs", &args).await else {
+            return;
+        };
+        let what = if tuned {
+            "nonce manager, 50 ms polling"
+        } else {
+            "as shipped"
+        };
+        if !tuned {
+            reference_verify = run(
+                "/verify reference x402 V2".into(),
+                reference.url.clone(),
+                "verify",
+                16,
+                bodies.clone(),
+            )
+            .await;
+        }
+        reference_settle.push(
+            run(
+                format!("/settle reference x402 V2 ({what})"),
+                reference.url.clone(),
+                "settle",
+                8,
+                bodies,
+            )
+            .await,
+        );
+    }
+    let best = reference_settle.iter().copied().fold(0.0, f64::max);
+    println!(
+        "  V2 ratios (Tollgate / reference): /verify {:.1}x, /settle {:.1}x its best configuration; V2 / V1 (Tollgate): /verify {:.2}, /settle {:.2}",
+        ours_v2_verify / reference_verify,
+        ours_v2_settle / best,
+        ours_v2_verify / ours_v1_verify,
+        ours_v2_settle / ours_v1_settle,
+    );
 }

@@ -327,7 +327,8 @@ fn summarize(response: &PaidResponse, started: Instant, named: Option<&str>) {
     ));
 }
 
-/// `paid 0.500000 (500000 units) on NETWORK to PAYEE from PAYER; tx HASH`, or for a request
+/// `paid 0.500000 (500000 units) on NETWORK to PAYEE from PAYER; tx HASH` (plain x402 payments
+/// add `; x402 V1` or `; x402 V2`, the version paid in), or for a request
 /// served on a subscription `subscribed ID: first cycle …` (created for it) or `served on
 /// subscription ID` (held already).
 fn paid_line(p: &Payment) -> String {
@@ -348,6 +349,15 @@ fn paid_line(p: &Payment) -> String {
             p.network,
             p.pay_to,
             p.payer,
+        ),
+        PaymentKind::X402 => format!(
+            "paid {} ({} units) on {} to {} from {}; tx {tx}; x402 V{}",
+            tokens(p.amount),
+            p.amount,
+            p.network,
+            p.pay_to,
+            p.payer,
+            p.x402_version.unwrap_or(1),
         ),
         _ => format!(
             "paid {} ({} units) on {} to {} from {}; tx {tx}",

@@ -99,7 +99,7 @@ impl Net {
                     &["--network", NETWORK, "--chain-id", &CHAIN_ID.to_string()],
                 )
                 .await;
-                let c = devnet.info.contracts.clone();
+                let c = devnet.info.contracts;
                 let url = devnet.info.rpc_url.clone().expect("devnet rpcUrl");
                 (Some(devnet), None, url, c.token, c.router, c.subscriptions)
             }
@@ -533,6 +533,22 @@ async fn agent_pays_x402_express(backend: Backend, reference: bool) {
         net.balance(payer.address).await,
         before.0 - U256::from(PRICE)
     );
+
+    // `tollgate pay` reports the version it paid in.
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["pay", &weather, "--max", "0.25", "--key"])
+        .arg(payer.private_key.to_string())
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("paid 0.250000 (250000 units)"), "{stderr}");
+    assert!(stderr.contains("; x402 V2"), "{stderr}");
+    assert_eq!(server.served().await, 2);
+    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(2 * PRICE));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -85,7 +85,8 @@ async fn v2_refusals_move_nothing(backend: Backend) {
     let pay_to = h.account(7).address;
     let before = h.token_balance(pay_to).await;
     let good = v2_body(&h, 2, pay_to, 10_000, B256::repeat_byte(0x32), None).await;
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, &str)> = vec![
+    type Tamper = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(&str, Tamper, &str)> = vec![
         (
             "accepted is not the requirement",
             Box::new(|b| b["paymentPayload"]["accepted"]["amount"] = json!("9999")),

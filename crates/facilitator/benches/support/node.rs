@@ -1,0 +1,42 @@
+//! Reference peers for the side-by-side benches: the `tests/interop` node scripts.
+
+/// A node script of `tests/interop` that prints `LISTENING <port>`, started with `args` (it is
+/// killed when the returned handle drops); `None`, after saying why, without node or `.tools`.
+pub(crate) async fn server(script: &str, args: &[&str]) -> Option<NodeServer> {
+    use tokio::io::AsyncBufReadExt as _;
+    let root = tollgate_testkit::repo_root();
+    if !root
+        .join(".tools/node_modules/@x402/core/package.json")
+        .is_file()
+    {
+        eprintln!("skipped: {script} needs the pinned @x402 packages: run scripts/install-tools");
+        return None;
+    }
+    let mut child = tokio::process::Command::new("node")
+        .arg(root.join("tests/interop").join(script))
+        .args(["--port", "0"])
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| eprintln!("skipped: cannot run node {script}: {e}"))
+        .ok()?;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take()?).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        if let Some(port) = line.strip_prefix("LISTENING ") {
+            let url = format!("http://127.0.0.1:{}", port.trim());
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return Some(NodeServer { _child: child, url });
+        }
+    }
+    eprintln!("skipped: {script} exited before listening");
+    None
+}
+
+/// A running node server ([`server`]).
+pub(crate) struct NodeServer {
+    _child: tokio::process::Child,
+    pub(crate) url: String,
+}

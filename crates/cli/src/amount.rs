@@ -12,52 +12,16 @@ pub(crate) const NOTATION: &str = "Amounts are tokens with a decimal point (0.50
 units) or units of the token's smallest unit with a prefix (units:500000).";
 
 /// The token's decimals.
-const DECIMALS: usize = 6;
+const DECIMALS: u8 = 6;
 
-/// Parses an amount in the CLI's notation (see the module docs).
+/// Parses an amount in the CLI's notation (see the module docs; [`Amount::parse_notation`]).
 pub(crate) fn parse(s: &str) -> Result<Amount, String> {
-    let explain = |why: &str| {
-        format!(
-            "{s:?} {why}: write tokens with a decimal point (0.50, 5.00) or units with a prefix \
-             (units:500000)"
-        )
-    };
-    if let Some(units) = s.strip_prefix("units:") {
-        if units.is_empty() || !units.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(explain("is not a whole number of units"));
-        }
-        return units.parse().map_err(|e| explain(&format!("({e})")));
-    }
-    let Some((whole, frac)) = s.split_once('.') else {
-        return Err(explain(if is_digits(s) && !s.is_empty() {
-            "is ambiguous (tokens or units?)"
-        } else {
-            "is not an amount"
-        }));
-    };
-    if whole.is_empty() && frac.is_empty() || !is_digits(whole) || !is_digits(frac) {
-        return Err(explain("is not an amount"));
-    }
-    if frac.len() > DECIMALS {
-        return Err(explain("has more than 6 decimals"));
-    }
-    let units = format!("{whole}{frac:0<DECIMALS$}");
-    let units = units.trim_start_matches('0');
-    if units.is_empty() {
-        return Ok(Amount::ZERO);
-    }
-    units.parse().map_err(|e| explain(&format!("({e})")))
-}
-
-fn is_digits(s: &str) -> bool {
-    s.bytes().all(|b| b.is_ascii_digit())
+    Amount::parse_notation(s, DECIMALS).map_err(|e| e.to_string())
 }
 
 /// Units as tokens, 6 decimals: `0.500000`.
 pub(crate) fn tokens(a: Amount) -> String {
-    let s = format!("{:0>7}", a.to_string());
-    let (whole, frac) = s.split_at(s.len() - DECIMALS);
-    format!("{whole}.{frac}")
+    a.to_tokens(DECIMALS)
 }
 
 #[cfg(test)]

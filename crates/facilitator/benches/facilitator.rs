@@ -64,7 +64,7 @@ fn main() {
 }
 
 /// Latency percentiles and throughput of `n` requests at concurrency `c`, each made by `req(i)`;
-/// returns the rate.
+/// returns the rate of successes (failed requests count in `req/s` but not here).
 async fn drive<F, Fut>(label: &str, n: usize, c: usize, req: F) -> f64
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
@@ -101,12 +101,13 @@ where
     lat.sort();
     let pct = |p: f64| lat[((lat.len() as f64 * p) as usize).min(lat.len() - 1)];
     let rate = n as f64 / elapsed.as_secs_f64();
+    let ok = (n - failures) as f64 / elapsed.as_secs_f64();
     println!(
-        "  {label:<44} n={n:<6} c={c:<3} {rate:>8.0} req/s   p50 {:>7.2} ms   p99 {:>7.2} ms   failures {failures}",
+        "  {label:<44} n={n:<6} c={c:<3} {rate:>8.0} req/s ({ok:.0} ok/s)   p50 {:>7.2} ms   p99 {:>7.2} ms   failures {failures}",
         ms(pct(0.50)),
         ms(pct(0.99)),
     );
-    rate
+    ok
 }
 
 fn ms(d: Duration) -> f64 {
@@ -343,87 +344,98 @@ async fn x402v2(n: usize, reference_n: usize) {
             };
             async move { drive(&label, n, c, req).await }
         };
-    let ours_v1_verify = run(
-        "/verify Tollgate x402 V1".into(),
-        net.url.clone(),
-        "verify",
-        16,
-        v1.clone(),
-    )
-    .await;
-    let ours_v2_verify = run(
-        "/verify Tollgate x402 V2".into(),
-        net.url.clone(),
-        "verify",
-        16,
-        v2.clone(),
-    )
-    .await;
-    let ours_v1_settle = run(
-        "/settle Tollgate x402 V1".into(),
-        net.url.clone(),
-        "settle",
-        8,
-        v1,
-    )
-    .await;
-    let ours_v2_settle = run(
-        "/settle Tollgate x402 V2".into(),
-        net.url.clone(),
-        "settle",
-        8,
-        v2,
-    )
-    .await;
+    // The chain grows with every settlement and settling slows with it, so the order is a
+    // setting: TOLLGATE_BENCH_V2_FIRST=1 settles V2 before V1, TOLLGATE_BENCH_REFERENCE_FIRST=1
+    // runs the reference facilitator before Tollgate's (run the orders to compare fairly).
+    let flag = |name: &str| std::env::var(name).is_ok_and(|v| v == "1");
+    let ours = async {
+        let v1_verify = run(
+            "/verify Tollgate x402 V1".into(),
+            net.url.clone(),
+            "verify",
+            16,
+            v1.clone(),
+        )
+        .await;
+        let v2_verify = run(
+            "/verify Tollgate x402 V2".into(),
+            net.url.clone(),
+            "verify",
+            16,
+            v2.clone(),
+        )
+        .await;
+        let settle =
+            |label: &'static str, bodies| run(label.into(), net.url.clone(), "settle", 8, bodies);
+        let (v1_settle, v2_settle) = if flag("TOLLGATE_BENCH_V2_FIRST") {
+            let v2 = settle("/settle Tollgate x402 V2", v2).await;
+            (settle("/settle Tollgate x402 V1", v1).await, v2)
+        } else {
+            let v1 = settle("/settle Tollgate x402 V1", v1).await;
+            (v1, settle("/settle Tollgate x402 V2", v2).await)
+        };
+        (v1_verify, v2_verify, v1_settle, v2_settle)
+    };
     let anvil = net.fixture.anvil().expect("anvil").url().to_owned();
     let key = net
         .account(tollgate_testkit::harness::PROOF_KEY)
         .private_key
         .to_string();
-    let mut reference_verify = 0.0;
-    let mut reference_settle = Vec::new();
-    for (tuned, bodies) in [(false, reference_shipped), (true, reference_tuned)] {
-        let mut args = vec![
-            "--rpc-url",
-            &anvil,
-            "--private-key",
-            &key,
-            "--network",
-            &caip2,
-        ];
-        if tuned {
-            args.extend(["--nonce-manager", "--poll-ms", "50"]);
+    let reference = async {
+        let mut verify = 0.0;
+        let mut settles = Vec::new();
+        for (tuned, bodies) in [(false, reference_shipped), (true, reference_tuned)] {
+            let mut args = vec![
+                "--rpc-url",
+                &anvil,
+                "--private-key",
+                &key,
+                "--network",
+                &caip2,
+            ];
+            if tuned {
+                args.extend(["--nonce-manager", "--poll-ms", "50"]);
+            }
+            let reference = node::server("x402v2-facilitator.mjs", &args).await?;
+            let what = if tuned {
+                "nonce manager, 50 ms polling"
+            } else {
+                "as shipped"
+            };
+            if !tuned {
+                verify = run(
+                    "/verify reference x402 V2".into(),
+                    reference.url.clone(),
+                    "verify",
+                    16,
+                    bodies.clone(),
+                )
+                .await;
+            }
+            settles.push(
+                run(
+                    format!("/settle reference x402 V2 ({what})"),
+                    reference.url.clone(),
+                    "settle",
+                    8,
+                    bodies,
+                )
+                .await,
+            );
         }
-        let Some(reference) = node::server("x402v2-facilitator.mjs", &args).await else {
-            return;
-        };
-        let what = if tuned {
-            "nonce manager, 50 ms polling"
-        } else {
-            "as shipped"
-        };
-        if !tuned {
-            reference_verify = run(
-                "/verify reference x402 V2".into(),
-                reference.url.clone(),
-                "verify",
-                16,
-                bodies.clone(),
-            )
-            .await;
-        }
-        reference_settle.push(
-            run(
-                format!("/settle reference x402 V2 ({what})"),
-                reference.url.clone(),
-                "settle",
-                8,
-                bodies,
-            )
-            .await,
-        );
-    }
-    let best = reference_settle.iter().copied().fold(0.0, f64::max);
+        Some((verify, settles.into_iter().fold(0.0, f64::max)))
+    };
+    let (ours, reference) = if flag("TOLLGATE_BENCH_REFERENCE_FIRST") {
+        let r = reference.await;
+        (ours.await, r)
+    } else {
+        let o = ours.await;
+        (o, reference.await)
+    };
+    let (ours_v1_verify, ours_v2_verify, ours_v1_settle, ours_v2_settle) = ours;
+    let Some((reference_verify, best)) = reference else {
+        return;
+    };
     println!(
         "  V2 ratios (Tollgate / reference): /verify {:.1}x, /settle {:.1}x its best configuration; V2 / V1 (Tollgate): /verify {:.2}, /settle {:.2}",
         ours_v2_verify / reference_verify,

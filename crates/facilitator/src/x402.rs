@@ -39,6 +39,10 @@ use crate::{
     store::{NewSettlement, Settlement, SettlementKind},
 };
 
+/// The gas limit of an x402 settlement signed by a 65-byte (EOA) signature: USDC's and the
+/// devnet token's `transferWithAuthorization` use about 60–90k; the unused rest is not charged.
+const EOA_TRANSFER_GAS: u64 = 200_000;
+
 /// What verification established about a payload.
 struct Verified<'a> {
     net: &'a Network,
@@ -278,8 +282,27 @@ impl Facilitator {
             nonce: auth.nonce,
             signature: payload.payload.signature.clone(),
         };
-        let tx = TxRequest::call(self.relayer(), net.spec.token, call.abi_encode());
-        let tx_hash = match net.chain.send(tx).await {
+        let relayer = self.relayer();
+        let data = alloy::primitives::Bytes::from(call.abi_encode());
+        // One simulation (an `eth_call`) instead of a gas estimate's search: a revert is known
+        // before anything is sent, and the node runs the transfer once, not a dozen times.
+        // A plain 65-byte signature's transfer has a fixed cost well under the limit below (an
+        // unused limit costs nothing); a smart wallet's (ERC-1271, ERC-6492) is estimated.
+        let sent = match net
+            .chain
+            .call(Some(relayer), net.spec.token, data.clone())
+            .await
+        {
+            Ok(_) => {
+                let mut tx = TxRequest::call(relayer, net.spec.token, data);
+                if payload.payload.signature.len() == 65 {
+                    tx.gas = Some(EOA_TRANSFER_GAS);
+                }
+                net.chain.send(tx).await
+            }
+            Err(e) => Err(e),
+        };
+        let tx_hash = match sent {
             Ok(h) => h,
             Err(ChainError::Revert(r)) => {
                 if matches!(r, Revert::AuthorizationAlreadyUsed { .. }) {

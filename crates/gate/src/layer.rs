@@ -275,7 +275,47 @@ enum X402<'a> {
     V2(&'a PaymentPayloadV2),
 }
 
+/// What the layer decided about a request ([`PaymentGateLayer::admit`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Admission {
+    /// Serve the request, and add `response_headers` to its response (`X-PAYMENT-RESPONSE` and
+    /// `PAYMENT-RESPONSE` for a payment; none for a subscriber).
+    Admitted {
+        /// Headers for the response.
+        response_headers: http::HeaderMap,
+        /// The subscription the request is served on, if any.
+        subscription: Option<VerifiedSubscription>,
+    },
+    /// Do not serve the request: answer this (a 402 with fresh terms, a 503 or a 500).
+    Refused(Response<String>),
+}
+
 impl PaymentGateLayer {
+    /// The layer's whole decision about a request, for hosts that are not tower services (the
+    /// Node.js binding's Express and Hono middleware): the same checks, payments, metering and
+    /// answers as the service, without a body. A refusal changed nothing (no memo spent, nothing
+    /// deducted); an admission has settled or deducted what the request pays.
+    pub async fn admit(&self, parts: Parts) -> Admission {
+        match self.authorize(Request::from_parts(parts, ())).await {
+            Ok((req, paid)) => {
+                let mut response_headers = http::HeaderMap::new();
+                if let Some(paid) = paid {
+                    response_headers.insert(X_PAYMENT_RESPONSE, paid.v1);
+                    if let Some(v2) = paid.v2 {
+                        response_headers.insert(PAYMENT_RESPONSE, v2);
+                    }
+                }
+                let subscription = req.extensions().get::<VerifiedSubscription>().cloned();
+                Admission::Admitted {
+                    response_headers,
+                    subscription,
+                }
+            }
+            Err(refused) => Admission::Refused(refused),
+        }
+    }
+
     /// The decision: the request with the settlement headers to add (none for a subscriber),
     /// or the refusal.
     async fn authorize<B>(

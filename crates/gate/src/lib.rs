@@ -20,8 +20,9 @@ pub use gate::{
     DEFAULT_SIGNERS_TTL, Expected, Gate, GateBuilder, Offer, Pricing, VerifiedPayment, X402Failure,
 };
 pub use layer::{
-    PAYMENT_REQUIRED, PAYMENT_REQUIRED_REASON, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, PaymentGate,
-    PaymentGateLayer, ResponseFuture, UNSUPPORTED_VERSION_REASON, X_PAYMENT, X_PAYMENT_RESPONSE,
+    Admission, PAYMENT_REQUIRED, PAYMENT_REQUIRED_REASON, PAYMENT_RESPONSE, PAYMENT_SIGNATURE,
+    PaymentGate, PaymentGateLayer, ResponseFuture, UNSUPPORTED_VERSION_REASON, X_PAYMENT,
+    X_PAYMENT_RESPONSE,
 };
 pub use proof::parse_payment_proof;
 pub use store::MemoStore;

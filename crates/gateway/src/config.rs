@@ -3,7 +3,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
-use alloy::primitives::{Address, B256, U256};
+use alloy::primitives::{Address, B256};
 use serde::Deserialize;
 use tollgate_protocol::Amount;
 
@@ -165,44 +165,11 @@ impl Route {
 }
 
 /// An amount in token notation with a decimal point (`"0.10"`, `"1.00"`: at most `decimals`
-/// decimals) or in smallest units (`"units:100000"`), in smallest units. A bare integer is
-/// refused: `"1"` would read as a token here and as a unit in `price`.
+/// decimals) or in smallest units (`"units:100000"`), in smallest units
+/// ([`Amount::parse_notation`]). A bare integer is refused: `"1"` would read as a token here and
+/// as a unit in `price`.
 pub(crate) fn parse_token_amount(s: &str, decimals: u8) -> Result<Amount, String> {
-    if let Some(units) = s.strip_prefix("units:") {
-        return units.parse::<Amount>().map_err(|e| e.to_string());
-    }
-    let bad = || {
-        format!(
-            "{s:?} is not an amount: tokens with at most {decimals} decimals (\"0.10\") or \
-             smallest units (\"units:100000\")"
-        )
-    };
-    let Some((whole, frac)) = s.split_once('.') else {
-        return Err(format!(
-            "{s:?} is ambiguous (tokens or units?): write tokens with a decimal point (\"0.10\") \
-             or smallest units with a prefix (\"units:100000\")"
-        ));
-    };
-    let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
-    if whole.is_empty() || !digits(whole) || !digits(frac) || frac.len() > usize::from(decimals) {
-        return Err(bad());
-    }
-    if s.ends_with('.') {
-        return Err(bad());
-    }
-    let scale = U256::from(10u64).pow(U256::from(decimals));
-    let whole = U256::from_str_radix(whole, 10).map_err(|_| bad())?;
-    let frac_units = if frac.is_empty() {
-        U256::ZERO
-    } else {
-        let padded = format!("{frac:0<width$}", width = usize::from(decimals));
-        U256::from_str_radix(&padded, 10).map_err(|_| bad())?
-    };
-    whole
-        .checked_mul(scale)
-        .and_then(|w| w.checked_add(frac_units))
-        .map(Amount)
-        .ok_or_else(bad)
+    Amount::parse_notation(s, decimals).map_err(|e| e.to_string())
 }
 
 impl Config {
@@ -432,17 +399,9 @@ free = true
         assert!(p("1").unwrap_err().contains("ambiguous"));
         assert_eq!(p("1.000001"), Ok(Amount::from_units(1_000_001)));
         assert_eq!(p("units:42"), Ok(Amount::from_units(42)));
-        for bad in [
-            "",
-            ".5",
-            "1.",
-            "-1",
-            "1e3",
-            "0x10",
-            "1.0000001",
-            "units:1.5",
-            " 1",
-        ] {
+        assert_eq!(p(".5"), Ok(Amount::from_units(500_000)));
+        assert_eq!(p("1."), Ok(Amount::from_units(1_000_000)));
+        for bad in ["", ".", "-1", "1e3", "0x10", "1.0000001", "units:1.5", " 1"] {
             assert!(p(bad).is_err(), "{bad}");
         }
     }

@@ -55,6 +55,92 @@ impl From<u64> for Amount {
     }
 }
 
+/// Why an amount in the people's notation ([`Amount::parse_notation`]) was refused; its message
+/// says how to write one.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{text:?} {why}: write tokens with a decimal point (0.50, 5.00) or units with a prefix (units:500000)"
+)]
+pub struct NotationError {
+    text: String,
+    why: String,
+}
+
+impl NotationError {
+    fn new(text: &str, why: impl Into<String>) -> Self {
+        Self {
+            text: text.to_owned(),
+            why: why.into(),
+        }
+    }
+
+    /// Whether the text was a bare integer (tokens or units?).
+    pub fn is_ambiguous(&self) -> bool {
+        self.why.starts_with("is ambiguous")
+    }
+}
+
+impl Amount {
+    /// Reads the one notation of amounts people write (the CLI, the gateway's config, the
+    /// Node.js SDK): tokens with a decimal point (`0.50`, `5.00`, `.25`, `2.`; at most
+    /// `decimals` decimals) or the token's smallest unit with a `units:` prefix (`units:500000`).
+    /// A bare integer (`5`) is refused as ambiguous rather than guessed: one reader's 5 tokens is
+    /// another's 5 units, and an amount bounds money.
+    ///
+    /// ```
+    /// use tollgate_protocol::Amount;
+    /// assert_eq!(Amount::parse_notation("0.50", 6), Ok(Amount::from_units(500_000)));
+    /// assert_eq!(Amount::parse_notation("units:42", 6), Ok(Amount::from_units(42)));
+    /// assert!(Amount::parse_notation("5", 6).unwrap_err().is_ambiguous());
+    /// ```
+    pub fn parse_notation(s: &str, decimals: u8) -> Result<Self, NotationError> {
+        let err = |why: &str| NotationError::new(s, why);
+        let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+        if let Some(units) = s.strip_prefix("units:") {
+            if units.is_empty() || !digits(units) {
+                return Err(err("is not a whole number of units"));
+            }
+            return units
+                .parse()
+                .map_err(|e: AmountError| err(&format!("({e})")));
+        }
+        let Some((whole, frac)) = s.split_once('.') else {
+            return Err(err(if digits(s) && !s.is_empty() {
+                "is ambiguous (tokens or units?)"
+            } else {
+                "is not an amount"
+            }));
+        };
+        if whole.is_empty() && frac.is_empty() || !digits(whole) || !digits(frac) {
+            return Err(err("is not an amount"));
+        }
+        let places = usize::from(decimals);
+        if frac.len() > places {
+            return Err(err(&format!("has more than {decimals} decimals")));
+        }
+        let units = format!("{whole}{frac:0<places$}");
+        let units = units.trim_start_matches('0');
+        if units.is_empty() {
+            return Ok(Self::ZERO);
+        }
+        units
+            .parse()
+            .map_err(|e: AmountError| err(&format!("({e})")))
+    }
+
+    /// The amount in tokens of `decimals` decimals, every decimal written: `0.500000`.
+    pub fn to_tokens(self, decimals: u8) -> String {
+        let places = usize::from(decimals);
+        let s = format!("{:0>width$}", self.to_string(), width = places + 1);
+        let (whole, frac) = s.split_at(s.len() - places);
+        if frac.is_empty() {
+            whole.to_owned()
+        } else {
+            format!("{whole}.{frac}")
+        }
+    }
+}
+
 impl FromStr for Amount {
     type Err = AmountError;
 

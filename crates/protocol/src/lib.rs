@@ -20,7 +20,7 @@ pub mod webhook;
 pub mod x402;
 mod x_payment;
 
-pub use amount::{Amount, AmountError};
+pub use amount::{Amount, AmountError, NotationError};
 pub use api::subscriptions::{
     AllowanceUsage, AllowanceView, DeductRequest, PermitSignature, PlanView, QuoteQuery,
     RaiseAllowanceRequest, SubscribeRequest, SubscriptionQuote, SubscriptionStatus,

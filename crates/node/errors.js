@@ -1,0 +1,34 @@
+'use strict'
+// Errors from the native addon arrive as `Error`s whose message is "<Name>: <message>"; this
+// turns them into `error.name === "<Name>"` (the spec's error names: InsufficientFunds,
+// SubscriptionNotActive, AllowanceExhausted, InvalidPaymentProof, PlanDeprecated, ...), with
+// `error.code` the same name and `error.message` the rest.
+
+const NAMED = /^([A-Z][A-Za-z0-9]+): ([\s\S]*)$/
+
+/** Renames a native error in place (and returns it); other values pass through. */
+function named(err) {
+  if (err instanceof Error && err.code === 'GenericFailure') {
+    const m = NAMED.exec(err.message)
+    if (m) {
+      err.name = m[1]
+      err.code = m[1]
+      err.message = m[2]
+    }
+  }
+  return err
+}
+
+/** Calls `fn`, renaming whatever it throws or rejects with. */
+function wrap(fn) {
+  return function wrapped(...args) {
+    try {
+      const out = fn.apply(this, args)
+      return out && typeof out.then === 'function' ? out.catch((e) => { throw named(e) }) : out
+    } catch (e) {
+      throw named(e)
+    }
+  }
+}
+
+module.exports = { named, wrap }

@@ -103,7 +103,11 @@ function paymentGate(options) {
  */
 const buildPaymentRequired = wrap(async (options) => {
   const { plan, amount, resource, method, error, ...settings } = options
-  const pricing = settings.pricing ?? []
+  // The terms' plan and price are the gate's pricing: so a plan's terms are loaded and spelled out.
+  const pricing = settings.pricing ?? [
+    ...(plan ? [{ type: 'subscription', plan }] : []),
+    ...(amount ? [{ type: 'one-time', amount }] : []),
+  ]
   const gate = new binding.NativeGate({ ...settings, pricing })
   return gate.buildPaymentRequired({ plan, amount, resource, method, error })
 })

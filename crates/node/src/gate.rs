@@ -334,7 +334,10 @@ impl NativeGate {
             Err(e @ DeductError::SubscriptionNotActive { .. }) => {
                 Err(named("SubscriptionNotActive", e))
             }
-            Err(e) => Err(named(e.code(), e)),
+            Err(e) => {
+                let name = e.code().to_owned();
+                Err(named(&name, e))
+            }
         }
     }
 }

@@ -12,10 +12,10 @@
 //! Errors cross the boundary as `Error`s whose message starts with `"<Name>: "`; the JavaScript
 //! half moves the name into `error.name` ([`error`]).
 
-mod agent;
+pub mod agent;
 mod error;
-mod gate;
-mod proof;
+pub mod gate;
+pub mod proof;
 
 use alloy::primitives::{Address, B256};
 use tollgate_protocol::Amount;

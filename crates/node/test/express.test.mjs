@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, test } from "node:test";
 
 import { Agent, paymentGate, parsePaymentProof, verifyPaymentProof } from "../index.js";
-import { balance, fee, listen, repo, requireTool, run, startDev, tollgateBin } from "./support.mjs";
+import { balance, fee, listen, randomKey, repo, requireTool, run, startDev, tollgateBin } from "./support.mjs";
 
 const express = requireTool("express");
 
@@ -102,7 +102,7 @@ test("the JS agent pays through the facilitator, once; replay and tamper are ref
 
 test("the agent's policy and funds are enforced with the spec's error names", async () => {
   const poor = new Agent({
-    key: "0x8b3a350cf5c34c9194ca85829a2df0ec3153be0318b5e2d3348e872092edffba",
+    key: randomKey(),
     policy: { maxPerRequest: "0.25", budget: "1.00" },
   });
   await assert.rejects(poor.pay(`${app.url}/api/quote`), { name: "InsufficientFunds" });
@@ -133,7 +133,7 @@ test("x402-fetch (V1) and @x402/fetch (V2) pay the Express app; their replays ar
     ["x402-fetch-pay.mjs", ["1000000", "--replay"], 1],
     ["x402v2-fetch-pay.mjs", ["--replay", "--tamper"], 2],
   ]) {
-    const payer = dev.payers[2];
+    const payer = dev.payers[1];
     const before = [await balance(dev, payer.address), await balance(dev, payTo)];
     const servedBefore = served;
     const out = await run(process.execPath, [`${scripts}/${script}`, `${app.url}/api/quote`, payer.privateKey, ...args]);

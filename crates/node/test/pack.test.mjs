@@ -51,6 +51,7 @@ after(async () => {
 
 test("npm pack, install into an empty folder, the README's examples: 402 then 200", async () => {
   const packDir = join(dir, "pack");
+  mkdirSync(packDir);
   const packed = await run(npm, ["pack", "--pack-destination", packDir, "--json"], {
     cwd: crate,
     env: { ...process.env, TOLLGATE_NODE_PROFILE: "debug" },

@@ -180,6 +180,12 @@ pub enum Error {
     /// Signing failed.
     #[error("signing failed")]
     Signing(#[source] tollgate_chain::Error),
+    /// The MCP server could not be reached or answered outside the protocol.
+    #[error("MCP: {message}")]
+    Mcp {
+        /// What failed.
+        message: String,
+    },
 }
 
 /// Why a 402 body could not be read.

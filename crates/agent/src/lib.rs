@@ -12,6 +12,8 @@ mod state;
 mod subscribe;
 mod terms;
 
+#[cfg(feature = "mcp")]
+pub use agent::ToolCall;
 pub use agent::{
     Agent, AgentBuilder, DEFAULT_MAX_402_BODY, DEFAULT_MAX_BODY, PAYMENT_REQUIRED,
     PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE, signer_from_file,

@@ -76,6 +76,22 @@ pub(crate) fn parse(body: &[u8], v2: Option<&str>) -> Result<Terms> {
 fn parse_v2(header: &str) -> Result<Terms> {
     let required = PaymentRequiredV2::decode_header(header)
         .map_err(|e| Error::MalformedPaymentRequired(Malformed::V2(e)))?;
+    Ok(from_v2(required))
+}
+
+/// The terms of a payment-required object as JSON (an MCP tool result's `structuredContent`):
+/// x402 V2, or a V1 (or Tollgate superset) body.
+#[cfg(feature = "mcp")]
+pub(crate) fn from_value(value: &Value) -> Result<Terms> {
+    match value.get("x402Version").and_then(Value::as_u64) {
+        Some(2) => serde_json::from_value::<PaymentRequiredV2>(value.clone())
+            .map(from_v2)
+            .map_err(|e| Error::MalformedPaymentRequired(Malformed::Json(e))),
+        _ => parse_body(value.to_string().as_bytes()),
+    }
+}
+
+fn from_v2(required: PaymentRequiredV2) -> Terms {
     let payment_identifier = required
         .extensions
         .as_ref()
@@ -100,11 +116,11 @@ fn parse_v2(header: &str) -> Result<Terms> {
             })
         })
         .collect();
-    Ok(Terms {
+    Terms {
         offers,
         offered: required.accepts.len(),
         error: required.error,
-    })
+    }
 }
 
 /// Parses a 402 body. Entries that are neither a Tollgate option nor x402 V1 requirements (a

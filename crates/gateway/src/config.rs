@@ -39,6 +39,52 @@ pub struct Config {
     pub gate: GateConfig,
     /// Route prefixes and their prices.
     pub routes: Vec<Route>,
+    /// `[mcp]`: priced MCP tools served over streamable HTTP (see [`crate::mcp`]).
+    #[serde(default)]
+    pub mcp: Option<McpConfig>,
+}
+
+/// `[mcp]`: MCP tools that call the upstream API, each free or paid per call over x402's MCP
+/// transport.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// Where the MCP endpoint (streamable HTTP) is served (default `/mcp`); it takes precedence
+    /// over the routes.
+    #[serde(default = "default_mcp_path")]
+    pub path: String,
+    /// The tools.
+    pub tools: Vec<ToolConfig>,
+}
+
+/// `[[mcp.tools]]`: one tool.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolConfig {
+    /// The tool's name (what `tools/call` names).
+    pub name: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// The price per call, smallest units (as a route's `price`); absent: free.
+    #[serde(default)]
+    pub price: Option<Amount>,
+    /// The upstream path the call goes to.
+    pub upstream_path: String,
+    /// `POST` (the arguments as a JSON body; default) or `GET` (as query parameters).
+    #[serde(default = "default_tool_method")]
+    pub method: String,
+    /// The arguments' JSON Schema (default `{"type": "object"}`).
+    #[serde(default)]
+    pub input_schema: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+fn default_mcp_path() -> String {
+    "/mcp".into()
+}
+
+fn default_tool_method() -> String {
+    "POST".into()
 }
 
 /// `[gate]`: what payments must pay and where they settle.

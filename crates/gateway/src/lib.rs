@@ -59,11 +59,26 @@
 //! is a startup error too. `X-Service-Sub` on a route without a plan is answered 402
 //! `SubscriptionNotActive` (`reason: "subscription_not_offered"`).
 //!
+//! **MCP tools.** An `[mcp]` section serves priced MCP tools over streamable HTTP at `path`
+//! (default `/mcp`), each a call to the upstream, paid per call over x402's MCP transport (see
+//! [`mcp`]):
+//!
+//! ```toml
+//! [mcp]
+//! [[mcp.tools]]
+//! name = "quote"
+//! description = "A price quote"
+//! upstream_path = "/v1/quote"
+//! method = "GET"             # arguments as query parameters (POST: a JSON body)
+//! price = "50000"            # per call, smallest units; absent: free
+//! ```
+//!
 //! **State.** The SQLite memo store's directory (`.tollgate/` by default) is created at start;
 //! a path that cannot be created or opened is named in the error.
 
 mod config;
 mod error;
+pub mod mcp;
 mod path;
 mod proxy;
 
@@ -79,7 +94,7 @@ use axum::{
 use tollgate_gate::{BuildError, Gate, Pricing};
 use tower::ServiceExt as _;
 
-pub use config::{Config, GateConfig, Route};
+pub use config::{Config, GateConfig, McpConfig, Route, ToolConfig};
 pub use error::{Error, Result};
 use proxy::Upstream;
 
@@ -132,6 +147,13 @@ impl fmt::Debug for Secrets {
     }
 }
 
+/// The host of a base URL (`http://api.example.com:8090` → `api.example.com`), for the MCP
+/// endpoint's `Host` check.
+fn url_host(url: &str) -> Option<String> {
+    let uri: Uri = url.parse().ok()?;
+    uri.host().map(|h| h.trim_matches(['[', ']']).to_owned())
+}
+
 /// Builds the gateway's router: the gate (loading the routes' plans from the facilitator), the
 /// memo store (its directory created), and a proxy behind each route's payment gate.
 pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
@@ -146,7 +168,7 @@ pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
         .token(g.token, g.token_name.clone(), g.token_version.clone())
         .pay_to(g.pay_to)
         .facilitator(g.facilitator.clone())
-        .public_url(public_url)
+        .public_url(public_url.clone())
         .memo_ttl(Duration::from_secs(g.memo_ttl_secs))
         .memo_store_url(g.memo_store.clone());
     for plan in config.plans() {
@@ -189,13 +211,19 @@ pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
         }
         routes.push((prefix, target.with_state(upstream.clone())));
     }
+    let mut router = Router::new();
+    if let Some(m) = &config.mcp {
+        let hosts = url_host(&public_url).into_iter().collect();
+        let service = mcp::service(gate.clone(), m.tools.clone(), upstream.clone(), hosts);
+        router = router.nest_service(&m.path, service);
+    }
     let dispatch = Dispatch {
         routes: path::RouteTable::new(routes),
         unmatched: config
             .pass_unmatched
             .then(|| any(proxy::proxy).with_state(upstream)),
     };
-    Ok(Router::new().fallback(route).with_state(Arc::new(dispatch)))
+    Ok(router.fallback(route).with_state(Arc::new(dispatch)))
 }
 
 /// Creates the directory of a `sqlite://PATH` memo store (not of `sqlite::memory:`), naming the

@@ -32,6 +32,39 @@ impl Upstream {
     }
 }
 
+impl Upstream {
+    /// An MCP tool's call: `GET path?args` (each argument a query parameter, strings as they
+    /// are, other values as JSON) or `POST path` with the arguments as a JSON body. The status
+    /// and the body as text.
+    pub(crate) async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        args: Option<serde_json::Map<String, serde_json::Value>>,
+    ) -> reqwest::Result<(u16, String)> {
+        let url = format!("{}{path}", self.base);
+        let args = args.unwrap_or_default();
+        let req = if method.eq_ignore_ascii_case("GET") {
+            let query: Vec<(String, String)> = args
+                .into_iter()
+                .map(|(k, v)| match v {
+                    serde_json::Value::String(s) => (k, s),
+                    other => (k, other.to_string()),
+                })
+                .collect();
+            self.http.get(url).query(&query)
+        } else {
+            self.http
+                .post(url)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(serde_json::Value::Object(args).to_string())
+        };
+        let response = req.send().await?;
+        let status = response.status().as_u16();
+        Ok((status, response.text().await?))
+    }
+}
+
 /// Headers that belong to one hop (RFC 9110 §7.6.1) and never pass through a proxy.
 const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,

@@ -6,6 +6,8 @@
 
 mod builder;
 mod http;
+#[cfg(feature = "mcp")]
+mod mcp;
 mod pay;
 mod recover;
 mod tollgate;
@@ -29,6 +31,8 @@ use tollgate_protocol::{Amount, ErrorCode};
 use crate::{Error, Result, SpendPolicy, on_subscription::Held, policy::Budget};
 
 pub use builder::AgentBuilder;
+#[cfg(feature = "mcp")]
+pub use mcp::ToolCall;
 pub use tollgate_protocol::headers::{
     PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE,
 };

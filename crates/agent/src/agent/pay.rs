@@ -112,7 +112,7 @@ impl Agent {
         let mut clock_read_again = false;
         let mut paid_again = false;
         'pay: loop {
-            let (offer, route, reservation) = match self.choose(&terms) {
+            let (offer, route, reservation) = match self.choose(&terms, true) {
                 Ok(chosen) => chosen,
                 Err(e) if paid_again => {
                     tracing::warn!(error = %e, "the first payment failed; the policy refuses another");
@@ -250,13 +250,18 @@ impl Agent {
         }
     }
 
-    /// The cheapest option the policy allows, with its price reserved.
-    fn choose(&self, terms: &Terms) -> Result<(Offer, Route, Reservation)> {
+    /// The cheapest option the policy allows, with its price reserved; paid through a
+    /// facilitator only when `proofs` (an MCP tool takes x402 payloads only).
+    pub(super) fn choose(
+        &self,
+        terms: &Terms,
+        proofs: bool,
+    ) -> Result<(Offer, Route, Reservation)> {
         let mut payable: Vec<(Offer, Route)> = terms
             .offers
             .iter()
             .filter(|o| o.requirements.scheme == SCHEME_EXACT)
-            .filter_map(|o| self.route(o).map(|r| (o.clone(), r)))
+            .filter_map(|o| self.route(o, proofs).map(|r| (o.clone(), r)))
             .collect();
         if payable.is_empty() {
             return Err(Error::NoAcceptableOption {
@@ -301,8 +306,9 @@ impl Agent {
     }
 
     /// How this agent can pay `offer`, if at all.
-    fn route(&self, offer: &Offer) -> Option<Route> {
-        if let (Some(memo), Some(base)) = (offer.memo, &offer.facilitator)
+    fn route(&self, offer: &Offer, proofs: bool) -> Option<Route> {
+        if proofs
+            && let (Some(memo), Some(base)) = (offer.memo, &offer.facilitator)
             && let Some(facilitator) = self.usable_facilitator(base)
         {
             return Some(Route::Tollgate { facilitator, memo });
@@ -334,7 +340,7 @@ fn window_refused(e: &Error) -> bool {
 
 /// How an option is paid.
 #[derive(Clone, Debug)]
-enum Route {
+pub(super) enum Route {
     /// Through the facilitator at this base URL.
     Tollgate { facilitator: String, memo: B256 },
     /// As plain x402 on this chain.

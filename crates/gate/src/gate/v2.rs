@@ -139,6 +139,30 @@ impl Gate {
         result
     }
 
+    /// Settles an x402 payment given as JSON (as MCP's `_meta["x402/payment"]` carries it): a
+    /// V1 payload ([`settle_x402`](Self::settle_x402)) or a V2 one
+    /// ([`settle_x402_v2`](Self::settle_x402_v2)); anything else is refused
+    /// (`invalid_x402_version`, `invalid_payload`).
+    pub async fn settle_x402_value(
+        &self,
+        payment: &Value,
+        offer: &Offer<'_>,
+        price: Amount,
+    ) -> Result<SettleResponse, X402Failure> {
+        let refused = |r| Err(X402Failure::Refused(r));
+        match payment.get("x402Version").and_then(Value::as_u64) {
+            Some(1) => match serde_json::from_value(payment.clone()) {
+                Ok(p) => self.settle_x402(&p, offer, price).await,
+                Err(_) => refused(ErrorReason::InvalidPayload),
+            },
+            Some(2) => match serde_json::from_value(payment.clone()) {
+                Ok(p) => self.settle_x402_v2(&p, offer, price).await,
+                Err(_) => refused(ErrorReason::InvalidPayload),
+            },
+            _ => refused(ErrorReason::InvalidX402Version),
+        }
+    }
+
     /// Binds a payment identifier to a payload: new, the same payload again, or a conflict. The
     /// payload's key is claimed first, so that of two concurrent sends of one payload neither
     /// is taken for a conflict.

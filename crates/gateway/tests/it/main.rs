@@ -3,5 +3,6 @@
 //! of it configured by TOML alone.
 #![allow(unreachable_pub, clippy::print_stderr)]
 
+mod mcp;
 mod plans;
 mod support;

@@ -39,6 +39,13 @@ pub const X402_VERSION: u8 = 1;
 /// The only scheme x402 V1 clients accept in `accepts` and pay.
 pub const SCHEME_EXACT: &str = "exact";
 
+/// Where an MCP tool call carries its x402 payment (`params._meta["x402/payment"]`, x402's MCP
+/// transport, V1 and V2).
+pub const MCP_PAYMENT_META: &str = "x402/payment";
+
+/// Where a paid MCP tool result carries the settlement (`result._meta["x402/payment-response"]`).
+pub const MCP_PAYMENT_RESPONSE_META: &str = "x402/payment-response";
+
 /// The largest `X-PAYMENT` value [`PaymentPayload::decode_header`] reads (encoded). Larger than
 /// a plain EOA payload (~700 bytes) by far, to leave room for ERC-6492 smart-wallet signatures.
 pub const MAX_PAYLOAD_HEADER: usize = 16 * 1024;

@@ -1,0 +1,200 @@
+//! Priced MCP tools over streamable HTTP, on x402's MCP transport (`specs/transports-v1/mcp.md`,
+//! `specs/transports-v2/mcp.md`): each configured tool is a call to the upstream API; a priced
+//! one is paid per call.
+//!
+//! - A call without payment gets a tool result with `isError: true` whose `structuredContent`
+//!   (and `content[0].text`) is the payment-required object: x402 V2 when the gate knows the
+//!   network's chain id, V1 otherwise; its resource is `mcp://tool/<name>`.
+//! - The client calls again with the payment (an x402 V1 or V2 `exact` payload) in
+//!   `params._meta["x402/payment"]`. The gate settles it through the facilitator first, under
+//!   the same once-only lock as HTTP payments ([`Gate::settle_x402_value`]); only then does the
+//!   tool run, so no result is ever returned unpaid. The result carries the settlement in
+//!   `_meta["x402/payment-response"]`.
+//! - A refused payment (a replay, a tampered payload, too little) is the payment-required result
+//!   again with the reason in `error`; the tool does not run.
+
+use std::sync::Arc;
+
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+        ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+        Tool,
+    },
+    service::RequestContext,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use serde_json::{Map, Value, json};
+use tollgate_gate::{Gate, Offer, Pricing, X402Failure};
+use tollgate_protocol::x402::{
+    MCP_PAYMENT_META as PAYMENT_META, MCP_PAYMENT_RESPONSE_META as PAYMENT_RESPONSE_META,
+    SettlementResponseHeader,
+};
+
+use crate::{config::ToolConfig, proxy::Upstream};
+
+/// The MCP server: the tools, the gate that prices them and the upstream that runs them.
+#[derive(Clone, Debug)]
+pub(crate) struct McpTools {
+    gate: Gate,
+    tools: Arc<Vec<ToolConfig>>,
+    upstream: Upstream,
+}
+
+/// The streamable HTTP service serving `tools`, accepting the `Host`s `allowed_hosts` (and
+/// loopback).
+pub(crate) fn service(
+    gate: Gate,
+    tools: Vec<ToolConfig>,
+    upstream: Upstream,
+    allowed_hosts: Vec<String>,
+) -> StreamableHttpService<McpTools, LocalSessionManager> {
+    let server = McpTools {
+        gate,
+        tools: Arc::new(tools),
+        upstream,
+    };
+    let mut hosts = vec![
+        "localhost".to_owned(),
+        "127.0.0.1".to_owned(),
+        "::1".to_owned(),
+    ];
+    hosts.extend(allowed_hosts);
+    StreamableHttpService::new(
+        move || Ok(server.clone()),
+        LocalSessionManager::default().into(),
+        StreamableHttpServerConfig::default().with_allowed_hosts(hosts),
+    )
+}
+
+impl McpTools {
+    fn offer<'a>(&self, tool: &'a ToolConfig, url: &'a str, pricing: &'a [Pricing]) -> Offer<'a> {
+        Offer {
+            method: "POST",
+            resource_url: url,
+            pricing,
+            description: &tool.description,
+            mime_type: "application/json",
+        }
+    }
+
+    /// The payment-required result: `isError`, the terms in `structuredContent` (V2 when the
+    /// gate can, else V1) with `error`.
+    fn payment_required(&self, offer: &Offer<'_>, error: &str) -> CallToolResult {
+        let body = self.gate.build_payment_required(offer, error);
+        let terms = match self.gate.payment_required_v2(&body, offer) {
+            Some(v2) => serde_json::to_value(v2),
+            None => serde_json::to_value(&body),
+        }
+        .unwrap_or(Value::Null);
+        CallToolResult::structured_error(terms)
+    }
+
+    async fn run(&self, tool: &ToolConfig, args: Option<Map<String, Value>>) -> CallToolResult {
+        match self
+            .upstream
+            .call(&tool.method, &tool.upstream_path, args)
+            .await
+        {
+            Ok((status, text)) if (200..300).contains(&status) => {
+                CallToolResult::success(vec![ContentBlock::text(text)])
+            }
+            Ok((status, text)) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "upstream answered {status}: {text}"
+            ))]),
+            Err(e) => CallToolResult::error(vec![ContentBlock::text(format!(
+                "upstream unreachable: {e}"
+            ))]),
+        }
+    }
+}
+
+impl ServerHandler for McpTools {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build()).with_server_info(
+            Implementation::new("tollgate-gateway", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _req: Option<PaginatedRequestParams>,
+        _ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let tools = self
+            .tools
+            .iter()
+            .map(|t| {
+                let schema = t.input_schema.clone().unwrap_or_else(|| {
+                    json!({"type": "object"})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default()
+                });
+                let description = match t.price {
+                    Some(p) => format!("{} (paid: {p} units per call, x402)", t.description),
+                    None => t.description.clone(),
+                };
+                Tool::new(t.name.clone(), description, Arc::new(schema))
+            })
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        req: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(tool) = self.tools.iter().find(|t| t.name == req.name) else {
+            return Err(McpError::invalid_params(
+                format!("unknown tool {}", req.name),
+                None,
+            ));
+        };
+        let Some(price) = tool.price else {
+            return Ok(self.run(tool, req.arguments).await.into());
+        };
+        let url = format!("mcp://tool/{}", tool.name);
+        let pricing = [Pricing::one_time(price)];
+        let offer = self.offer(tool, &url, &pricing);
+        let Some(payment) = ctx.meta.get(PAYMENT_META) else {
+            return Ok(self.payment_required(&offer, "PaymentRequired").into());
+        };
+        let settled = match self.gate.settle_x402_value(payment, &offer, price).await {
+            Ok(settled) => settled,
+            Err(X402Failure::Refused(reason)) => {
+                tracing::debug!(tool = %tool.name, %reason, "MCP payment refused");
+                return Ok(self.payment_required(&offer, reason.as_str()).into());
+            }
+            Err(e) => {
+                // Not known to be wrong: the client should send the same payment again.
+                tracing::warn!(tool = %tool.name, error = %e, "MCP payment not settled");
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "{e}: send the same payment again; do not pay again"
+                ))])
+                .into());
+            }
+        };
+        let mut header = SettlementResponseHeader::from(&settled);
+        if payment.get("x402Version").and_then(Value::as_u64) == Some(2)
+            && let Some(caip2) = self.gate.caip2()
+        {
+            caip2.clone_into(&mut header.network);
+        }
+        let mut meta = MetaObject::new();
+        meta.insert(
+            PAYMENT_RESPONSE_META.into(),
+            serde_json::to_value(&header).unwrap_or(Value::Null),
+        );
+        tracing::info!(tool = %tool.name, tx = %settled.transaction, "MCP tool paid");
+        Ok(self
+            .run(tool, req.arguments)
+            .await
+            .with_meta(Some(meta))
+            .into())
+    }
+}

@@ -226,6 +226,12 @@ export declare class Agent {
   readonly spent: string
   /** The spec's `agent.pay()`. */
   pay(input: string | URL | Request, init?: RequestInit): Promise<PaidResponse>
+  /** Calls a (possibly priced) MCP tool over streamable HTTP, paying once within the policy. */
+  callTool(
+    url: string | URL,
+    name: string,
+    args?: Record<string, unknown>,
+  ): Promise<{ isError: boolean; content: unknown[]; structuredContent: unknown; payment: Payment | null }>
   /** The spec's `agent.subscribe({ planId, maxOverage })`. */
   subscribe(options: {
     planId: string

@@ -182,6 +182,19 @@ class Agent {
     return response
   }
 
+  /**
+   * Calls the MCP tool `name` at the streamable-HTTP endpoint `url` with `args`, paying once
+   * within the policy if it is priced (x402's MCP transport). Resolves to `{ isError, content,
+   * structuredContent, payment }`.
+   */
+  async callTool(url, name, args = {}) {
+    try {
+      return await this.#native.callTool(String(url), name, args)
+    } catch (e) {
+      throw named(e)
+    }
+  }
+
   /** The spec's `agent.subscribe({ planId, maxOverage })`: the subscription, with its `id`. */
   async subscribe(options) {
     try {

@@ -216,6 +216,33 @@ impl NativeAgent {
         })
     }
 
+    /// Calls the MCP tool `name` at the streamable-HTTP endpoint `url` with `arguments`, paying
+    /// once (x402's MCP transport) if the tool is priced, within the policy.
+    #[napi]
+    pub async fn call_tool(
+        &self,
+        url: String,
+        name: String,
+        arguments: Option<Value>,
+    ) -> napi::Result<Value> {
+        let arguments = match arguments {
+            None | Some(Value::Null) => serde_json::Map::new(),
+            Some(Value::Object(map)) => map,
+            Some(_) => return Err(named("InvalidArgument", "arguments must be an object")),
+        };
+        let call = self
+            .agent
+            .call_tool(&url, &name, arguments)
+            .await
+            .map_err(agent_error)?;
+        Ok(json!({
+            "isError": call.is_error,
+            "content": call.content,
+            "structuredContent": call.structured_content,
+            "payment": call.payment.as_ref().map(payment_json),
+        }))
+    }
+
     /// The spec's `agent.subscribe({ planId, maxOverage })`: creates a subscription (first
     /// cycle billed) and returns it with its `id`.
     #[napi]

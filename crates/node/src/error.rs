@@ -33,6 +33,7 @@ pub(crate) fn agent_error(e: AgentError) -> napi::Error {
         AgentError::Facilitator { .. } => "FacilitatorError",
         AgentError::Http(_) => "NetworkError",
         AgentError::Timeout { .. } => "Timeout",
+        AgentError::Mcp { .. } => "McpError",
         _ => "TollgateError",
     };
     let mut message = e.to_string();

@@ -36,6 +36,8 @@ export interface GateOptions {
   memoStore?: string
   memoTtlSecs?: number
   rpcUrl?: string
+  /** Browsers get the 402 as a page that pays with their wallet (default true). */
+  paywall?: boolean
 }
 
 /** A payment proof's fields (`parsePaymentProof`). */

@@ -104,6 +104,12 @@ impl FacilitatorClient {
         self.refresh_discovery(false).await
     }
 
+    /// The discovery document held now, if any, fresh or not; never asks the facilitator (for
+    /// synchronous readers that warmed the cache with [`discovery`](Self::discovery)).
+    pub fn cached_discovery(&self) -> Option<Arc<Discovered>> {
+        self.inner.discovery.cached().map(|(info, _)| info)
+    }
+
     /// Whether `signer` is one of the facilitator's published proof signers, with the document
     /// it was checked against. An unknown signer triggers a refresh (a key rotation), at most
     /// once per minimum refresh interval.

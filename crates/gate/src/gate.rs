@@ -243,6 +243,16 @@ impl Gate {
         self.inner.subscriptions.is_some()
     }
 
+    /// The facilitator client (its discovery cache).
+    pub(crate) fn facilitator_client(&self) -> &tollgate_client::FacilitatorClient {
+        &self.inner.facilitator
+    }
+
+    /// The token's EIP-712 domain name and version.
+    pub(crate) fn token_domain(&self) -> (&str, &str) {
+        (&self.inner.token_name, &self.inner.token_version)
+    }
+
     pub(crate) fn public_url(&self) -> Option<&str> {
         self.inner.public_url.as_deref()
     }

@@ -88,6 +88,7 @@ pub struct PaymentGateLayer {
 
 #[derive(Clone, Debug)]
 struct Config {
+    paywall: bool,
     pricing: Vec<Pricing>,
     one_time: Option<Amount>,
     plans: Vec<B256>,
@@ -142,6 +143,7 @@ impl Gate {
         PaymentGateLayer {
             gate: self.clone(),
             config: Arc::new(Config {
+                paywall: true,
                 pricing,
                 one_time,
                 plans,
@@ -170,6 +172,14 @@ impl PaymentGateLayer {
     /// One-time payments on the same route pay their price as usual.
     pub fn metered(mut self, amount: impl Into<Amount>) -> Self {
         Arc::make_mut(&mut self.config).metered = Some(amount.into());
+        self
+    }
+
+    /// Whether a browser (a request whose `Accept` prefers `text/html`) gets the 402 as a page
+    /// that shows the terms and pays with the browser's wallet (on by default; see
+    /// [`crate::paywall`]). Other clients always get JSON.
+    pub fn paywall(mut self, enabled: bool) -> Self {
+        Arc::make_mut(&mut self.config).paywall = enabled;
         self
     }
 
@@ -231,6 +241,11 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let layer = self.layer.clone();
         Box::pin(async move {
+            if layer.config.paywall && crate::paywall::prefers_html(req.headers()) {
+                // The page needs the facilitator's router and fee: warm the discovery cache
+                // (a failure only leaves the page without wallet payment).
+                let _ = layer.gate.facilitator_client().discovery().await;
+            }
             match layer.authorize(req).await {
                 Ok((req, paid)) => {
                     let mut res = inner.call(req).await?;
@@ -649,19 +664,26 @@ impl PaymentGateLayer {
             .gate
             .payment_required_v2(&body, &offer)
             .and_then(|v2| HeaderValue::from_str(&v2.encode_header()).ok());
-        let json = serde_json::to_string(&Body402 {
-            body,
-            reason,
-            message,
-        })
-        .unwrap_or_else(|_| String::from("{}"));
-        let mut res = Response::new(json);
+        let html = self.config.paywall && crate::paywall::prefers_html(&parts.headers);
+        let (text, content_type) = if html {
+            (
+                crate::paywall::render(&self.gate, &body, &url),
+                "text/html; charset=utf-8",
+            )
+        } else {
+            let json = serde_json::to_string(&Body402 {
+                body,
+                reason,
+                message,
+            })
+            .unwrap_or_else(|_| String::from("{}"));
+            (json, "application/json")
+        };
+        let mut res = Response::new(text);
         *res.status_mut() = StatusCode::PAYMENT_REQUIRED;
         let headers = res.headers_mut();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        headers.insert(header::VARY, HeaderValue::from_static("accept"));
         if let Some(v2) = v2 {
             headers.insert(PAYMENT_REQUIRED, v2);
         }

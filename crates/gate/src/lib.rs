@@ -24,6 +24,7 @@ pub use layer::{
     PaymentGate, PaymentGateLayer, ResponseFuture, UNSUPPORTED_VERSION_REASON, X_PAYMENT,
     X_PAYMENT_RESPONSE,
 };
+pub mod paywall;
 pub use proof::parse_payment_proof;
 pub use store::MemoStore;
 pub use subscription::{

@@ -79,6 +79,10 @@ pub struct ToolConfig {
     pub input_schema: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+fn default_paywall() -> bool {
+    true
+}
+
 fn default_mcp_path() -> String {
     "/mcp".into()
 }
@@ -162,6 +166,10 @@ pub struct Route {
     /// No payment needed.
     #[serde(default)]
     pub free: bool,
+    /// Whether browsers (`Accept` preferring `text/html`) get the 402 as a page that pays with
+    /// their wallet (default `true`; programs always get JSON).
+    #[serde(default = "default_paywall")]
+    pub paywall: bool,
     /// The 402's `description`.
     #[serde(default)]
     pub description: String,

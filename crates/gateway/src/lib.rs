@@ -200,7 +200,8 @@ pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
             let mut layer = gate
                 .payment_gate(pricing)
                 .description(r.description.clone())
-                .mime_type(r.mime_type.clone());
+                .mime_type(r.mime_type.clone())
+                .paywall(r.paywall);
             if let Some(amount) = r
                 .metered_amount(g.token_decimals)
                 .map_err(|e| Error::Invalid(format!("routes[{i}].metered: {e}")))?

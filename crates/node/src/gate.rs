@@ -53,6 +53,8 @@ pub struct GateOptions {
     pub memo_ttl_secs: Option<u32>,
     /// A JSON-RPC URL to read subscriptions from; default: the one the facilitator publishes.
     pub rpc_url: Option<String>,
+    /// Whether browsers get the 402 as a page that pays with their wallet (default `true`).
+    pub paywall: Option<bool>,
 }
 
 /// One entry of `pricing`.
@@ -478,7 +480,8 @@ impl NativeGate {
         let mut layer = gate
             .payment_gate(self.pricing.iter().cloned())
             .description(o.description.clone().unwrap_or_default())
-            .mime_type(o.mime_type.clone().unwrap_or_default());
+            .mime_type(o.mime_type.clone().unwrap_or_default())
+            .paywall(o.paywall.unwrap_or(true));
         if let Some(m) = &o.metered {
             layer = layer.metered(amount("metered", m)?);
         }

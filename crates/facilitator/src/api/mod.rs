@@ -98,6 +98,7 @@ pub fn router(f: Facilitator) -> Router {
         .server
         .layer(app)
         .layer(middleware::from_fn_with_state(f.clone(), observe))
+        .layer(middleware::from_fn(cross_origin))
         .layer(DefaultBodyLimit::max(f.settings().max_body_bytes))
         .with_state(f)
 }
@@ -135,6 +136,47 @@ impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Whether a browser page of another origin may call `path`: the calls a gate's paywall page
+/// makes (`POST /authorize`, the discovery document, the status URL). They are authenticated
+/// by the payer's signature and claim only (no cookies, no API key), so any origin may make
+/// them; every other endpoint stays same-origin.
+fn cross_origin_path(path: &str) -> bool {
+    path == "/authorize" || path == "/.well-known/tollgate" || path.starts_with("/settlements/")
+}
+
+/// CORS for [`cross_origin_path`]: preflights answered, responses marked readable by any
+/// origin.
+async fn cross_origin(req: Request, next: Next) -> Response {
+    use axum::http::{HeaderValue, Method, StatusCode, header};
+    if !cross_origin_path(req.uri().path()) {
+        return next.run(req).await;
+    }
+    let any = HeaderValue::from_static("*");
+    if req.method() == Method::OPTIONS {
+        let mut res = Response::new(axum::body::Body::empty());
+        *res.status_mut() = StatusCode::NO_CONTENT;
+        let h = res.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, any);
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static("GET, POST"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static("content-type"),
+        );
+        h.insert(
+            header::ACCESS_CONTROL_MAX_AGE,
+            HeaderValue::from_static("600"),
+        );
+        return res;
+    }
+    let mut res = next.run(req).await;
+    res.headers_mut()
+        .insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, any);
+    res
 }
 
 /// Records every request's route template, status and latency in the facilitator's metrics.

@@ -294,3 +294,69 @@ async fn a_payment_identifier_makes_retries_idempotent() {
         "invalid_payload"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browsers_get_the_paywall_where_a_route_has_one_and_programs_never() {
+    let h = Harness::new().await;
+    let gate = h.gate().await;
+    let app = App::serve(&gate).await;
+    let browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+    let page = app.get("/v1/quote", &[("accept", browser)]).await;
+    assert_eq!(page.status, 402);
+    assert_eq!(page.headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(page.headers["vary"], "accept");
+    assert!(
+        page.headers.contains_key(PAYMENT_REQUIRED),
+        "the same headers"
+    );
+    let html = page.body.as_str().expect("a page");
+    assert!(
+        html.contains("id=\"tollgate-terms\"") && html.contains("0.50"),
+        "{html}"
+    );
+    // The embedded terms are the JSON 402's, with what the wallet signs (router and nonce).
+    let start = html.find("id=\"tollgate-terms\">").unwrap() + "id=\"tollgate-terms\">".len();
+    let end = start + html[start..].find("</script>").unwrap();
+    let embedded: serde_json::Value = serde_json::from_str(&html[start..end]).unwrap();
+    assert_eq!(
+        embedded["terms"]["accepts"][0]["amount"],
+        QUOTE_PRICE.to_string()
+    );
+    let memo = embedded["terms"]["accepts"][0]["memo"].as_str().unwrap();
+    assert!(embedded["pay"]["nonces"][memo].is_string(), "{embedded}");
+    let router: alloy::primitives::Address =
+        embedded["pay"]["router"].as_str().unwrap().parse().unwrap();
+    assert_eq!(router, h.fixture.deployment.router);
+    // Programs: JSON whatever else they accept.
+    for accept in [
+        "*/*",
+        "application/json",
+        "application/json, text/html;q=0.5",
+    ] {
+        let r = app.get("/v1/quote", &[("accept", accept)]).await;
+        assert_eq!(r.headers["content-type"], "application/json", "{accept}");
+    }
+    // A route without a paywall: JSON for browsers too.
+    let off = {
+        use axum::{Router, routing::get};
+        use tollgate_gate::Pricing;
+        let router = Router::new()
+            .route("/raw", get(|| async { "raw" }))
+            .route_layer(
+                gate.payment_gate([Pricing::one_time(QUOTE_PRICE)])
+                    .paywall(false),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/raw", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        reqwest::Client::new()
+            .get(url)
+            .header("accept", browser)
+            .send()
+            .await
+            .unwrap()
+    };
+    assert_eq!(off.status(), 402);
+    assert_eq!(off.headers()["content-type"], "application/json");
+    assert_eq!(app.hits(), 0);
+}

@@ -428,7 +428,7 @@ free = true
             (
                 format!("plan = \"{plan}\"\nmetered = \"0.1234567\""),
                 "api_key_env = \"K\"",
-                "at most 6 decimals",
+                "more than 6 decimals",
             ),
             (
                 format!("plan = \"{plan}\"\nmetered = \"units:0\""),

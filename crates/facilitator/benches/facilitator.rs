@@ -110,6 +110,22 @@ where
     ok
 }
 
+/// POSTs a JSON body; whether the answer's `key` is `true` (`isValid`, `success`).
+async fn post_json(http: reqwest::Client, url: String, body: String, key: &'static str) -> bool {
+    let Ok(r) = http
+        .post(&url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+    else {
+        return false;
+    };
+    r.json::<serde_json::Value>()
+        .await
+        .is_ok_and(|v| v[key] == true)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -226,21 +242,7 @@ async fn x402(n: usize) {
         let url = format!("{}/{path}", net.url);
         let (http, bodies) = (http.clone(), bodies.clone());
         drive(&format!("/{path} anvil (x402 V1)"), count, c, move |i| {
-            let (http, url, bodies) = (http.clone(), url.clone(), bodies.clone());
-            async move {
-                let Ok(r) = http
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .body(bodies[i].clone())
-                    .send()
-                    .await
-                else {
-                    return false;
-                };
-                r.json::<serde_json::Value>()
-                    .await
-                    .is_ok_and(|v| v[key] == true)
-            }
+            post_json(http.clone(), url.clone(), bodies[i].clone(), key)
         })
         .await;
     }
@@ -325,23 +327,7 @@ async fn x402v2(n: usize, reference_n: usize) {
             };
             let url = format!("{base}/{path}");
             let n = bodies.len();
-            let req = move |i: usize| {
-                let (http, url, bodies) = (http.clone(), url.clone(), bodies.clone());
-                async move {
-                    let Ok(r) = http
-                        .post(&url)
-                        .header("content-type", "application/json")
-                        .body(bodies[i].clone())
-                        .send()
-                        .await
-                    else {
-                        return false;
-                    };
-                    r.json::<serde_json::Value>()
-                        .await
-                        .is_ok_and(|v| v[key] == true)
-                }
-            };
+            let req = move |i: usize| post_json(http.clone(), url.clone(), bodies[i].clone(), key);
             async move { drive(&label, n, c, req).await }
         };
     // The chain grows with every settlement and settling slows with it, so the order is a

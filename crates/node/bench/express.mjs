@@ -70,9 +70,11 @@ async function drive(label, url, n, c, headers = () => ({}), ok = (s) => s === 2
   return rate;
 }
 
-async function serve(middleware) {
+/** Express serving `GET /api/data` behind `middleware`, mounted at `mount` (x402-express matches
+ * its routes against the whole path, so it goes on the root). */
+async function serve(middleware, mount = "/api") {
   const app = express();
-  app.use("/api", middleware);
+  app.use(mount, middleware);
   app.get("/api/data", (_req, res) => res.json({ data: 42 }));
   return listen(app);
 }
@@ -92,6 +94,7 @@ try {
       },
       { url: dev.facilitatorUrl },
     ),
+    "/",
   );
   const ourUrl = `${ours.url}/api/data`;
   const theirUrl = `${theirs.url}/api/data`;

@@ -165,6 +165,15 @@ impl Net {
         .await
     }
 
+    /// The reference facilitator (`reference`) or Tollgate's, running until dropped.
+    async fn facilitator(&self, scripts: &Path, reference: bool) -> AnyFacilitator {
+        if reference {
+            AnyFacilitator::Reference(self.reference_facilitator(scripts).await)
+        } else {
+            AnyFacilitator::Tollgate(self.tollgate_facilitator().await)
+        }
+    }
+
     /// An unmodified `@x402/express` (or `@x402/hono`) server selling `GET /weather`.
     async fn reference_server(
         &self,
@@ -190,6 +199,21 @@ impl Net {
             ],
         )
         .await
+    }
+}
+
+/// A running facilitator of either kind.
+enum AnyFacilitator {
+    Tollgate(Facilitator),
+    Reference(NodeServer),
+}
+
+impl AnyFacilitator {
+    fn url(&self) -> &str {
+        match self {
+            Self::Tollgate(f) => &f.url,
+            Self::Reference(f) => &f.url,
+        }
     }
 }
 
@@ -408,15 +432,8 @@ async fn x402_fetch_pays_reference_server(backend: Backend, server: &str, refere
         return;
     };
     let net = Net::start(backend).await;
-    let (_tollgate, _reference, facilitator_url) = if reference {
-        let f = net.reference_facilitator(&scripts).await;
-        let url = f.url.clone();
-        (None, Some(f), url)
-    } else {
-        let f = net.tollgate_facilitator().await;
-        let url = f.url.clone();
-        (Some(f), None, url)
-    };
+    let facilitator = net.facilitator(&scripts, reference).await;
+    let facilitator_url = facilitator.url().to_owned();
     let pay_to = Address::repeat_byte(0x92);
     let server = net
         .reference_server(&scripts, server, &facilitator_url, pay_to)
@@ -454,15 +471,8 @@ async fn agent_pays_x402_express(backend: Backend, reference: bool) {
         return;
     };
     let net = Net::start(backend).await;
-    let (_tollgate, _reference, facilitator_url) = if reference {
-        let f = net.reference_facilitator(&scripts).await;
-        let url = f.url.clone();
-        (None, Some(f), url)
-    } else {
-        let f = net.tollgate_facilitator().await;
-        let url = f.url.clone();
-        (Some(f), None, url)
-    };
+    let facilitator = net.facilitator(&scripts, reference).await;
+    let facilitator_url = facilitator.url().to_owned();
     let pay_to = Address::repeat_byte(0x93);
     let server = net
         .reference_server(

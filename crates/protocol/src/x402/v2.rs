@@ -219,9 +219,7 @@ impl PaymentRequiredV2 {
 
     /// Reads a `PAYMENT-REQUIRED` value; anything but `x402Version: 2` is an error.
     pub fn decode_header(header: &str) -> Result<Self, V2DecodeError> {
-        let value: Value = decode_value(header)?;
-        check_version(&value)?;
-        serde_json::from_value(value).map_err(V2DecodeError::Json)
+        decode_v2(header)
     }
 
     /// The entry `accepted` names, if it is one of [`Self::accepts`].
@@ -259,9 +257,7 @@ impl PaymentPayloadV2 {
     /// Reads a `PAYMENT-SIGNATURE` value as a V2 payment. The version is checked before the
     /// shape, so a V1 payload is [`V2DecodeError::Version`], not malformed.
     pub fn decode_header(header: &str) -> Result<Self, V2DecodeError> {
-        let value: Value = decode_value(header)?;
-        check_version(&value)?;
-        serde_json::from_value(value).map_err(V2DecodeError::Json)
+        decode_v2(header)
     }
 
     /// The V1 twin of this payment on the V1 network name `v1_network` (the caller checked that
@@ -416,6 +412,14 @@ impl V2DecodeError {
             Self::TooLarge(_) | Self::Base64(_) | Self::Json(_) => ErrorReason::InvalidPayload,
         }
     }
+}
+
+/// A V2 header value: base64 JSON, `x402Version: 2` checked before the shape (so a V1 message is
+/// [`V2DecodeError::Version`], not malformed).
+fn decode_v2<T: serde::de::DeserializeOwned>(header: &str) -> Result<T, V2DecodeError> {
+    let value: Value = decode_value(header)?;
+    check_version(&value)?;
+    serde_json::from_value(value).map_err(V2DecodeError::Json)
 }
 
 fn decode_value(header: &str) -> Result<Value, V2DecodeError> {

@@ -7,7 +7,7 @@ import { after, before, test } from "node:test";
 
 import { Agent, buildPaymentRequired, deductAllowance } from "../index.js";
 import { paymentGate } from "../hono.js";
-import { balance, fee, requireTool, startDev } from "./support.mjs";
+import { balance, fee, repo, requireTool, run, startDev, tollgateBin } from "./support.mjs";
 
 const { Hono } = requireTool("hono");
 const { serve } = requireTool("@hono/node-server");
@@ -92,6 +92,25 @@ test("one-time through Hono: 402 with the plan offer, then paid once", async () 
   assert.equal(await balance(dev, payTo), before[1] + 50000n - (await fee(dev)));
   const replay = await fetch(`${url}/api/quote`, { headers: { "x-payment": paid.payment.header } });
   assert.equal(replay.status, 402);
+});
+
+test("the Rust agent (tollgate pay) and x402-fetch pay the Hono app too", async () => {
+  const payer = dev.payers[1];
+  const before = [await balance(dev, payer.address), await balance(dev, payTo)];
+  const out = await run(tollgateBin(), ["pay", `${url}/api/quote`, "--key", payer.privateKey, "--max", "0.05"], {
+    env: { ...process.env, NO_COLOR: "1" },
+  });
+  assert.equal(out.code, 0, out.stderr);
+  assert.deepEqual(JSON.parse(out.stdout), { quote: 7 });
+  const f = await fee(dev);
+  assert.equal(await balance(dev, payTo), before[1] + 50000n - f);
+  const v1 = await run(process.execPath, [`${repo}/tests/interop/x402-fetch-pay.mjs`, `${url}/api/quote`, payer.privateKey, "1000000", "--replay"]);
+  assert.equal(v1.code, 0, v1.stderr);
+  const result = JSON.parse(v1.stdout.trim().split("\n").at(-1));
+  assert.equal(result.status, 200, JSON.stringify(result));
+  assert.equal(result.replay.status, 402, "replay refused");
+  assert.equal(await balance(dev, payTo), before[1] + 100000n - f, "x402: the whole price, no fee");
+  assert.equal(await balance(dev, payer.address), before[0] - 100000n);
 });
 
 test("a subscription from JS, served on it, metered to AllowanceExhausted", async () => {

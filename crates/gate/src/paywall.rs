@@ -21,17 +21,18 @@ use crate::Gate;
 /// Whether a request's `Accept` prefers `text/html` to `application/json` (q-values compared;
 /// media ranges count for what they match; ties go to JSON).
 pub(crate) fn prefers_html(headers: &HeaderMap) -> bool {
-    let mut html = 0.0f32;
-    let mut json = 0.0f32;
+    let mut html = 0u16;
+    let mut json = 0u16;
     for value in headers.get_all(http::header::ACCEPT) {
         let Ok(value) = value.to_str() else { continue };
         for range in value.split(',') {
             let mut parts = range.split(';');
             let media = parts.next().unwrap_or_default().trim().to_ascii_lowercase();
+            // No q: 1. A malformed q makes the range count for nothing.
             let q = parts
-                .filter_map(|p| p.trim().strip_prefix("q="))
-                .find_map(|q| q.trim().parse::<f32>().ok())
-                .unwrap_or(1.0);
+                .find_map(|p| p.trim().strip_prefix("q="))
+                .map_or(Some(1000), |q| qvalue(q.trim()))
+                .unwrap_or(0);
             let (for_html, for_json) = match media.as_str() {
                 "text/html" | "application/xhtml+xml" => (true, false),
                 "application/json" => (false, true),
@@ -48,6 +49,20 @@ pub(crate) fn prefers_html(headers: &HeaderMap) -> bool {
         }
     }
     html > json
+}
+
+/// An RFC 9110 q-value (`1`, `0.8`, `0.125`: at most three decimals) in thousandths.
+fn qvalue(q: &str) -> Option<u16> {
+    let (whole, frac) = q.split_once('.').unwrap_or((q, ""));
+    if frac.len() > 3 || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let frac: u16 = format!("{frac:0<3}").parse().ok()?;
+    match whole {
+        "0" => Some(frac),
+        "1" if frac == 0 => Some(1000),
+        _ => None,
+    }
 }
 
 /// What the page's script needs besides the terms: where to authorize and what to sign.
@@ -149,6 +164,33 @@ fn offer_html(o: &tollgate_protocol::PaymentOption, gate: &Gate) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(value: &str) -> bool {
+        let mut h = HeaderMap::new();
+        h.insert(http::header::ACCEPT, value.parse().unwrap());
+        prefers_html(&h)
+    }
+
+    #[test]
+    fn only_browsers_prefer_html() {
+        assert!(accept("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"));
+        assert!(accept("text/html"));
+        assert!(accept("application/json;q=0.5, text/html"));
+        assert!(!accept("*/*"));
+        assert!(!accept("application/json"));
+        assert!(!accept("application/json, text/html;q=0.9"));
+        assert!(!accept("text/html;q=0.5, */*"));
+        assert!(!accept("text/html;q=1.5"), "a q-value out of range counts for nothing");
+        assert!(!prefers_html(&HeaderMap::new()));
+        assert_eq!(qvalue("0.125"), Some(125));
+        assert_eq!(qvalue("1.000"), Some(1000));
+        assert_eq!(qvalue("0.1234"), None);
+    }
 }
 
 fn escape(s: &str) -> String {

@@ -24,6 +24,7 @@ const MONEY_CRATES: &[&str] = &[
     "gateway",
     "agent",
     "cli",
+    "node",
 ];
 
 /// Crates not scanned, and why (every directory under `crates/` is in one list or the other).

@@ -166,6 +166,16 @@ fn offer_html(o: &tollgate_protocol::PaymentOption, gate: &Gate) -> String {
     out
 }
 
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
+}
+
+const PAGE: &str = include_str!("paywall.html");
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,13 +202,3 @@ mod tests {
         assert_eq!(qvalue("0.1234"), None);
     }
 }
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&#39;")
-}
-
-const PAGE: &str = include_str!("paywall.html");

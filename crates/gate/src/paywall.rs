@@ -188,14 +188,19 @@ mod tests {
 
     #[test]
     fn only_browsers_prefer_html() {
-        assert!(accept("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"));
+        assert!(accept(
+            "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+        ));
         assert!(accept("text/html"));
         assert!(accept("application/json;q=0.5, text/html"));
         assert!(!accept("*/*"));
         assert!(!accept("application/json"));
         assert!(!accept("application/json, text/html;q=0.9"));
         assert!(!accept("text/html;q=0.5, */*"));
-        assert!(!accept("text/html;q=1.5"), "a q-value out of range counts for nothing");
+        assert!(
+            !accept("text/html;q=1.5"),
+            "a q-value out of range counts for nothing"
+        );
         assert!(!prefers_html(&HeaderMap::new()));
         assert_eq!(qvalue("0.125"), Some(125));
         assert_eq!(qvalue("1.000"), Some(1000));

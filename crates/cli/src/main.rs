@@ -24,13 +24,14 @@ enum Command {
     /// Run the embedded EVM devnet (contracts deployed, dev accounts funded) with a JSON-RPC
     /// listener on 127.0.0.1.
     Devnet(cmd::devnet::Args),
-    /// Run a paying reverse proxy that gates any upstream HTTP API by route prefix and price.
+    /// Run a paying reverse proxy that gates any upstream HTTP API by route prefix and price
+    /// (and serves priced MCP tools).
     Gateway(cmd::gateway::Args),
     /// Run the facilitator: settles signed payments, issues payment proofs, serves the x402 V1
-    /// facilitator API.
+    /// and V2 facilitator API.
     Facilitator(cmd::facilitator::Args),
-    /// Request a URL, paying for it if the server answers 402 (x402 V1 or a Tollgate gate); the
-    /// body goes to stdout, a payment summary to stderr.
+    /// Request a URL, paying for it if the server answers 402 (a Tollgate gate, x402 V1 or V2);
+    /// the body goes to stdout, a payment summary to stderr.
     Pay(cmd::pay::Args),
     /// Subscribe to a plan through a facilitator (the first cycle is billed on confirmation), or
     /// raise a subscription's overage cap (`--raise`); the subscription goes to stdout as JSON.

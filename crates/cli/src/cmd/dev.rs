@@ -21,7 +21,7 @@ use tollgate_facilitator::{
 #[command(after_help = "\
 Starts, on 127.0.0.1:
   - the embedded devnet (JSON-RPC), contracts deployed, dev accounts funded;
-  - a facilitator (POST /authorize, the x402 V1 API, /.well-known/tollgate) with the analytics
+  - a facilitator (POST /authorize, the x402 V1 and V2 API, /.well-known/tollgate) with the analytics
     dashboard at /dashboard (log in with the provider's apiKey from dev.json) and GET /analytics;
   - the renewal keeper (renewals and metered usage charged on-chain automatically) and the
     webhook delivery worker (endpoints on this machine are allowed in dev mode);

@@ -9,9 +9,10 @@ use tollgate_gateway::{Config, Secrets};
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Gates an upstream HTTP API by route prefix and price, with no code in the API: requests without
-a valid payment get 402 with the terms (payable by Tollgate agents and by x402 V1 clients);
+a valid payment get 402 with the terms (payable by Tollgate agents and by x402 V1 and V2
+clients; browsers get a page that pays with their wallet, unless the route says paywall = false);
 paid requests are proxied with their headers and streamed bodies, and the response carries
-X-PAYMENT-RESPONSE. See examples/gateway.toml for every key.
+X-PAYMENT-RESPONSE and PAYMENT-RESPONSE. See examples/gateway.toml for every key.
 
 Routes are priced per request (price = \"500000\", smallest units), by subscription
 (plan = \"0x…\": subscribers pass with X-Service-Sub; others get a 402 offering the plan and the
@@ -20,6 +21,9 @@ from the subscriber's allowance per request, 402 AllowanceExhausted at the cap).
 the chain come from the facilitator's discovery; metered routes need the provider's API key in
 the variable named by gate.api_key_env, and gate.rpc_url_env overrides the published chain URL.
 The memo store's directory (.tollgate/ by default) is created at start.
+
+An [mcp] section serves MCP tools over streamable HTTP (at /mcp by default), each a call to the
+upstream, free or priced per call ([[mcp.tools]] price) on x402's MCP transport.
 
 Paths are priced and forwarded in one canonical form (escapes of unreserved characters decoded,
 // collapsed); dot segments and encoded separators get 400 InvalidPath, and a path that reaches

@@ -10,7 +10,7 @@
 //! Hono middleware, a fetch `Response`, and errors whose `name` is the spec's error name.
 //!
 //! Errors cross the boundary as `Error`s whose message starts with `"<Name>: "`; the JavaScript
-//! half moves the name into `error.name` ([`error`]).
+//! half moves the name into `error.name`.
 
 pub mod agent;
 mod error;

@@ -86,7 +86,9 @@ impl Gate {
     /// must be this gate's own requirement for the resource (as x402 V2 servers match it: every
     /// field, `extra` a subset), then it is settled as its V1 twin by
     /// [`settle_x402`](Self::settle_x402), under the same once-only lock. With a
-    /// `payment-identifier`, see the [module](self) documentation.
+    /// `payment-identifier`, the same payload again is answered its first outcome (served again,
+    /// charged once), another payload under an id already bound to the payer is refused
+    /// (`payment_identifier_conflict`), and an id whose payment was refused is free again.
     pub async fn settle_x402_v2(
         &self,
         payload: &PaymentPayloadV2,

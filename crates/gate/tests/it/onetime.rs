@@ -337,11 +337,11 @@ async fn an_unknown_x402_version_is_refused_naming_both() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn facilitator_down_is_a_quick_503_and_spends_nothing() {
     let h = Harness::new().await;
-    // A gate pointed at a closed port.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    // A gate pointed at a closed port: bound for the whole test but never listening, so
+    // connections are refused and no concurrent test's server can take the port.
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let closed = reserved.local_addr().unwrap();
     let secret = [0x42; 32];
     let down = h
         .gate_builder()
@@ -382,6 +382,7 @@ async fn facilitator_down_is_a_quick_503_and_spends_nothing() {
     let up = h.gate_builder().memo_secret(secret).build().await.unwrap();
     let app = App::serve(&up).await;
     assert_eq!(app.pay("/v1/quote", &proof).await.status, 200);
+    drop(reserved);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,7 +44,7 @@ use crate::{
 const EOA_TRANSFER_GAS: u64 = 200_000;
 
 /// What verification established about a payload.
-struct Verified<'a> {
+pub(crate) struct Verified<'a> {
     net: &'a Network,
     key: B256,
 }
@@ -62,7 +62,7 @@ impl Facilitator {
         }
     }
 
-    async fn x402_check<'a>(
+    pub(crate) async fn x402_check<'a>(
         &'a self,
         payload: &PaymentPayload,
         req: &PaymentRequirements,

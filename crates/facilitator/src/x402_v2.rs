@@ -10,7 +10,9 @@
 //! The `payment-identifier` extension is an idempotency key at `/settle`: the same payload again
 //! under its id gets the first outcome (it names the settler, as `Idempotency-Key` does; the
 //! header wins when both are sent); another payload under an id already bound is refused
-//! (`payment_identifier_conflict`) unless the first one's settlement failed.
+//! (`payment_identifier_conflict`) unless the first one's settlement failed. Only a payload that
+//! passes the checks binds an id, and the binding is atomic, so of concurrent payloads under one
+//! id exactly one settles.
 
 use alloy::primitives::{B256, keccak256};
 use tollgate_protocol::{
@@ -59,6 +61,14 @@ impl Facilitator {
         };
         let mut settler = settler;
         if let Some(id) = id {
+            // Only a payment that passes the checks binds an id: a refused one leaves it free
+            // for the client's next payload, and one that binds it is on its way to a row.
+            if let Err(reason) = self
+                .x402_check(&v1.payment_payload, &v1.payment_requirements, false)
+                .await
+            {
+                return fail(reason);
+            }
             let id_hash = keccak256(
                 [
                     b"tollgate/x402/v2/payment-identifier".as_slice(),
@@ -78,8 +88,10 @@ impl Facilitator {
         answer
     }
 
-    /// Binds a payment identifier to the settlement `key`: bound to it already, newly, or
-    /// moved from a payload whose settlement failed (or never started); otherwise a conflict.
+    /// Binds a payment identifier to the settlement `key`: bound to it already, newly, or moved
+    /// from a payload whose settlement failed; otherwise a conflict. A bound payload with no
+    /// settlement row yet is in flight (it passed the checks): another payload waits for
+    /// nothing and is refused, so that two payloads under one id never both settle.
     async fn bind_payment_identifier(&self, id_hash: B256, key: B256) -> Result<(), ErrorReason> {
         let store = &self.inner.store;
         let unavailable = |e: tollgate_store::StoreError| {
@@ -94,7 +106,7 @@ impl Facilitator {
             return Ok(());
         }
         let first = store.settlement(bound).await.map_err(unavailable)?;
-        let movable = first.is_none_or(|row| row.status == SettlementStatus::Failed);
+        let movable = first.is_some_and(|row| row.status == SettlementStatus::Failed);
         if movable
             && store
                 .rebind_payment_identifier(id_hash, bound, key, unix_now())

@@ -191,10 +191,42 @@ async fn payment_identifiers_are_idempotency_keys(backend: Backend) {
     assert_eq!(h.token_balance(pay_to).await, before + U256::from(30_000));
 }
 
+/// Two different payloads under one payment identifier, sent at once: one settles, the other is
+/// refused, whichever comes first; the payer pays once.
+async fn one_identifier_settles_one_payload_under_concurrency(backend: Backend) {
+    let h = std::sync::Arc::new(Harness::new(backend).await);
+    let pay_to = h.account(7).address;
+    let before = h.token_balance(pay_to).await;
+    let id = "pay_concurrent_0123456789";
+    let mut bodies = Vec::new();
+    for n in 0..6u8 {
+        bodies.push(v2_body(&h, 5, pay_to, 10_000, B256::repeat_byte(0x50 + n), Some(id)).await);
+    }
+    let tasks: Vec<_> = bodies
+        .into_iter()
+        .map(|body| {
+            let h = std::sync::Arc::clone(&h);
+            tokio::spawn(async move { h.post("/settle", &body).await.1 })
+        })
+        .collect();
+    let mut successes = 0;
+    for t in tasks {
+        let r = t.await.unwrap();
+        if r["success"] == true {
+            successes += 1;
+        } else {
+            assert_eq!(r["errorReason"], "payment_identifier_conflict", "{r}");
+        }
+    }
+    assert_eq!(successes, 1);
+    assert_eq!(h.token_balance(pay_to).await, before + U256::from(10_000));
+}
+
 crate::on_backends!(
     v2_verify_then_settle_once,
     v2_refusals_move_nothing,
-    payment_identifiers_are_idempotency_keys
+    payment_identifiers_are_idempotency_keys,
+    one_identifier_settles_one_payload_under_concurrency
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

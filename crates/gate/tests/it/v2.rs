@@ -360,3 +360,53 @@ async fn browsers_get_the_paywall_where_a_route_has_one_and_programs_never() {
     assert_eq!(off.headers()["content-type"], "application/json");
     assert_eq!(app.hits(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_payloads_under_one_identifier_pay_once() {
+    let h = Harness::new().await;
+    let gate = h.gate().await;
+    let app = std::sync::Arc::new(App::serve(&gate).await);
+    let payee = h.address(PAYEE);
+    let before = h.token_balance(payee).await;
+    let (_, required) = terms(&app, "/v1/quote").await;
+    let id = "pay_concurrent_gate_0123";
+    let mut payments = Vec::new();
+    for n in 0..6u8 {
+        payments.push(
+            pay_v2(
+                &h,
+                &required,
+                QUOTE_PRICE,
+                B256::repeat_byte(0x90 + n),
+                Some(id),
+            )
+            .await,
+        );
+    }
+    let tasks: Vec<_> = payments
+        .into_iter()
+        .map(|p| {
+            let app = std::sync::Arc::clone(&app);
+            tokio::spawn(async move { send(&app, "/v1/quote", &p).await })
+        })
+        .collect();
+    let mut served = 0;
+    for t in tasks {
+        let r = t.await.unwrap();
+        if r.status == 200 {
+            served += 1;
+        } else {
+            assert_eq!(
+                r.body["reason"], "payment_identifier_conflict",
+                "{}",
+                r.body
+            );
+        }
+    }
+    assert_eq!(served, 1);
+    assert_eq!(app.hits(), 1);
+    assert_eq!(
+        h.token_balance(payee).await,
+        before + U256::from(QUOTE_PRICE)
+    );
+}

@@ -6,7 +6,7 @@
 
 const binding = require('./native/binding.js')
 const { named } = require('./errors.js')
-const { gateMethods, context } = require('./index.js')
+const { gateMethods, context, unavailable } = require('./index.js')
 
 function paymentGate(options) {
   const gate = new binding.NativeGate(options)
@@ -19,7 +19,8 @@ function paymentGate(options) {
     try {
       decision = await gate.admit({ method: c.req.method, url: c.req.url, headers })
     } catch (e) {
-      throw named(e)
+      decision = unavailable(named(e))
+      if (!decision) throw e
     }
     if (!decision.admitted) {
       return new Response(decision.body ?? '', { status: decision.status, headers: decision.headers })

@@ -39,6 +39,22 @@ function headersOf(req) {
   return out
 }
 
+/**
+ * The answer when the gate cannot decide (it could not reach the facilitator to learn the
+ * network, token or plans): 503 with Retry-After, as the Rust gate answers an outage (a 402
+ * would invite paying again); `null` for any other error.
+ */
+function unavailable(err) {
+  if (err && err.name === 'FacilitatorUnavailable') {
+    return {
+      status: 503,
+      headers: { 'content-type': 'application/json', 'retry-after': '5' },
+      body: JSON.stringify({ error: { code: 'FacilitatorUnavailable', message: err.message } }),
+    }
+  }
+  return null
+}
+
 /** The methods every gate (Express or Hono) has, bound to its native gate. */
 function gateMethods(gate) {
   return {
@@ -82,7 +98,8 @@ function paymentGate(options) {
         headers: headersOf(req),
       })
     } catch (e) {
-      return next(named(e))
+      decision = unavailable(named(e))
+      if (!decision) return next(e)
     }
     if (!decision.admitted) {
       res.statusCode = decision.status
@@ -215,4 +232,5 @@ module.exports = {
   headersOf,
   gateMethods,
   context,
+  unavailable,
 }

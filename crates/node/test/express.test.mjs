@@ -149,3 +149,20 @@ test("x402-fetch (V1) and @x402/fetch (V2) pay the Express app; their replays ar
     assert.equal(await balance(dev, payTo), before[1] + 250000n, "x402: the whole price, no fee");
   }
 });
+
+test("a gate whose facilitator cannot be reached answers 503 with Retry-After, not 402", async () => {
+  // Port 1 (tcpmux): below the ephemeral range no test binds from, so nothing answers there.
+  const gate = paymentGate({ pricing: [{ type: "one-time", amount: "0.25" }], facilitator: "http://127.0.0.1:1", payTo });
+  const server = express();
+  server.use("/api", gate);
+  server.get("/api/quote", (_req, res) => res.json({ quote: 1 }));
+  const app503 = await listen(server);
+  try {
+    const r = await fetch(`${app503.url}/api/quote`);
+    assert.equal(r.status, 503);
+    assert.equal(r.headers.get("retry-after"), "5");
+    assert.equal((await r.json()).error.code, "FacilitatorUnavailable");
+  } finally {
+    await app503.close();
+  }
+});

@@ -38,6 +38,8 @@ export interface GateOptions {
   rpcUrl?: string
   /** Browsers get the 402 as a page that pays with their wallet (default true). */
   paywall?: boolean
+  /** Honour x402 V2's payment-identifier (default true); false serves each payment at most once. */
+  paymentIdentifier?: boolean
 }
 
 /** A payment proof's fields (`parsePaymentProof`). */

@@ -89,6 +89,7 @@ pub struct PaymentGateLayer {
 #[derive(Clone, Debug)]
 struct Config {
     paywall: bool,
+    payment_identifier: bool,
     pricing: Vec<Pricing>,
     one_time: Option<Amount>,
     plans: Vec<B256>,
@@ -144,6 +145,7 @@ impl Gate {
             gate: self.clone(),
             config: Arc::new(Config {
                 paywall: true,
+                payment_identifier: true,
                 pricing,
                 one_time,
                 plans,
@@ -180,6 +182,16 @@ impl PaymentGateLayer {
     /// [`crate::paywall`]). Other clients always get JSON.
     pub fn paywall(mut self, enabled: bool) -> Self {
         Arc::make_mut(&mut self.config).paywall = enabled;
+        self
+    }
+
+    /// Whether x402 V2's `payment-identifier` is honoured (on by default): the route's V2 402
+    /// declares it, and the same payload sent again under its id is answered its first outcome
+    /// (served again, charged once; see [`Gate::settle_x402_v2`]). Off, the extension is not
+    /// declared and ids are ignored: every repeat of a payment is refused as a replay, so each
+    /// payment is served at most once.
+    pub fn payment_identifier(mut self, enabled: bool) -> Self {
+        Arc::make_mut(&mut self.config).payment_identifier = enabled;
         self
     }
 
@@ -547,6 +559,11 @@ impl PaymentGateLayer {
         let offer = self.offer(parts, &url);
         let settled = match payload {
             X402::V1(p) => self.gate.settle_x402(p, &offer, price).await,
+            X402::V2(p) if !self.config.payment_identifier && p.extensions.is_some() => {
+                let mut bare = p.clone();
+                bare.extensions = None;
+                self.gate.settle_x402_v2(&bare, &offer, price).await
+            }
             X402::V2(p) => self.gate.settle_x402_v2(p, &offer, price).await,
         };
         match settled {
@@ -663,6 +680,14 @@ impl PaymentGateLayer {
         let v2 = self
             .gate
             .payment_required_v2(&body, &offer)
+            .map(|mut v2| {
+                if !self.config.payment_identifier
+                    && let Some(extensions) = v2.extensions.as_mut()
+                {
+                    extensions.remove(tollgate_protocol::x402::v2::PAYMENT_IDENTIFIER);
+                }
+                v2
+            })
             .and_then(|v2| HeaderValue::from_str(&v2.encode_header()).ok());
         let html = self.config.paywall && crate::paywall::prefers_html(&parts.headers);
         let (text, content_type) = if html {

@@ -79,7 +79,7 @@ pub struct ToolConfig {
     pub input_schema: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
-fn default_paywall() -> bool {
+fn default_true() -> bool {
     true
 }
 
@@ -168,8 +168,12 @@ pub struct Route {
     pub free: bool,
     /// Whether browsers (`Accept` preferring `text/html`) get the 402 as a page that pays with
     /// their wallet (default `true`; programs always get JSON).
-    #[serde(default = "default_paywall")]
+    #[serde(default = "default_true")]
     pub paywall: bool,
+    /// Whether x402 V2's `payment-identifier` is honoured (default `true`: the same payload again
+    /// under its id is served again, charged once); `false` serves each payment at most once.
+    #[serde(default = "default_true")]
+    pub payment_identifier: bool,
     /// The 402's `description`.
     #[serde(default)]
     pub description: String,

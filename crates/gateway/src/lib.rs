@@ -201,7 +201,8 @@ pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
                 .payment_gate(pricing)
                 .description(r.description.clone())
                 .mime_type(r.mime_type.clone())
-                .paywall(r.paywall);
+                .paywall(r.paywall)
+                .payment_identifier(r.payment_identifier);
             if let Some(amount) = r
                 .metered_amount(g.token_decimals)
                 .map_err(|e| Error::Invalid(format!("routes[{i}].metered: {e}")))?

@@ -55,6 +55,9 @@ pub struct GateOptions {
     pub rpc_url: Option<String>,
     /// Whether browsers get the 402 as a page that pays with their wallet (default `true`).
     pub paywall: Option<bool>,
+    /// Whether x402 V2's `payment-identifier` is honoured (default `true`); `false` serves each
+    /// payment at most once.
+    pub payment_identifier: Option<bool>,
 }
 
 /// One entry of `pricing`.
@@ -481,7 +484,8 @@ impl NativeGate {
             .payment_gate(self.pricing.iter().cloned())
             .description(o.description.clone().unwrap_or_default())
             .mime_type(o.mime_type.clone().unwrap_or_default())
-            .paywall(o.paywall.unwrap_or(true));
+            .paywall(o.paywall.unwrap_or(true))
+            .payment_identifier(o.payment_identifier.unwrap_or(true));
         if let Some(m) = &o.metered {
             layer = layer.metered(amount("metered", m)?);
         }

@@ -410,3 +410,54 @@ async fn concurrent_payloads_under_one_identifier_pay_once() {
         before + U256::from(QUOTE_PRICE)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_route_without_payment_identifiers_serves_each_payment_once() {
+    use axum::{Router, routing::get};
+    use tollgate_gate::Pricing;
+    let h = Harness::new().await;
+    let gate = h.gate().await;
+    let router = Router::new()
+        .route("/strict", get(|| async { "strict" }))
+        .route_layer(
+            gate.payment_gate([Pricing::one_time(QUOTE_PRICE)])
+                .payment_identifier(false),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    let http = reqwest::Client::new();
+    let r = http.get(format!("{base}/strict")).send().await.unwrap();
+    let header = r.headers()[PAYMENT_REQUIRED].to_str().unwrap().to_owned();
+    let required = PaymentRequiredV2::decode_header(&header).unwrap();
+    assert!(
+        !required
+            .extensions
+            .as_ref()
+            .unwrap()
+            .contains_key(PAYMENT_IDENTIFIER),
+        "not declared"
+    );
+    let p = pay_v2(
+        &h,
+        &required,
+        QUOTE_PRICE,
+        B256::repeat_byte(0xa1),
+        Some("pay_strict_route_0001"),
+    )
+    .await;
+    let send = |p: &PaymentPayloadV2| {
+        http.get(format!("{base}/strict"))
+            .header(PAYMENT_SIGNATURE, p.encode_header())
+            .send()
+    };
+    assert_eq!(send(&p).await.unwrap().status(), 200);
+    let again = send(&p).await.unwrap();
+    assert_eq!(
+        again.status(),
+        402,
+        "the id is ignored: a repeat is a replay"
+    );
+    let body: serde_json::Value = again.json().await.unwrap();
+    assert_eq!(body["reason"], "duplicate_settlement");
+}

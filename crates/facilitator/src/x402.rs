@@ -44,7 +44,7 @@ use crate::{
 const EOA_TRANSFER_GAS: u64 = 200_000;
 
 /// What verification established about a payload.
-pub(crate) struct Verified<'a> {
+struct Verified<'a> {
     net: &'a Network,
     key: B256,
 }
@@ -62,7 +62,7 @@ impl Facilitator {
         }
     }
 
-    pub(crate) async fn x402_check<'a>(
+    async fn x402_check<'a>(
         &'a self,
         payload: &PaymentPayload,
         req: &PaymentRequirements,
@@ -153,8 +153,20 @@ impl Facilitator {
     /// safe: a repeat with the same payload and the same key gets the first outcome again (the
     /// Tollgate gate sends one derived from its secret, so a lost answer costs nothing).
     pub async fn x402_settle(&self, req: &SettleRequest, settler: Option<B256>) -> SettleResponse {
+        self.x402_settle_bound(req, settler, None).await
+    }
+
+    /// [`x402_settle`](Self::x402_settle) that first binds the V2 `payment-identifier`
+    /// `id_hash` to this payment, once the payment passed its checks (see
+    /// [`crate::x402_v2`]).
+    pub(crate) async fn x402_settle_bound(
+        &self,
+        req: &SettleRequest,
+        settler: Option<B256>,
+        id_hash: Option<B256>,
+    ) -> SettleResponse {
         let started = std::time::Instant::now();
-        let response = self.x402_settle_inner(req, settler).await;
+        let response = self.x402_settle_inner(req, settler, id_hash).await;
         let outcome = if response.success {
             SettlementOutcome::Confirmed
         } else if response.transaction.is_empty() {
@@ -172,6 +184,7 @@ impl Facilitator {
         &self,
         req: &SettleRequest,
         settler: Option<B256>,
+        id_hash: Option<B256>,
     ) -> SettleResponse {
         let payload = &req.payment_payload;
         let auth = &payload.payload.authorization;
@@ -189,6 +202,13 @@ impl Facilitator {
             Ok(v) => v,
             Err(reason) => return fail(reason, None),
         };
+        // Only a payment that passed the checks binds its identifier: a refused one leaves it
+        // free for the client's next payload, and one that binds it is on its way to a row.
+        if let Some(id_hash) = id_hash
+            && let Err(reason) = self.bind_payment_identifier(id_hash, verified.key).await
+        {
+            return fail(reason, None);
+        }
         let net = verified.net;
         let request = serde_json::to_string(req).unwrap_or_default();
         let new = NewSettlement {

@@ -23,10 +23,7 @@ use tollgate_protocol::{
     },
 };
 
-use crate::{
-    facilitator::{Facilitator, Network, unix_now},
-    settle::settlement_key,
-};
+use crate::facilitator::{Facilitator, Network, unix_now};
 use tollgate_protocol::SettlementStatus;
 
 impl Facilitator {
@@ -35,7 +32,7 @@ impl Facilitator {
     pub async fn x402_verify_v2(&self, req: &VerifyRequestV2) -> VerifyResponse {
         let payer = Some(req.payment_payload.payload.authorization.from);
         match self.x402_v1_twin(req) {
-            Ok((v1, _)) => self.x402_verify(&v1).await,
+            Ok(v1) => self.x402_verify(&v1).await,
             Err(reason) => VerifyResponse::invalid(reason, payer),
         }
     }
@@ -51,7 +48,7 @@ impl Facilitator {
         let caip2 = req.payment_requirements.network.clone();
         let auth = &req.payment_payload.payload.authorization;
         let fail = |reason| SettleResponse::failure(reason, caip2.clone(), Some(auth.from), None);
-        let (v1, net) = match self.x402_v1_twin(req) {
+        let v1 = match self.x402_v1_twin(req) {
             Ok(twin) => twin,
             Err(reason) => return fail(reason),
         };
@@ -59,31 +56,18 @@ impl Facilitator {
             Ok(id) => id,
             Err(_) => return fail(ErrorReason::InvalidPayload),
         };
-        let mut settler = settler;
-        if let Some(id) = id {
-            // Only a payment that passes the checks binds an id: a refused one leaves it free
-            // for the client's next payload, and one that binds it is on its way to a row.
-            if let Err(reason) = self
-                .x402_check(&v1.payment_payload, &v1.payment_requirements, false)
-                .await
-            {
-                return fail(reason);
-            }
-            let id_hash = keccak256(
+        let id_hash = id.map(|id| {
+            keccak256(
                 [
                     b"tollgate/x402/v2/payment-identifier".as_slice(),
                     auth.from.as_slice(),
                     id.as_bytes(),
                 ]
                 .concat(),
-            );
-            let key = settlement_key(net.spec.chain_id, net.spec.token, auth.from, auth.nonce);
-            if let Err(reason) = self.bind_payment_identifier(id_hash, key).await {
-                return fail(reason);
-            }
-            settler.get_or_insert(id_hash);
-        }
-        let mut answer = self.x402_settle(&v1, settler).await;
+            )
+        });
+        let settler = settler.or(id_hash);
+        let mut answer = self.x402_settle_bound(&v1, settler, id_hash).await;
         answer.network = caip2;
         answer
     }
@@ -92,7 +76,11 @@ impl Facilitator {
     /// from a payload whose settlement failed; otherwise a conflict. A bound payload with no
     /// settlement row yet is in flight (it passed the checks): another payload waits for
     /// nothing and is refused, so that two payloads under one id never both settle.
-    async fn bind_payment_identifier(&self, id_hash: B256, key: B256) -> Result<(), ErrorReason> {
+    pub(crate) async fn bind_payment_identifier(
+        &self,
+        id_hash: B256,
+        key: B256,
+    ) -> Result<(), ErrorReason> {
         let store = &self.inner.store;
         let unavailable = |e: tollgate_store::StoreError| {
             tracing::error!(error = %e, "store unavailable binding a payment identifier");
@@ -119,10 +107,7 @@ impl Facilitator {
     }
 
     /// The V1 request a V2 one stands for, on the configured network of its CAIP-2 id.
-    fn x402_v1_twin(
-        &self,
-        req: &VerifyRequestV2,
-    ) -> Result<(VerifyRequest, &Network), ErrorReason> {
+    fn x402_v1_twin(&self, req: &VerifyRequestV2) -> Result<VerifyRequest, ErrorReason> {
         let (payload, requirements) = (&req.payment_payload, &req.payment_requirements);
         if req.x402_version != 2 || payload.x402_version != 2 {
             return Err(ErrorReason::InvalidX402Version);
@@ -139,7 +124,7 @@ impl Facilitator {
             payload.to_v1(name),
             requirements.to_v1(name, payload.resource.as_ref()),
         );
-        Ok((v1, net))
+        Ok(v1)
     }
 
     /// The configured network a CAIP-2 id names: the one under the chain's x402 V1 name, else

@@ -22,7 +22,7 @@ pub fn parse_payment_proof(header: String) -> napi::Result<Value> {
 /// What a proof must show ([`verify_payment_proof`]); every field optional but the trust
 /// anchor: `facilitator` (its published proof signers are trusted) or `signers`.
 #[napi(object)]
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct ProofExpectations {
     /// The facilitator whose published signers (`/.well-known/tollgate`) are trusted.
     pub facilitator: Option<String>,
@@ -59,15 +59,7 @@ pub async fn verify_payment_proof(
             Err(_) => return Ok(false),
         },
     };
-    let e = expected.unwrap_or(ProofExpectations {
-        facilitator: None,
-        signers: None,
-        network: None,
-        token: None,
-        pay_to: None,
-        amount: None,
-        memo: None,
-    });
+    let e = expected.unwrap_or_default();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());

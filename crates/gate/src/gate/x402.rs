@@ -80,15 +80,14 @@ impl Gate {
             .claim(key, until)
             .await
             .map_err(X402Failure::StoreUnavailable)?;
-        // Not the first: a replay (refused), a retry of a payment left pending (taken up by
-        // exactly one request), or a resend by its payment identifier (answered the first
-        // outcome, owning nothing).
+        // Not the first: a retry of a payment left pending (taken up by exactly one request,
+        // which then owns the lock), a resend by its payment identifier (answered the first
+        // outcome, owning nothing), or a replay (refused).
         let owner = first
-            || resend == Resend::No
-                && i.store
-                    .take(pending)
-                    .await
-                    .map_err(X402Failure::StoreUnavailable)?;
+            || i.store
+                .take(pending)
+                .await
+                .map_err(X402Failure::StoreUnavailable)?;
         if !owner && resend == Resend::No {
             return Err(X402Failure::Refused(ErrorReason::DuplicateSettlement));
         }

@@ -190,6 +190,13 @@ pub trait Chain: Send + Sync + fmt::Debug + 'static {
     /// [`Confirmation::Pending`], never an error.
     async fn wait(&self, tx_hash: B256, opts: WaitOptions) -> Result<Confirmation>;
 
+    /// Drops whatever next nonce of `account` the backend has cached, so that its next send
+    /// reads the node's pending count: the account was just taken over from another process (a
+    /// replica that sent from it before). A backend that keeps no cache does nothing.
+    fn forget_nonce(&self, account: Address) {
+        let _ = account;
+    }
+
     /// Moves the chain's clock forward (devnets only: the embedded devnet, or anvil's
     /// `evm_increaseTime` + `evm_mine`).
     async fn advance_time(&self, seconds: u64) -> Result<()>;

@@ -16,6 +16,7 @@ pub mod authorization;
 mod backend;
 pub mod contracts;
 mod error;
+pub mod failover;
 pub mod proof;
 pub mod rpc;
 mod wallet;

@@ -117,6 +117,10 @@ pub enum Error {
         /// The transaction.
         tx_hash: B256,
     },
+    /// This replica holds no relayer account (more replicas than relayer keys): it sends
+    /// nothing (503 `Unavailable`, with `Retry-After`; another replica takes the request).
+    #[error(transparent)]
+    NoRelayer(#[from] crate::replica::NoRelayer),
     /// No key to seal webhook secrets with is configured (503 `WebhooksNotConfigured`).
     #[error("webhook secrets key not configured")]
     WebhooksNotConfigured,

@@ -85,6 +85,12 @@ pub struct Settings {
     /// to read subscriptions from (`networks.<n>.public_rpc_url`). Never the node URL the
     /// facilitator itself uses, which may carry credentials. Default: none.
     pub public_rpc_urls: BTreeMap<String, String>,
+    /// How long a lease of this replica's runs in the store without renewal (relayer accounts,
+    /// the keeper, the reconciler, webhook queues: see [`crate::replica`]); a dead replica's
+    /// leases pass to the others after it. Default [`crate::replica::DEFAULT_LEASE_TTL`].
+    pub lease_ttl: Duration,
+    /// This replica's name in the store's leases; `None`: host, process id and a random suffix.
+    pub replica_id: Option<String>,
 }
 
 impl Default for Settings {
@@ -106,6 +112,8 @@ impl Default for Settings {
             webhook_allow_private: false,
             webhook_secrets: None,
             public_rpc_urls: BTreeMap::new(),
+            lease_ttl: crate::replica::DEFAULT_LEASE_TTL,
+            replica_id: None,
         }
     }
 }
@@ -246,6 +254,7 @@ pub(crate) struct Inner {
     pub(crate) metrics: Metrics,
     pub(crate) heads: crate::metering::Heads,
     pub(crate) webhook_http: reqwest::Client,
+    pub(crate) leases: crate::replica::Leases,
 }
 
 impl fmt::Debug for Facilitator {
@@ -329,6 +338,13 @@ impl Facilitator {
             .user_agent(concat!("Tollgate-Webhooks/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|_| BuildError::Http)?;
+        let leases = crate::replica::Leases::new(
+            settings
+                .replica_id
+                .clone()
+                .unwrap_or_else(crate::replica::replica_id),
+            settings.lease_ttl,
+        );
         Ok(Self {
             inner: Arc::new(Inner {
                 networks: map,
@@ -341,6 +357,7 @@ impl Facilitator {
                 metrics,
                 heads: Default::default(),
                 webhook_http,
+                leases,
             }),
         })
     }
@@ -385,15 +402,24 @@ impl Facilitator {
             .or_else(|| self.inner.networks.get(name))
     }
 
-    /// The addresses that send settlement transactions.
+    /// The addresses that send settlement transactions (every replica's configuration lists
+    /// them all; each replica sends from those it holds: [`Facilitator::held_relayers`]).
     pub fn relayers(&self) -> &[Address] {
         &self.inner.relayers
     }
 
-    /// The next relayer, round robin.
-    pub(crate) fn relayer(&self) -> Address {
+    /// The next relayer this replica holds, round robin; when it holds none, it tries to take
+    /// their leases first.
+    pub(crate) async fn relayer(&self) -> Result<Address, crate::replica::NoRelayer> {
+        let mut held = self.held_relayers();
+        if held.is_empty() {
+            held = self.hold_relayers().await;
+        }
+        if held.is_empty() {
+            return Err(crate::replica::NoRelayer);
+        }
         let i = self.inner.next_relayer.fetch_add(1, Ordering::Relaxed);
-        self.inner.relayers[i % self.inner.relayers.len()]
+        Ok(held[i % held.len()])
     }
 }
 

@@ -25,6 +25,7 @@ pub mod openapi;
 mod ops;
 mod plans;
 mod providers;
+pub mod replica;
 mod settle;
 pub mod start;
 pub use tollgate_store as store;

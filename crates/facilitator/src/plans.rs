@@ -169,6 +169,10 @@ impl Facilitator {
             .relayers
             .first()
             .ok_or_else(|| Error::internal("no relayer"))?;
+        // Its nonces are the lease holder's to use: another replica creates the plan.
+        if !self.holds_relayer(relayer).await {
+            return Err(crate::replica::NoRelayer.into());
+        }
         let salt = plan_salt(provider, &req.idempotency_key);
         let plan_id = plan_id_for(relayer, salt);
         let _guard = self.inner.locks.lock(plan_id).await;

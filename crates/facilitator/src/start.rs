@@ -5,6 +5,7 @@ use std::sync::Arc;
 use alloy::primitives::B256;
 use tollgate_chain::{
     Chain, Wallet,
+    failover::{FailoverChain, FailoverOptions},
     rpc::{RpcChain, RpcOptions},
 };
 
@@ -59,6 +60,8 @@ pub fn settings(config: &Config) -> Settings {
             .unwrap_or(crate::store::MAX_METERED),
         webhook_timeout: std::time::Duration::from_secs(config.webhooks.timeout_secs.max(1)),
         webhook_allow_private: config.webhooks.allow_private_targets,
+        lease_ttl: std::time::Duration::from_secs(config.replicas.lease_ttl_secs.max(1)),
+        replica_id: config.replicas.id.clone(),
         public_rpc_urls: config
             .networks
             .iter()
@@ -103,13 +106,33 @@ pub async fn build(
                     chain_id: Some(n.chain_id),
                     ..RpcOptions::default()
                 };
-                let chain = RpcChain::connect(url.expose_secret(), wallet.clone(), options)
-                    .await
-                    .map_err(|source| StartError::Chain {
-                        network: n.name.clone(),
-                        source,
-                    })?;
-                Arc::new(chain)
+                let failed = |source| StartError::Chain {
+                    network: n.name.clone(),
+                    source,
+                };
+                if n.rpc_fallbacks.is_empty() {
+                    let chain = RpcChain::connect(url.expose_secret(), wallet.clone(), options)
+                        .await
+                        .map_err(failed)?;
+                    Arc::new(chain)
+                } else {
+                    // Any node may be down at start (that is what the others are for): each
+                    // checks its chain id before its first use instead.
+                    let mut nodes: Vec<Arc<dyn Chain>> = Vec::new();
+                    for u in std::iter::once(url).chain(&n.rpc_fallbacks) {
+                        let node = RpcChain::connect_lazy(
+                            u.expose_secret(),
+                            n.chain_id,
+                            wallet.clone(),
+                            options.clone(),
+                        )
+                        .map_err(failed)?;
+                        nodes.push(Arc::new(node));
+                    }
+                    let chain =
+                        FailoverChain::new(nodes, FailoverOptions::default()).map_err(failed)?;
+                    Arc::new(chain)
+                }
             }
         };
         let spec = NetworkSpec {

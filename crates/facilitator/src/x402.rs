@@ -277,6 +277,12 @@ impl Facilitator {
                 },
             );
         }
+        // A replica without a relayer account records nothing: the payment stays free for a
+        // replica that can send it.
+        if let Err(e) = self.relayer().await {
+            tracing::warn!(error = %e, "/settle on a replica that cannot send");
+            return Err((ErrorReason::UnexpectedSettleError, None));
+        }
         if let Err(e) = self.inner.store.insert_settlement(new).await {
             tracing::error!(error = %e, "store unavailable during /settle");
             return Err((ErrorReason::UnexpectedSettleError, None));
@@ -302,7 +308,10 @@ impl Facilitator {
             nonce: auth.nonce,
             signature: payload.payload.signature.clone(),
         };
-        let relayer = self.relayer();
+        let relayer = self
+            .relayer()
+            .await
+            .map_err(|_| (ErrorReason::UnexpectedSettleError, None))?;
         let data = alloy::primitives::Bytes::from(call.abi_encode());
         // One simulation (an `eth_call`) instead of a gas estimate's search: a revert is known
         // before anything is sent, and the node runs the transfer once, not a dozen times.

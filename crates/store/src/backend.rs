@@ -7,7 +7,7 @@
 //! per fsync); PostgreSQL runs a write of one statement on a pooled connection (the statement's
 //! own transaction) and a write of several in an explicit transaction.
 
-use std::{fmt, future::Future, ops::DerefMut, pin::Pin};
+use std::{fmt, future::Future, ops::DerefMut, pin::Pin, time::Duration};
 
 use alloy::primitives::{Address, B256};
 use async_trait::async_trait;
@@ -16,9 +16,9 @@ use tollgate_protocol::SettlementStatus;
 use crate::{
     AllowanceCycle, AnalyticsData, AnalyticsQuery, Attempt, ChargeOutcome, DeductOutcome,
     Deduction, Delivery, Endpoint, EndpointSecrets, Event, IndexedState, IndexedSubscription,
-    NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner, Renewal, Settlement, Store,
-    StoreResult, SubscriptionEvent, analytics, conn::Conn, metering, providers, renewals,
-    settlements, webhooks,
+    Lease, NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner, Renewal, Settlement,
+    Store, StoreResult, SubscriptionEvent, analytics, conn::Conn, leases, metering, providers,
+    renewals, settlements, webhooks,
 };
 
 /// A boxed, sendable future (a write's operation, which SQLite hands to its writer task).
@@ -507,5 +507,57 @@ impl<B: Backend> Store for B {
     async fn delete_dashboard_session(&self, token_hash: B256) -> StoreResult<bool> {
         self.write(move |c| Box::pin(providers::delete_session(c, token_hash)))
             .await
+    }
+
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> StoreResult<Option<u64>> {
+        let (name, holder) = (name.to_owned(), holder.to_owned());
+        self.write(move |c| Box::pin(async move { leases::acquire(c, &name, &holder, ttl).await }))
+            .await
+    }
+
+    async fn renew_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreResult<bool> {
+        let (name, holder) = (name.to_owned(), holder.to_owned());
+        self.write(move |c| {
+            Box::pin(async move { leases::renew(c, &name, &holder, token, ttl).await })
+        })
+        .await
+    }
+
+    async fn take_over_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        from: &str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreResult<Option<u64>> {
+        let (name, holder, from) = (name.to_owned(), holder.to_owned(), from.to_owned());
+        self.write(move |c| {
+            Box::pin(async move { leases::take_over(c, &name, &holder, &from, token, ttl).await })
+        })
+        .await
+    }
+
+    async fn release_lease(&self, name: &str, holder: &str, token: u64) -> StoreResult<bool> {
+        let (name, holder) = (name.to_owned(), holder.to_owned());
+        self.write(move |c| {
+            Box::pin(async move { leases::release(c, &name, &holder, token).await })
+        })
+        .await
+    }
+
+    async fn leases(&self, prefix: &str) -> StoreResult<Vec<Lease>> {
+        leases::list(&mut *self.reader().await?, prefix).await
     }
 }

@@ -12,7 +12,7 @@
 //! through a small connection seam; the two backends (`sqlite`, `postgres`) only open
 //! connections and choose the transaction each operation runs in.
 
-use std::{fmt, sync::Arc};
+use std::{fmt, sync::Arc, time::Duration};
 
 use alloy::primitives::{Address, B256};
 use async_trait::async_trait;
@@ -23,6 +23,7 @@ mod backend;
 mod codec;
 mod conn;
 mod error;
+mod leases;
 mod metering;
 mod postgres;
 mod providers;
@@ -36,6 +37,7 @@ pub use analytics::{
     RevenueKind, RevenueRow, Volume,
 };
 pub use error::{StoreError, StoreResult};
+pub use leases::Lease;
 pub use metering::{
     AllowanceCycle, ChargeOutcome, ChargeState, DeductOutcome, Deduction, MAX_METERED, NewCharge,
     OverageCharge,
@@ -489,6 +491,45 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// Ends a session (logout); whether it existed.
     async fn delete_dashboard_session(&self, token_hash: B256) -> StoreResult<bool>;
+
+    /// Takes the lease `name` for `holder` for `ttl` (on the database's clock) when it is free,
+    /// lapsed, or already `holder`'s (then it is extended). The tenure's fencing token when
+    /// taken; `None` while another holder's lease runs. See [`Lease`].
+    async fn acquire_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> StoreResult<Option<u64>>;
+
+    /// Extends `holder`'s running tenure `token` of `name` to `ttl` from now; `false` when it
+    /// lapsed or passed to another holder (the holder must stop acting under it).
+    async fn renew_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreResult<bool>;
+
+    /// Passes `from`'s tenure `token` of `name` to `holder` at once, running or not, for `ttl`:
+    /// for a holder known to be dead (a process of this host that no longer exists). The new
+    /// token; `None` when the tenure is no longer `from`'s `token`.
+    async fn take_over_lease(
+        &self,
+        name: &str,
+        holder: &str,
+        from: &str,
+        token: u64,
+        ttl: Duration,
+    ) -> StoreResult<Option<u64>>;
+
+    /// Ends `holder`'s tenure `token` of `name` now (another holder may take it at once);
+    /// whether it was still that tenure.
+    async fn release_lease(&self, name: &str, holder: &str, token: u64) -> StoreResult<bool>;
+
+    /// The leases whose names start with `prefix`, by name.
+    async fn leases(&self, prefix: &str) -> StoreResult<Vec<Lease>>;
 }
 
 /// Opens the store named by `url`: `sqlite://PATH` (created if missing; WAL) or

@@ -34,7 +34,10 @@ use std::{
     collections::HashMap,
     fmt,
     future::IntoFuture,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicBool, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -95,6 +98,8 @@ pub struct RpcChain {
     chain_id: u64,
     wallet: Wallet,
     options: RpcOptions,
+    /// Whether the node's chain id was checked ([`RpcChain::connect_lazy`] defers it).
+    checked: AtomicBool,
     nonces: Mutex<HashMap<Address, NonceSlot>>,
     fees: Mutex<Option<(Instant, Fees)>>,
     timestamps: Mutex<HashMap<B256, u64>>,
@@ -118,6 +123,46 @@ impl RpcChain {
     /// Connects to the node at `url` (http or https), reads its chain id and checks it against
     /// `options.chain_id`. Transactions are signed with `wallet`'s keys.
     pub async fn connect(url: &str, wallet: Wallet, options: RpcOptions) -> Result<Self> {
+        let mut chain = Self::new(url, wallet, options)?;
+        let reported = chain
+            .bounded("eth_chainId", chain.provider.get_chain_id())
+            .await?;
+        if let Some(expected) = chain.options.chain_id
+            && expected != reported
+        {
+            return Err(Error::Rejected(format!(
+                "the node at {} serves chain id {reported}, expected {expected}",
+                chain.endpoint
+            )));
+        }
+        chain.chain_id = reported;
+        chain.checked.store(true, Ordering::Release);
+        Ok(chain)
+    }
+
+    /// Like [`connect`](Self::connect) for a node that may be down now (a fallback node):
+    /// nothing is sent until the first request, which checks the node's chain id against
+    /// `chain_id` first; until that check passes, every request fails as
+    /// [`Error::Unavailable`] (a node of another chain is never used).
+    pub fn connect_lazy(
+        url: &str,
+        chain_id: u64,
+        wallet: Wallet,
+        options: RpcOptions,
+    ) -> Result<Self> {
+        let mut chain = Self::new(
+            url,
+            wallet,
+            RpcOptions {
+                chain_id: Some(chain_id),
+                ..options
+            },
+        )?;
+        chain.chain_id = chain_id;
+        Ok(chain)
+    }
+
+    fn new(url: &str, wallet: Wallet, options: RpcOptions) -> Result<Self> {
         let parsed: Url = url
             .parse()
             .map_err(|e| Error::InvalidInput(format!("node URL: {e}")))?;
@@ -132,29 +177,33 @@ impl RpcChain {
             endpoint: endpoint.clone().into(),
         };
         let provider = RootProvider::new(RpcClient::new(transport, is_local));
-        let mut chain = Self {
+        Ok(Self {
             provider,
             endpoint,
             chain_id: 0,
             wallet,
             options,
+            checked: AtomicBool::new(false),
             nonces: Mutex::default(),
             fees: Mutex::default(),
             timestamps: Mutex::default(),
-        };
-        let reported = chain
-            .request("eth_chainId", chain.provider.get_chain_id())
+        })
+    }
+
+    /// Checks the node's chain id once ([`connect_lazy`](Self::connect_lazy)).
+    async fn check_chain_id(&self) -> Result<()> {
+        let reported = self
+            .bounded("eth_chainId", self.provider.get_chain_id())
             .await?;
-        if let Some(expected) = chain.options.chain_id
-            && expected != reported
-        {
-            return Err(Error::Rejected(format!(
-                "the node at {} serves chain id {reported}, expected {expected}",
-                chain.endpoint
+        if reported != self.chain_id {
+            tracing::error!(node = %self.endpoint, reported, expected = self.chain_id, "the node serves another chain; it is not used");
+            return Err(Error::Unavailable(format!(
+                "the node at {} serves chain id {reported}, expected {}",
+                self.endpoint, self.chain_id
             )));
         }
-        chain.chain_id = reported;
-        Ok(chain)
+        self.checked.store(true, Ordering::Release);
+        Ok(())
     }
 
     /// The endpoint, without path or query (which may carry credentials).
@@ -162,8 +211,21 @@ impl RpcChain {
         &self.endpoint
     }
 
-    /// Bounds a request by the request timeout and maps its error.
+    /// Bounds a request by the request timeout and maps its error; the node's chain id is
+    /// checked first when it was not yet.
     async fn request<T>(
+        &self,
+        method: &str,
+        call: impl IntoFuture<Output = TransportResult<T>>,
+    ) -> Result<T> {
+        if !self.checked.load(Ordering::Acquire) {
+            self.check_chain_id().await?;
+        }
+        self.bounded(method, call).await
+    }
+
+    /// A request bounded by the request timeout, its error mapped.
+    async fn bounded<T>(
         &self,
         method: &str,
         call: impl IntoFuture<Output = TransportResult<T>>,
@@ -286,6 +348,10 @@ impl Chain for RpcChain {
 
     async fn wait(&self, tx_hash: B256, opts: WaitOptions) -> Result<Confirmation> {
         self.wait_confirmed(tx_hash, opts).await
+    }
+
+    fn forget_nonce(&self, account: Address) {
+        self.forget_nonce_of(account);
     }
 
     async fn advance_time(&self, seconds: u64) -> Result<()> {

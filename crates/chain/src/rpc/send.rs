@@ -152,6 +152,19 @@ impl RpcChain {
         }
     }
 
+    /// Drops the cached next nonce of `from` (waiting for a send of it in progress).
+    pub(super) fn forget_nonce_of(&self, from: Address) {
+        let slot = self.nonce_slot(from);
+        if let Ok(mut next) = slot.try_lock() {
+            *next = None;
+            return;
+        }
+        // A send in progress holds the slot: the next one after it reads afresh.
+        tokio::spawn(async move {
+            *slot.lock().await = None;
+        });
+    }
+
     /// The account's transaction count, pending transactions included: its next nonce.
     pub(super) async fn pending_count(&self, account: Address) -> Result<u64> {
         self.request(

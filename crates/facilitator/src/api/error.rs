@@ -85,6 +85,11 @@ impl Error {
                     "transaction {tx_hash} not confirmed in time; send the same request again to get the subscription once it is"
                 ),
             ),
+            Self::NoRelayer(e) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                C::Unavailable,
+                format!("{e}; retry (the load balancer sends it to another replica)"),
+            ),
             Self::WebhooksNotConfigured => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 C::WebhooksNotConfigured,
@@ -273,8 +278,19 @@ impl std::fmt::Display for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        // A 503 is worth retrying soon (a dependency failing over, a transaction not yet
+        // confirmed, a replica without a relayer account): say when.
+        let retry = self.status == StatusCode::SERVICE_UNAVAILABLE
+            && matches!(self.code, ApiErrorCode::Unavailable | ApiErrorCode::Pending);
         let body = ApiErrorBody::new(self.code, self.message);
-        (self.status, Json(body)).into_response()
+        let mut res = (self.status, Json(body)).into_response();
+        if retry {
+            res.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        res
     }
 }
 

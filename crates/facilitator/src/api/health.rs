@@ -76,6 +76,26 @@ pub(super) async fn readyz(State(f): State<Facilitator>) -> Response {
                 .unwrap_or_else(|e| e.to_string()),
         );
     }
+    // A replica without a relayer account (more replicas than keys) is ready: it verifies and
+    // answers status reads; it says that it sends nothing.
+    let held = f.held_relayers();
+    checks.insert(
+        "relayers".into(),
+        if held.is_empty() {
+            format!(
+                "none of {} held by this replica: it verifies and answers status reads, and sends nothing",
+                f.relayers().len()
+            )
+        } else {
+            format!(
+                "{} of {} held by this replica: {}",
+                held.len(),
+                f.relayers().len(),
+                held.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
+            )
+        },
+    );
+    checks.insert("replica".into(), f.replica_id().to_owned());
     let store = f.store().ping().await;
     ready &= store.is_ok();
     checks.insert(

@@ -110,20 +110,37 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    // Unfinished `/authorize` settlements (a crash, a slow chain) are driven to their end in the
-    // background; the task stops with the server.
+    // Relayer accounts are leased before the first request, and renewed in the background
+    // (see `crate::replica`).
+    let held = f.hold_relayers().await;
+    tracing::info!(
+        replica = f.replica_id(),
+        relayers = held.len(),
+        of = f.relayers().len(),
+        "relayer accounts held"
+    );
+    let _keep_leases = AbortOnDrop(tokio::spawn(f.clone().keep_leases()));
+    // Unfinished `/authorize` settlements (a crash, a slow chain, a replica that died) are driven
+    // to their end in the background, by one replica of a fleet at a time; the task stops with
+    // the server.
     let sweeper = tokio::spawn({
         let f = f.clone();
         async move {
             loop {
                 tokio::time::sleep(RECONCILE_EVERY).await;
-                f.reconcile().await;
+                if f.lead(crate::replica::RECONCILER).await {
+                    f.reconcile().await;
+                }
             }
         }
     });
     let _stop_sweeper = AbortOnDrop(sweeper);
     let limits = f.settings().server.clone();
-    tollgate_server::serve_prepared(listener, router(f), &limits, shutdown).await
+    let served =
+        tollgate_server::serve_prepared(listener, router(f.clone()), &limits, shutdown).await;
+    // In-flight requests are done: the other replicas may take this one's leases at once.
+    f.release_leases().await;
+    served
 }
 
 /// How often unfinished settlements are driven forward in the background.

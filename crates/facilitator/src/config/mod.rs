@@ -119,6 +119,8 @@ pub struct Config {
     pub subscriptions: SubscriptionsSection,
     /// `[webhooks]`: delivery of events to providers' endpoints.
     pub webhooks: WebhooksSection,
+    /// `[replicas]`: working beside other replicas on one PostgreSQL store.
+    pub replicas: ReplicasSection,
     /// `[[networks]]`: the chains settled on, at least one, names unique (after aliases).
     pub networks: Vec<Network>,
 }
@@ -284,6 +286,30 @@ impl Default for WebhooksSection {
     }
 }
 
+/// `[replicas]`: several replicas on one store (PostgreSQL) share relayer accounts, the keeper,
+/// the reconciler and webhook queues through leases in the store (see
+/// [`crate::replica`]). Every replica is configured with every relayer key.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct ReplicasSection {
+    /// `replicas.lease_ttl_secs`: how long a replica's lease runs without renewal; a replica
+    /// that dies passes its relayer accounts and the keeper on after this long. Default 15.
+    pub lease_ttl_secs: u64,
+    /// `replicas.id`: this replica's name in the store's leases (and `/readyz`). Default: the
+    /// host name, the process id and a random suffix.
+    pub id: Option<String>,
+}
+
+impl Default for ReplicasSection {
+    fn default() -> Self {
+        Self {
+            lease_ttl_secs: crate::replica::DEFAULT_LEASE_TTL.as_secs(),
+            id: None,
+        }
+    }
+}
+
 /// `[[networks]]`: one chain and the token settled on it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -298,6 +324,10 @@ pub struct Network {
     /// `rpc_url`: an `http(s)://` or `ws(s)://` JSON-RPC endpoint, or `"embedded"` for the
     /// in-process devnet the binary supplies.
     pub rpc: RpcEndpoint,
+    /// `rpc_fallback_urls`: other nodes of the same chain, in order of preference, that reads
+    /// and sends fail over to while `rpc_url` cannot be reached (see
+    /// [`tollgate_chain::failover`]). Default: none.
+    pub rpc_fallbacks: Vec<RpcUrl>,
     /// `public_rpc_url`: a public `http(s)://` JSON-RPC endpoint of the same chain, without
     /// credentials, published in discovery as `rpcUrl` so that gates can check subscriptions
     /// with no RPC setting of their own. Optional; never defaulted to `rpc_url`.

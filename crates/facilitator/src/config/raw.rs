@@ -10,7 +10,7 @@ use tollgate_protocol::Amount;
 
 use super::{
     DEFAULT_CONFIRMATIONS, DEFAULT_LISTEN, DEFAULT_STORE, DEFAULT_TOKEN_VERSION, Fees, Limits,
-    Settlement, SubscriptionsSection, WebhooksSection,
+    ReplicasSection, Settlement, SubscriptionsSection, WebhooksSection,
 };
 
 #[derive(Deserialize)]
@@ -36,6 +36,8 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub(super) webhooks: WebhooksSection,
     #[serde(default)]
+    pub(super) replicas: ReplicasSection,
+    #[serde(default)]
     pub(super) networks: Vec<RawNetwork>,
 }
 
@@ -59,6 +61,8 @@ pub(super) struct RawNetwork {
     #[serde(default)]
     pub(super) chain_id: Option<u64>,
     pub(super) rpc_url: String,
+    #[serde(default)]
+    pub(super) rpc_fallback_urls: Vec<String>,
     #[serde(default)]
     pub(super) public_rpc_url: Option<String>,
     #[serde(default)]

@@ -7,7 +7,7 @@ use alloy::primitives::Address;
 use tollgate_protocol::network;
 
 use super::{
-    Config, ConfigError, DEFAULT_TOKEN_NAME, Keys, Network, RpcEndpoint, SecretSource,
+    Config, ConfigError, DEFAULT_TOKEN_NAME, Keys, Network, RpcEndpoint, RpcUrl, SecretSource,
     SecretsKeySource, StoreUrl,
     raw::{RawConfig, RawKeys, RawNetwork},
 };
@@ -107,6 +107,7 @@ impl RawConfig {
             server,
             subscriptions: self.subscriptions,
             webhooks: self.webhooks,
+            replicas: self.replicas,
             networks,
         })
     }
@@ -242,15 +243,17 @@ impl RawNetwork {
             .map(|a| nonzero(|| key("subscriptions"), a))
             .transpose()?;
 
+        let node_url = |url: &str| {
+            ["http://", "https://", "ws://", "wss://"].iter().any(|s| {
+                url.len() > s.len()
+                    && url
+                        .get(..s.len())
+                        .is_some_and(|p| p.eq_ignore_ascii_case(s))
+            })
+        };
         let rpc = if self.rpc_url == "embedded" {
             RpcEndpoint::Embedded
-        } else if ["http://", "https://", "ws://", "wss://"].iter().any(|s| {
-            self.rpc_url.len() > s.len()
-                && self
-                    .rpc_url
-                    .get(..s.len())
-                    .is_some_and(|p| p.eq_ignore_ascii_case(s))
-        }) {
+        } else if node_url(&self.rpc_url) {
             RpcEndpoint::Url(self.rpc_url.into())
         } else {
             return Err(ConfigError::InvalidValue {
@@ -258,6 +261,22 @@ impl RawNetwork {
                 reason: "expected an http(s):// or ws(s):// URL, or \"embedded\"",
             });
         };
+        if rpc == RpcEndpoint::Embedded && !self.rpc_fallback_urls.is_empty() {
+            return Err(ConfigError::InvalidValue {
+                key: key("rpc_fallback_urls"),
+                reason: "the embedded devnet has no other node",
+            });
+        }
+        let mut rpc_fallbacks = Vec::with_capacity(self.rpc_fallback_urls.len());
+        for (j, url) in self.rpc_fallback_urls.into_iter().enumerate() {
+            if !node_url(&url) {
+                return Err(ConfigError::InvalidValue {
+                    key: key(&format!("rpc_fallback_urls[{j}]")),
+                    reason: "expected an http(s):// or ws(s):// URL",
+                });
+            }
+            rpc_fallbacks.push(RpcUrl::from(url));
+        }
 
         // Published to every client: a plain http(s) URL, never one with credentials in it.
         let public_rpc_url = self
@@ -300,6 +319,7 @@ impl RawNetwork {
             name,
             chain_id,
             rpc,
+            rpc_fallbacks,
             public_rpc_url,
             token,
             token_name,

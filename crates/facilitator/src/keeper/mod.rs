@@ -116,6 +116,8 @@ enum KeeperError {
     Store(#[from] StoreError),
     #[error("metering: {0}")]
     Metering(#[from] crate::metering::MeteringError),
+    #[error(transparent)]
+    NoRelayer(#[from] crate::replica::NoRelayer),
 }
 
 fn keeper_lock_key() -> B256 {
@@ -166,6 +168,10 @@ impl Facilitator {
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
+                // One keeper in a fleet of replicas: the one holding its lease.
+                if !f.leads_keeper().await {
+                    continue;
+                }
                 let r = f.run_keeper_once().await;
                 if r != KeeperReport::default() {
                     tracing::debug!(?r, "keeper run");
@@ -273,7 +279,7 @@ impl Facilitator {
         }
         let cycle = onchain.cycle + 1;
         let call = Subscriptions::collectCall { id, cycle };
-        let tx = TxRequest::call(self.relayer(), subs, call.abi_encode());
+        let tx = TxRequest::call(self.relayer().await?, subs, call.abi_encode());
         let hash = match chain.send(tx).await {
             Ok(hash) => hash,
             Err(ChainError::Revert(

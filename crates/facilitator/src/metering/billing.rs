@@ -230,6 +230,12 @@ impl Facilitator {
         c: &OverageCharge,
     ) -> Result<Option<Sent>, MeteringError> {
         let name = net.spec.name.as_str();
+        // Sent from the plan's operator only, whose nonces are its lease holder's to use; the
+        // keeper runs where that lease is held, so a charge skipped here is sent there.
+        if !self.holds_relayer(c.relayer).await {
+            tracing::warn!(relayer = %c.relayer, "overage charge left to the replica holding its relayer");
+            return Ok(None);
+        }
         let call = Subscriptions::chargeOverageCall {
             id: c.id,
             cycle: c.cycle,

@@ -318,7 +318,7 @@ impl Facilitator {
                 deadline: U256::from(req.deadline),
                 signature: req.signature.clone(),
             };
-            let tx = TxRequest::call(self.relayer(), subs, call.abi_encode());
+            let tx = TxRequest::call(self.relayer().await?, subs, call.abi_encode());
             let opts = WaitOptions {
                 confirmations: net.spec.confirmations,
                 timeout: self.settings().confirmation_timeout,

@@ -155,6 +155,8 @@ impl Facilitator {
             )));
         }
 
+        // A replica that cannot send records nothing: the payment goes to one that can.
+        self.relayer().await?;
         let row = self.inner.store.insert_settlement(&new).await?;
         crate::fault::hit("authorize.after-insert");
         self.broadcast_and_wait(net, &row.new, sp).await
@@ -318,7 +320,7 @@ impl Facilitator {
             validBefore: auth.valid_before.get(),
             signature: auth.signature.clone(),
         };
-        let tx = TxRequest::call(self.relayer(), net.spec.router, call.abi_encode());
+        let tx = TxRequest::call(self.relayer().await?, net.spec.router, call.abi_encode());
         let tx_hash = match net.chain.send(tx).await {
             Ok(h) => h,
             Err(ChainError::Revert(revert)) => return self.refused(net, new, revert).await,

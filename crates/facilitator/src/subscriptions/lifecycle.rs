@@ -137,7 +137,7 @@ impl Facilitator {
         }
 
         let data = call_data(action, id, U256::from(req.deadline), req.signature.clone());
-        let tx = TxRequest::call(self.relayer(), subs, data);
+        let tx = TxRequest::call(self.relayer().await?, subs, data);
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
             timeout: self.settings().confirmation_timeout,

@@ -288,7 +288,7 @@ impl Facilitator {
             permitDeadline: U256::from(req.permit.deadline),
             permitSignature: req.permit.signature.clone(),
         };
-        let tx = TxRequest::call(self.relayer(), subs, call.abi_encode());
+        let tx = TxRequest::call(self.relayer().await?, subs, call.abi_encode());
         // A call that would revert is refused here, before broadcast (the simulation).
         let tx_hash = net.chain.send(tx).await?;
         crate::fault::hit("subscribe.after-broadcast");

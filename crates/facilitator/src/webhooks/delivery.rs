@@ -91,6 +91,28 @@ impl Facilitator {
     /// records every outcome in one transaction (a crash before that only means those deliveries
     /// are sent again, with the same `webhook-id`: at least once).
     async fn drain_endpoint(&self, endpoint_id: &str) -> DeliveryReport {
+        // One replica of a fleet drains an endpoint at a time, so that its events go out in
+        // order and each attempt once.
+        let lease = crate::replica::webhook_lease(endpoint_id);
+        let leases = &self.inner.leases;
+        // Long enough for a whole batch: its time plus one attempt, with room to record it.
+        let ttl = (BATCH_TIME + self.settings().webhook_timeout + Duration::from_secs(1)) * 3;
+        match leases.take_for(self, &lease, ttl.max(leases.ttl())).await {
+            Ok(Some(_)) => {}
+            Ok(None) => return DeliveryReport::default(),
+            Err(e) => {
+                tracing::warn!(error = %e, "webhooks: store unavailable");
+                return DeliveryReport::default();
+            }
+        }
+        let report = self.drain_endpoint_held(endpoint_id, &lease).await;
+        leases.give_up(self, &lease).await;
+        report
+    }
+
+    /// [`drain_endpoint`](Self::drain_endpoint) under its lease: an attempt starts only while
+    /// the lease will outlast it.
+    async fn drain_endpoint_held(&self, endpoint_id: &str, lease: &str) -> DeliveryReport {
         let mut report = DeliveryReport::default();
         let store = self.store();
         let (endpoint, batch) = match tokio::try_join!(
@@ -106,8 +128,9 @@ impl Facilitator {
         };
         let mut outcomes = Vec::with_capacity(batch.len());
         let started = std::time::Instant::now();
+        let span = self.settings().webhook_timeout + Duration::from_secs(1);
         for d in batch {
-            if started.elapsed() > BATCH_TIME {
+            if started.elapsed() > BATCH_TIME || !self.inner.leases.holds_for(lease, span) {
                 break;
             }
             let attempts = d.attempts.saturating_add(1);

@@ -229,6 +229,66 @@ async fn settlements_on_chain(h: &Harness) -> usize {
         .len()
 }
 
+/// Two nodes of one chain (two proxies in front of one anvil), the second a fallback: the primary
+/// down or erroring, then the fallback down, is a failover each time, never a 503; every payment
+/// settles once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_down_or_erroring_fails_over_to_the_next_and_nothing_is_lost() {
+    use tollgate_chain::{
+        failover::{FailoverChain, FailoverOptions},
+        rpc::{RpcChain, RpcOptions},
+    };
+    tollgate_chain::install_crypto_provider();
+    let fixture = Fixture::new(Backend::Anvil).await.expect("anvil");
+    let primary = FaultyRpc::start(fixture.rpc_url().unwrap()).await;
+    let fallback = FaultyRpc::start(fixture.rpc_url().unwrap()).await;
+    let chain_id = fixture.chain.chain_id();
+    let node = |url: &str| -> Arc<dyn tollgate_chain::Chain> {
+        Arc::new(
+            RpcChain::connect_lazy(
+                url,
+                chain_id,
+                tollgate_testkit::dev_wallet(&fixture.accounts[RELAYER..=RELAYER]).unwrap(),
+                RpcOptions {
+                    request_timeout: Duration::from_secs(3),
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+        )
+    };
+    let nodes = vec![node(&primary.url), node(&fallback.url)];
+    let cool_down = Duration::from_secs(2);
+    let chain = Arc::new(FailoverChain::new(nodes, FailoverOptions { cool_down }).unwrap());
+    let h = Harness::assemble(fixture, chain.clone(), 1, None, |_| {}).await;
+    let cases = [
+        (Mode::Down, Mode::Pass),
+        (Mode::Errors, Mode::Pass),
+        (Mode::Pass, Mode::Down),
+        (Mode::Pass, Mode::Pass),
+    ];
+    for (i, (a, b)) in cases.into_iter().enumerate() {
+        primary.set(a);
+        fallback.set(b);
+        // Past the cool-downs of the case before: every node is tried afresh.
+        tokio::time::sleep(cool_down + Duration::from_millis(100)).await;
+        let body = payment(&h, 0x60 + u8::try_from(i).unwrap()).await;
+        let (status, v) = authorize(&h, &body).await;
+        assert_eq!(status, 200, "primary {a:?}, fallback {b:?}: {v}");
+        assert_eq!(v["status"], "confirmed", "{v}");
+        // The primary is skipped while it is out; the fallback is never needed otherwise.
+        assert_eq!(
+            chain.health(),
+            [a == Mode::Pass, true],
+            "primary {a:?}, fallback {b:?}"
+        );
+        let (ready, r) = h.get("/readyz").await;
+        assert_eq!(ready, 200, "primary {a:?}, fallback {b:?}: {r}");
+    }
+    assert_eq!(payee_balance(&h).await, U256::from(4 * 499_000));
+    assert_eq!(settlements_on_chain(&h).await, 4);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_down_or_erroring_is_a_clear_503_and_nothing_is_lost() {
     let (h, rpc) = faulty(1, Duration::from_secs(10)).await;

@@ -215,12 +215,14 @@ async fn a_restart_or_a_replica_double_bills_nothing(backend: Backend) {
     assert!(quiet(&first.run_keeper_once().await));
     let p0 = pay_to_balance(&h).await;
 
-    // Both keepers at once on a due cycle: exactly one charge.
+    // Both keepers at once on a due cycle: exactly one charge. The twin holds no relayer
+    // account (the first does), so it sends nothing: at most, it reports that it could not.
     h.fixture.chain.advance_time(INTERVAL).await.unwrap();
     let second = twin(&h);
     let (a, b) = tokio::join!(first.run_keeper_once(), second.run_keeper_once());
     assert_eq!(a.renewed + b.renewed, 1, "{a:?} {b:?}");
-    assert_eq!(a.errors + b.errors, 0, "{a:?} {b:?}");
+    assert_eq!(a.errors, 0, "{a:?}");
+    assert!(b.errors <= 1 && b.renewed == 0, "{b:?}");
     assert_eq!(pay_to_balance(&h).await, p0 + U256::from(AMOUNT));
     assert_eq!(onchain(&h, id).await.cycle, 2);
 
@@ -238,6 +240,11 @@ async fn a_restart_or_a_replica_double_bills_nothing(backend: Backend) {
     .await;
     assert_eq!(pay_to_balance(&h).await, p0 + U256::from(2 * AMOUNT));
     let restarted = twin(&h);
+    // The first process is gone: its relayer account passes to the restarted one (a process
+    // that exits releases its leases; one that crashed is taken over at once by its successor
+    // on the same host, or lapses).
+    first.release_leases().await;
+    assert_eq!(restarted.hold_relayers().await, [h.address(RELAYER)]);
     let r = restarted.run_keeper_once().await;
     assert!(quiet(&r), "{r:?}");
     assert_eq!(pay_to_balance(&h).await, p0 + U256::from(2 * AMOUNT));

@@ -1,0 +1,576 @@
+//! `fleet`: the load tool `scripts/scale-out` runs against a fleet of Tollgate replicas behind a
+//! load balancer. It drives paid requests through the gates' balancer (agents paying through the
+//! facilitators' balancer) and x402 `/settle` calls straight to the facilitators' balancer, while
+//! the script kills and restarts a facilitator and stops an RPC endpoint; then it checks what
+//! must hold whatever happened:
+//!
+//! - every payment an agent was served for settled exactly once on-chain (one `PaymentSettled`
+//!   per memo), every x402 payment answered `success` is one successful transfer, and the payee's
+//!   balance moved by exactly those amounts;
+//! - every proof is served at most once by the gate fleet (each one replayed at every gate
+//!   replica is refused);
+//! - every x402 payload settles once: a repeat after its success is refused;
+//! - every webhook event is delivered at least once, and always under its one id.
+//!
+//! ```text
+//! cargo run -p tollgate-cli --example fleet -- --help
+//! ```
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::{Arc, Mutex},
+    time::{Duration, Instant},
+};
+
+use alloy::{
+    primitives::{Address, B256, U256, keccak256},
+    sol_types::SolEvent,
+};
+use anyhow::{Context as _, bail, ensure};
+use axum::{Router, extract::State, http::HeaderMap, routing::post};
+use clap::Parser;
+use serde_json::{Value, json};
+use tollgate_agent::{Agent, PayRequest, SpendPolicy};
+use tollgate_chain::{
+    Chain, LogFilter, Wallet,
+    accounts::dev_accounts,
+    authorization::{TransferWithAuthorization, sign, token_domain},
+    contracts::PaymentRouter,
+    rpc::{RpcChain, RpcOptions},
+};
+use tollgate_protocol::{
+    Amount,
+    x402::{ExactEvmAuthorization, ExactEvmPayload, PaymentPayload},
+};
+
+/// Drives a Tollgate fleet through its load balancer and checks the money rules afterwards.
+#[derive(Debug, Parser)]
+struct Args {
+    /// The facilitators' load balancer.
+    #[arg(long)]
+    facilitator: String,
+    /// The gates' load balancer.
+    #[arg(long)]
+    gate: String,
+    /// Each gate replica, directly (proofs are replayed at every one).
+    #[arg(long = "gate-replica", required = true)]
+    gate_replicas: Vec<String>,
+    /// A JSON-RPC URL of the chain for the checks (not one the script stops).
+    #[arg(long)]
+    rpc: String,
+    /// The network name.
+    #[arg(long)]
+    network: String,
+    /// The token.
+    #[arg(long)]
+    token: Address,
+    /// The PaymentRouter.
+    #[arg(long)]
+    router: Address,
+    /// The provider the gates pay (x402 payments go to it too).
+    #[arg(long)]
+    pay_to: Address,
+    /// The provider's API key (to register the webhook receiver and read its events).
+    #[arg(long, env = "TOLLGATE_API_KEY")]
+    api_key: String,
+    /// The paid path behind the gates.
+    #[arg(long, default_value = "/v1/quote")]
+    path: String,
+    /// Paid requests through the gates.
+    #[arg(long, default_value_t = 200)]
+    paid: usize,
+    /// x402 `/settle` payments through the facilitators.
+    #[arg(long, default_value_t = 100)]
+    x402: usize,
+    /// Paid requests and x402 payments in flight at once, each.
+    #[arg(long, default_value_t = 8)]
+    concurrency: usize,
+    /// The dev accounts (of the standard test mnemonic) whose agents pay the gates.
+    #[arg(long, value_delimiter = ',', default_value = "5,6,7")]
+    payers: Vec<usize>,
+    /// The dev accounts that sign the x402 payments.
+    #[arg(long, value_delimiter = ',', default_value = "8,9")]
+    x402_payers: Vec<usize>,
+    /// Amount of each x402 payment, in the token's units.
+    #[arg(long, default_value_t = 10_000)]
+    x402_amount: u64,
+}
+
+/// What the run did, for the checks and the report.
+#[derive(Default)]
+struct Run {
+    /// Memos of the payments agents were served for.
+    paid: Vec<(B256, String, u64)>,
+    paid_errors: Vec<String>,
+    /// x402 payments answered success: (transaction, amount).
+    x402: Vec<(B256, u64)>,
+    x402_errors: Vec<String>,
+    x402_retries: usize,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tollgate_chain::install_crypto_provider();
+    let chain = RpcChain::connect(
+        &args.rpc,
+        Wallet::from_keys(std::iter::empty())?,
+        RpcOptions::default(),
+    )
+    .await
+    .context("the chain's JSON-RPC")?;
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()?;
+
+    // The webhook receiver, registered as the provider's endpoint.
+    let received = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let hook_url = format!("http://{}/hook", listener.local_addr()?);
+    let app = Router::new()
+        .route("/hook", post(receive))
+        .with_state(Arc::clone(&received));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let endpoint: Value = http
+        .post(format!("{}/webhooks/endpoints", args.facilitator))
+        .bearer_auth(&args.api_key)
+        .json(&json!({ "url": hook_url, "description": "scale-out receiver" }))
+        .send()
+        .await?
+        .error_for_status()
+        .context("registering the webhook receiver")?
+        .json()
+        .await?;
+    eprintln!("fleet: webhook receiver {hook_url} ({})", endpoint["id"]);
+
+    let before = token_balance(&chain, args.token, args.pay_to).await?;
+    let started = Instant::now();
+    let run = Arc::new(Mutex::new(Run::default()));
+    let (paid, x402) = tokio::join!(
+        paid_requests(&args, &chain, Arc::clone(&run)),
+        x402_payments(&args, &chain, &http, Arc::clone(&run)),
+    );
+    paid?;
+    x402?;
+    let elapsed = started.elapsed();
+    let run = std::mem::take(&mut *run.lock().unwrap_or_else(|e| e.into_inner()));
+    eprintln!(
+        "fleet: {} paid requests ({} failed), {} x402 settlements ({} failed, {} retried) in {:.1} s",
+        run.paid.len(),
+        run.paid_errors.len(),
+        run.x402.len(),
+        run.x402_errors.len(),
+        run.x402_retries,
+        elapsed.as_secs_f64()
+    );
+    for e in run.paid_errors.iter().chain(&run.x402_errors).take(10) {
+        eprintln!("fleet:   {e}");
+    }
+
+    let mut failures = Vec::new();
+    let mut check = |name: &str, ok: bool, detail: String| {
+        println!("{} {name}: {detail}", if ok { "OK  " } else { "FAIL" });
+        if !ok {
+            failures.push(name.to_owned());
+        }
+    };
+
+    // Every served payment settled exactly once.
+    let settled = settlement_events(&chain, args.router, &run.paid).await?;
+    let twice: Vec<_> = settled.iter().filter(|(_, n)| **n > 1).collect();
+    let missing = run
+        .paid
+        .iter()
+        .filter(|(m, _, _)| !settled.contains_key(m))
+        .count();
+    check(
+        "paid requests settled exactly once",
+        twice.is_empty() && missing == 0,
+        format!(
+            "{} served, {} PaymentSettled events, {} settled twice, {} not settled",
+            run.paid.len(),
+            settled.values().sum::<usize>(),
+            twice.len(),
+            missing
+        ),
+    );
+    // Every x402 success is one successful transfer, each its own.
+    let mut ok = 0;
+    for (tx, _) in &run.x402 {
+        if chain.receipt(*tx).await?.is_some_and(|r| r.success) {
+            ok += 1;
+        }
+    }
+    let distinct: BTreeSet<_> = run.x402.iter().map(|(tx, _)| *tx).collect();
+    check(
+        "x402 settlements are transfers that happened, once each",
+        ok == run.x402.len() && distinct.len() == run.x402.len(),
+        format!(
+            "{} answered success, {ok} mined successfully",
+            run.x402.len()
+        ),
+    );
+    // The payee got exactly that.
+    let after = token_balance(&chain, args.token, args.pay_to).await?;
+    let router_net: u64 = settled
+        .keys()
+        .filter_map(|m| run.paid.iter().find(|(p, _, _)| p == m))
+        .map(|(_, _, net)| *net)
+        .sum();
+    let x402_total: u64 = run.x402.iter().map(|(_, a)| a).sum();
+    let expected = before + U256::from(router_net) + U256::from(x402_total);
+    check(
+        "the payee's balance moved by exactly the settled amounts",
+        after == expected,
+        format!("before {before}, after {after}, expected {expected}"),
+    );
+    // Every proof is served at most once by the fleet.
+    let mut served_again = 0;
+    for (_, header, _) in &run.paid {
+        for gate in &args.gate_replicas {
+            let status = http
+                .get(format!("{gate}{}", args.path))
+                .header("x-payment", header)
+                .send()
+                .await?
+                .status()
+                .as_u16();
+            if status != 402 {
+                served_again += 1;
+            }
+        }
+    }
+    check(
+        "each proof served at most once by the gate fleet",
+        served_again == 0,
+        format!(
+            "{} proofs replayed at {} replicas, {served_again} served again",
+            run.paid.len(),
+            args.gate_replicas.len()
+        ),
+    );
+    // Webhooks: every event delivered, always under its id.
+    let (delivered, mismatched, events) =
+        webhooks_delivered(&args, &http, &received, Duration::from_secs(90)).await?;
+    check(
+        "every webhook event delivered at least once, under one id",
+        delivered == events && mismatched == 0,
+        format!("{events} events, {delivered} delivered, {mismatched} deliveries under another id"),
+    );
+
+    let settlements = run.paid.len() + run.x402.len();
+    println!(
+        "RESULT settlements={settlements} seconds={:.1} settlements_per_second={:.1} paid_failed={} x402_failed={}",
+        elapsed.as_secs_f64(),
+        settlements as f64 / elapsed.as_secs_f64(),
+        run.paid_errors.len(),
+        run.x402_errors.len(),
+    );
+    if !failures.is_empty() {
+        bail!("invariants failed: {}", failures.join(", "));
+    }
+    Ok(())
+}
+
+/// The webhook receiver: records (webhook-id header, body id).
+async fn receive(
+    State(received): State<Arc<Mutex<Vec<(String, String)>>>>,
+    headers: HeaderMap,
+    body: String,
+) -> &'static str {
+    let id = headers
+        .get("webhook-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let body_id = serde_json::from_str::<Value>(&body)
+        .ok()
+        .and_then(|v| v["id"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    received
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((id, body_id));
+    "ok"
+}
+
+async fn token_balance(chain: &RpcChain, token: Address, who: Address) -> anyhow::Result<U256> {
+    Ok(tollgate_chain::contracts::read(
+        chain,
+        token,
+        &tollgate_chain::contracts::Token::balanceOfCall { account: who },
+    )
+    .await?)
+}
+
+/// Paid requests through the gates' balancer, `concurrency` agents at once.
+async fn paid_requests(args: &Args, chain: &RpcChain, run: Arc<Mutex<Run>>) -> anyhow::Result<()> {
+    let accounts = dev_accounts(tollgate_chain::accounts::DEV_ACCOUNT_COUNT);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..args.concurrency {
+        let payer = args.payers[w % args.payers.len()];
+        let signer = accounts.get(payer).context("no such dev account")?.signer();
+        let agent = Agent::builder(
+            signer,
+            SpendPolicy::new(
+                Amount::from_units(10_000_000),
+                Amount::from_units(u64::MAX / 4),
+            ),
+        )
+        .network(args.network.clone(), chain.chain_id())
+        .facilitators([args.facilitator.clone()])
+        .request_timeout(Duration::from_secs(60))
+        .build()?;
+        let (url, total) = (format!("{}{}", args.gate, args.path), args.paid);
+        let (next, run) = (Arc::clone(&next), Arc::clone(&run));
+        workers.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= total {
+                    return;
+                }
+                let outcome = async {
+                    let res = agent.pay(PayRequest::get(&format!("{url}?i={i}"))?).await?;
+                    ensure!(res.status == 200, "status {}", res.status);
+                    let p = res.payment.context("served without a payment")?;
+                    let memo = p.memo.context("no memo")?;
+                    let net = p.amount.get() - p.fee.map_or(U256::ZERO, |f| f.get());
+                    Ok((memo, p.header, u64::try_from(net)?))
+                }
+                .await;
+                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                match outcome {
+                    Ok(paid) => run.paid.push(paid),
+                    Err(e) => run.paid_errors.push(format!("paid request {i}: {e:#}")),
+                }
+            }
+        });
+    }
+    while workers.join_next().await.is_some() {}
+    Ok(())
+}
+
+/// x402 V1 `exact` payments through the facilitators' balancer, each retried (the same
+/// payload) until answered, then repeated once to see it refused.
+async fn x402_payments(
+    args: &Args,
+    chain: &RpcChain,
+    http: &reqwest::Client,
+    run: Arc<Mutex<Run>>,
+) -> anyhow::Result<()> {
+    let accounts = dev_accounts(tollgate_chain::accounts::DEV_ACCOUNT_COUNT);
+    let domain = token_domain("USD Coin", "2", chain.chain_id(), args.token);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = tokio::task::JoinSet::new();
+    for w in 0..args.concurrency {
+        let payer = args.x402_payers[w % args.x402_payers.len()];
+        let payer = accounts.get(payer).context("no such dev account")?.clone();
+        let (http, domain, next, run) = (
+            http.clone(),
+            domain.clone(),
+            Arc::clone(&next),
+            Arc::clone(&run),
+        );
+        let (facilitator, network, token, pay_to, amount, total) = (
+            args.facilitator.clone(),
+            args.network.clone(),
+            args.token,
+            args.pay_to,
+            args.x402_amount,
+            args.x402,
+        );
+        workers.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= total {
+                    return;
+                }
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0);
+                let nonce = keccak256(format!("scale-out x402 {i} {now}"));
+                let auth = TransferWithAuthorization {
+                    from: payer.address,
+                    to: pay_to,
+                    value: U256::from(amount),
+                    validAfter: U256::from(now - 600),
+                    validBefore: U256::from(now + 600),
+                    nonce,
+                };
+                let Ok(signature) = sign(&payer.signer(), &auth, &domain) else {
+                    continue;
+                };
+                let payload = PaymentPayload {
+                    x402_version: 1,
+                    scheme: "exact".into(),
+                    network: network.clone(),
+                    payload: ExactEvmPayload {
+                        signature,
+                        authorization: ExactEvmAuthorization {
+                            from: payer.address,
+                            to: pay_to,
+                            value: Amount::from_units(amount),
+                            valid_after: Amount::from_units(now - 600),
+                            valid_before: Amount::from_units(now + 600),
+                            nonce,
+                        },
+                    },
+                };
+                let body = json!({
+                    "x402Version": 1,
+                    "paymentPayload": payload,
+                    "paymentRequirements": {
+                        "scheme": "exact", "network": network,
+                        "maxAmountRequired": amount.to_string(),
+                        "resource": "http://scale-out/x402", "description": "scale-out",
+                        "mimeType": "application/json", "payTo": pay_to,
+                        "maxTimeoutSeconds": 60, "asset": token,
+                        "extra": { "name": "USD Coin", "version": "2" }
+                    }
+                });
+                let mut outcome = Err(String::from("never answered"));
+                for attempt in 0..20 {
+                    if attempt > 0 {
+                        run.lock().unwrap_or_else(|e| e.into_inner()).x402_retries += 1;
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    let Ok(res) = http
+                        .post(format!("{facilitator}/settle"))
+                        .json(&body)
+                        .send()
+                        .await
+                    else {
+                        continue;
+                    };
+                    if res.status().is_server_error() {
+                        continue;
+                    }
+                    let v: Value = res.json().await.unwrap_or(Value::Null);
+                    if v["success"] == true {
+                        outcome = v["transaction"]
+                            .as_str()
+                            .and_then(|t| t.parse::<B256>().ok())
+                            .ok_or_else(|| format!("success without a transaction: {v}"));
+                        break;
+                    }
+                    // A failure the facilitator may recover from on a retry (a replica that
+                    // died mid-settlement); anything else is final.
+                    if v["errorReason"] != "unexpected_settle_error" {
+                        outcome = Err(format!("refused: {v}"));
+                        break;
+                    }
+                }
+                let mut repeat_refused = true;
+                if outcome.is_ok()
+                    && let Ok(res) = http
+                        .post(format!("{facilitator}/settle"))
+                        .json(&body)
+                        .send()
+                        .await
+                {
+                    let v: Value = res.json().await.unwrap_or(Value::Null);
+                    repeat_refused = v["success"] != true;
+                }
+                let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
+                match outcome {
+                    Ok(tx) if repeat_refused => run.x402.push((tx, amount)),
+                    Ok(tx) => run.x402_errors.push(format!(
+                        "x402 {i}: a repeat of settled {tx} answered success"
+                    )),
+                    Err(e) => run.x402_errors.push(format!("x402 {i}: {e}")),
+                }
+            }
+        });
+    }
+    while workers.join_next().await.is_some() {}
+    let run = run.lock().unwrap_or_else(|e| e.into_inner());
+    if run
+        .x402_errors
+        .iter()
+        .any(|e| e.contains("answered success"))
+    {
+        bail!("a settled x402 payload was answered success twice");
+    }
+    Ok(())
+}
+
+/// `PaymentSettled` events of the router per memo, for the memos paid.
+async fn settlement_events(
+    chain: &RpcChain,
+    router: Address,
+    paid: &[(B256, String, u64)],
+) -> anyhow::Result<BTreeMap<B256, usize>> {
+    let latest = chain.block_number().await?;
+    let mut counts = BTreeMap::new();
+    for memos in paid.chunks(200) {
+        let logs = chain
+            .logs(&LogFilter {
+                from_block: 0,
+                to_block: Some(latest),
+                addresses: vec![router],
+                topics: [
+                    Some(vec![PaymentRouter::PaymentSettled::SIGNATURE_HASH]),
+                    Some(memos.iter().map(|(m, _, _)| *m).collect()),
+                    None,
+                    None,
+                ],
+            })
+            .await?;
+        for l in logs {
+            if let Some(memo) = l.log.topics().get(1) {
+                *counts.entry(*memo).or_insert(0) += 1;
+            }
+        }
+    }
+    Ok(counts)
+}
+
+/// Waits until every event of the provider was received: (events delivered, deliveries whose
+/// `webhook-id` differs from their body's id, events).
+async fn webhooks_delivered(
+    args: &Args,
+    http: &reqwest::Client,
+    received: &Mutex<Vec<(String, String)>>,
+    wait: Duration,
+) -> anyhow::Result<(usize, usize, usize)> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let mut ids = BTreeSet::new();
+        let mut after = 0u64;
+        loop {
+            let page: Value = http
+                .get(format!(
+                    "{}/events?after={after}&limit=100",
+                    args.facilitator
+                ))
+                .bearer_auth(&args.api_key)
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            let events = page.as_array().cloned().unwrap_or_default();
+            if events.is_empty() {
+                break;
+            }
+            for e in &events {
+                ids.insert(e["id"].as_str().unwrap_or_default().to_owned());
+                after = after.max(e["seq"].as_u64().unwrap_or(after));
+            }
+            if events.len() < 100 {
+                break;
+            }
+        }
+        let got = received.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mismatched = got.iter().filter(|(h, b)| h != b).count();
+        let seen: BTreeSet<&String> = got.iter().map(|(_, b)| b).collect();
+        let delivered = ids.iter().filter(|id| seen.contains(id)).count();
+        if delivered == ids.len() || Instant::now() > deadline {
+            return Ok((delivered, mismatched, ids.len()));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}

@@ -12,6 +12,9 @@
 //! - every x402 payload settles once: a repeat after its success is refused;
 //! - every webhook event is delivered at least once, and always under its one id.
 //!
+//! `fleet deploy --rpc URL --out FILE` deploys the contracts on a bare node (anvil) exactly as
+//! the devnet's genesis does, and writes a `devnet.json`-shaped description of them.
+//!
 //! ```text
 //! cargo run -p tollgate-cli --example fleet -- --help
 //! ```
@@ -109,10 +112,68 @@ struct Run {
     x402_retries: usize,
 }
 
+/// `fleet deploy`: the contracts on a bare node.
+#[derive(Debug, Parser)]
+struct DeployArgs {
+    /// The node's JSON-RPC URL.
+    #[arg(long)]
+    rpc: String,
+    /// Where to write the description (chainId, rpcUrl, contracts, accounts).
+    #[arg(long)]
+    out: std::path::PathBuf,
+}
+
+/// Deploys as the devnet's genesis does: dev account 0 deploys from its current nonce and
+/// receives the fees; every dev account gets the devnet's token allotment.
+async fn deploy(args: DeployArgs) -> anyhow::Result<()> {
+    let accounts = dev_accounts(tollgate_chain::accounts::DEV_ACCOUNT_COUNT);
+    let mut chain = None;
+    for _ in 0..100 {
+        match RpcChain::connect(
+            &args.rpc,
+            Wallet::from_keys(accounts.iter().map(|a| a.private_key))?,
+            RpcOptions::default(),
+        )
+        .await
+        {
+            Ok(c) => {
+                chain = Some(c);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let chain = chain.context("the node did not answer")?;
+    let holders: Vec<Address> = accounts.iter().map(|a| a.address).collect();
+    let d = tollgate_chain::contracts::deploy(
+        &chain,
+        accounts[0].address,
+        accounts[0].address,
+        &tollgate_chain::contracts::TokenParams::default(),
+        &holders,
+        tollgate_devnet::DEV_TOKENS,
+    )
+    .await?;
+    let info = json!({
+        "chainId": chain.chain_id(),
+        "network": "tollgate-devnet",
+        "rpcUrl": args.rpc,
+        "contracts": { "token": d.token, "router": d.router, "subscriptions": d.subscriptions },
+        "accounts": accounts.iter().map(|a| json!({
+            "address": a.address, "privateKey": a.private_key
+        })).collect::<Vec<_>>(),
+    });
+    std::fs::write(&args.out, serde_json::to_vec_pretty(&info)?)?;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let args = Args::parse();
     tollgate_chain::install_crypto_provider();
+    if std::env::args().nth(1).as_deref() == Some("deploy") {
+        return deploy(DeployArgs::parse_from(std::env::args().skip(1))).await;
+    }
+    let args = Args::parse();
     let chain = RpcChain::connect(
         &args.rpc,
         Wallet::from_keys(std::iter::empty())?,

@@ -42,9 +42,13 @@ impl PostgresMemoStore {
                 "table prefix {table_prefix:?} is not a plain lowercase identifier"
             )));
         }
-        // The identifier is checked above, so these statements cannot be escaped.
+        // The identifier is checked above, so these statements cannot be escaped. Replicas
+        // starting at once would race `CREATE TABLE IF NOT EXISTS` into a unique violation in
+        // PostgreSQL's catalog: the statements (one implicit transaction) take a transaction
+        // advisory lock named after the table first.
         let create = format!(
-            "CREATE TABLE IF NOT EXISTS {table} (key BYTEA PRIMARY KEY, expires_at BIGINT NOT NULL);
+            "SELECT pg_advisory_xact_lock(hashtext('tollgate:{table}'));
+             CREATE TABLE IF NOT EXISTS {table} (key BYTEA PRIMARY KEY, expires_at BIGINT NOT NULL);
              CREATE INDEX IF NOT EXISTS {table}_expires_at ON {table} (expires_at);"
         );
         sqlx::raw_sql(AssertSqlSafe(create)).execute(&pool).await?;

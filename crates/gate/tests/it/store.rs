@@ -63,6 +63,41 @@ async fn postgres_claims_are_atomic_and_pruned() {
     drop_table(&url, &table).await;
 }
 
+/// Replicas starting at once on a fresh database all open the memo store (each creates the
+/// table if missing; PostgreSQL alone would fail all but one with a catalog unique violation).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_starting_at_once_all_open_the_store() {
+    let Some(url) = database_url() else { return };
+    // A few rounds, each on a fresh table: the race is a matter of timing.
+    for _ in 0..5 {
+        let prefix = prefix();
+        let barrier = Arc::new(tokio::sync::Barrier::new(12));
+        let opens: Vec<_> = (0..12)
+            .map(|_| {
+                let (url, prefix, barrier) = (url.clone(), prefix.clone(), Arc::clone(&barrier));
+                tokio::spawn(async move {
+                    let pool = sqlx::postgres::PgPoolOptions::new()
+                        .max_connections(1)
+                        .connect(&url)
+                        .await
+                        .unwrap();
+                    barrier.wait().await;
+                    PostgresMemoStore::with_pool(pool, &prefix).await
+                })
+            })
+            .collect();
+        let mut stores = Vec::new();
+        for o in opens {
+            stores.push(o.await.unwrap().expect("every replica opens the store"));
+        }
+        let table = stores[0].table().to_owned();
+        for s in stores {
+            s.close().await;
+        }
+        drop_table(&url, &table).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_replicas_share_one_memo_set() {
     let Some(url) = database_url() else { return };

@@ -95,6 +95,10 @@ struct Args {
     /// The dev accounts that sign the x402 payments.
     #[arg(long, value_delimiter = ',', default_value = "8,9")]
     x402_payers: Vec<usize>,
+    /// Pace: at most this many requests started per second, both kinds together (0: as fast
+    /// as they go), so that the faults the script injects land in the middle of the load.
+    #[arg(long, default_value_t = 0)]
+    rate: u32,
     /// Amount of each x402 payment, in the token's units.
     #[arg(long, default_value_t = 10_000)]
     x402_amount: u64,
@@ -186,7 +190,7 @@ async fn main() -> anyhow::Result<()> {
         .build()?;
 
     // The webhook receiver, registered as the provider's endpoint.
-    let received = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let received: Received = Arc::default();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let hook_url = format!("http://{}/hook", listener.local_addr()?);
     let app = Router::new()
@@ -208,9 +212,10 @@ async fn main() -> anyhow::Result<()> {
     let before = token_balance(&chain, args.token, args.pay_to).await?;
     let started = Instant::now();
     let run = Arc::new(Mutex::new(Run::default()));
+    let pace = Pace::new(args.rate);
     let (paid, x402) = tokio::join!(
-        paid_requests(&args, &chain, Arc::clone(&run)),
-        x402_payments(&args, &chain, &http, Arc::clone(&run)),
+        paid_requests(&args, &chain, Arc::clone(&run), pace.clone()),
+        x402_payments(&args, &chain, &http, Arc::clone(&run), pace.clone()),
     );
     paid?;
     x402?;
@@ -334,9 +339,31 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The deliveries received: (`webhook-id` header, body `id`).
+type Received = Arc<Mutex<Vec<(String, String)>>>;
+
+/// A shared pace: each request waits for its slot.
+#[derive(Clone)]
+struct Pace(Option<Arc<tokio::sync::Mutex<tokio::time::Interval>>>);
+
+impl Pace {
+    fn new(rate: u32) -> Self {
+        Self((rate > 0).then(|| {
+            let every = Duration::from_secs(1) / rate;
+            Arc::new(tokio::sync::Mutex::new(tokio::time::interval(every)))
+        }))
+    }
+
+    async fn wait(&self) {
+        if let Some(i) = &self.0 {
+            i.lock().await.tick().await;
+        }
+    }
+}
+
 /// The webhook receiver: records (webhook-id header, body id).
 async fn receive(
-    State(received): State<Arc<Mutex<Vec<(String, String)>>>>,
+    State(received): State<Received>,
     headers: HeaderMap,
     body: String,
 ) -> &'static str {
@@ -366,7 +393,12 @@ async fn token_balance(chain: &RpcChain, token: Address, who: Address) -> anyhow
 }
 
 /// Paid requests through the gates' balancer, `concurrency` agents at once.
-async fn paid_requests(args: &Args, chain: &RpcChain, run: Arc<Mutex<Run>>) -> anyhow::Result<()> {
+async fn paid_requests(
+    args: &Args,
+    chain: &RpcChain,
+    run: Arc<Mutex<Run>>,
+    pace: Pace,
+) -> anyhow::Result<()> {
     let accounts = dev_accounts(tollgate_chain::accounts::DEV_ACCOUNT_COUNT);
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut workers = tokio::task::JoinSet::new();
@@ -385,13 +417,14 @@ async fn paid_requests(args: &Args, chain: &RpcChain, run: Arc<Mutex<Run>>) -> a
         .request_timeout(Duration::from_secs(60))
         .build()?;
         let (url, total) = (format!("{}{}", args.gate, args.path), args.paid);
-        let (next, run) = (Arc::clone(&next), Arc::clone(&run));
+        let (next, run, pace) = (Arc::clone(&next), Arc::clone(&run), pace.clone());
         workers.spawn(async move {
             loop {
                 let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if i >= total {
                     return;
                 }
+                pace.wait().await;
                 let outcome = async {
                     let res = agent.pay(PayRequest::get(&format!("{url}?i={i}"))?).await?;
                     ensure!(res.status == 200, "status {}", res.status);
@@ -420,6 +453,7 @@ async fn x402_payments(
     chain: &RpcChain,
     http: &reqwest::Client,
     run: Arc<Mutex<Run>>,
+    pace: Pace,
 ) -> anyhow::Result<()> {
     let accounts = dev_accounts(tollgate_chain::accounts::DEV_ACCOUNT_COUNT);
     let domain = token_domain("USD Coin", "2", chain.chain_id(), args.token);
@@ -428,11 +462,12 @@ async fn x402_payments(
     for w in 0..args.concurrency {
         let payer = args.x402_payers[w % args.x402_payers.len()];
         let payer = accounts.get(payer).context("no such dev account")?.clone();
-        let (http, domain, next, run) = (
+        let (http, domain, next, run, pace) = (
             http.clone(),
             domain.clone(),
             Arc::clone(&next),
             Arc::clone(&run),
+            pace.clone(),
         );
         let (facilitator, network, token, pay_to, amount, total) = (
             args.facilitator.clone(),
@@ -448,6 +483,7 @@ async fn x402_payments(
                 if i >= total {
                     return;
                 }
+                pace.wait().await;
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .map(|d| d.as_secs())

@@ -306,6 +306,31 @@ fn network_validation_errors_name_the_key() {
         with("", &format!("{DEVNET}token_name = \"\"\n")),
         "networks[0].token_name",
     );
+    assert_invalid(
+        with(
+            "",
+            &format!("{DEVNET}rpc_fallback_urls = [\"http://127.0.0.1:8546\", \"node-b:8545\"]\n"),
+        ),
+        "networks[0].rpc_fallback_urls[1]",
+    );
+    assert_invalid(
+        with(
+            "",
+            &format!(
+                "{}rpc_fallback_urls = [\"http://127.0.0.1:8546\"]\n",
+                DEVNET.replace("http://127.0.0.1:8545", "embedded")
+            ),
+        ),
+        "networks[0].rpc_fallback_urls",
+    );
+    let fallbacks = with(
+        "[replicas]\nlease_ttl_secs = 5\nid = \"facilitator-1\"\n",
+        &format!("{DEVNET}rpc_fallback_urls = [\"https://node-b.example/key\"]\n"),
+    )
+    .unwrap();
+    assert_eq!(fallbacks.networks[0].rpc_fallbacks.len(), 1);
+    assert_eq!(fallbacks.replicas.lease_ttl_secs, 5);
+    assert_eq!(fallbacks.replicas.id.as_deref(), Some("facilitator-1"));
     // The second entry is named by its index.
     let second = DEVNET.replace("tollgate-devnet", "other-devnet").replace(
         "router = \"0xe7f1725E7734CE288F8367e1Bb143E90bb3F0512\"",

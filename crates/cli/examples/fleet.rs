@@ -10,7 +10,10 @@
 //! - every proof is served at most once by the gate fleet (each one replayed at every gate
 //!   replica is refused);
 //! - every x402 payload settles once: a repeat after its success is refused;
-//! - every webhook event is delivered at least once, and always under its one id.
+//! - every webhook event is delivered at least once, and always under its one id;
+//! - a subscription to a plan with a cycle of a few seconds, renewed by the fleet's keeper while
+//!   replicas die, is billed once per cycle (one `SubscriptionRenewed` per cycle, in order) and
+//!   never left behind (at most one cycle due when it is cancelled).
 //!
 //! `fleet deploy --rpc URL --out FILE` deploys the contracts on a bare node (anvil) exactly as
 //! the devnet's genesis does, and writes a `devnet.json`-shaped description of them.
@@ -99,6 +102,15 @@ struct Args {
     /// as they go), so that the faults the script injects land in the middle of the load.
     #[arg(long, default_value_t = 0)]
     rate: u32,
+    /// The Subscriptions contract.
+    #[arg(long)]
+    subscriptions: Address,
+    /// The cycle of the plan subscribed to during the run, in seconds (0: no subscription).
+    #[arg(long, default_value_t = 3)]
+    plan_interval: u64,
+    /// The dev account that subscribes.
+    #[arg(long, default_value_t = 9)]
+    subscriber: usize,
     /// Amount of each x402 payment, in the token's units.
     #[arg(long, default_value_t = 10_000)]
     x402_amount: u64,
@@ -210,6 +222,11 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("fleet: webhook receiver {hook_url} ({})", endpoint["id"]);
 
     let before = token_balance(&chain, args.token, args.pay_to).await?;
+    let subscription = if args.plan_interval > 0 {
+        Some(subscribe(&args, &chain, &http).await?)
+    } else {
+        None
+    };
     let started = Instant::now();
     let run = Arc::new(Mutex::new(Run::default()));
     let pace = Pace::new(args.rate);
@@ -220,6 +237,19 @@ async fn main() -> anyhow::Result<()> {
     paid?;
     x402?;
     let elapsed = started.elapsed();
+    // The subscription: one more cycle after the faults, then cancelled (no renewal after).
+    let renewals = match &subscription {
+        Some((agent, id)) => {
+            tokio::time::sleep(Duration::from_secs(args.plan_interval + 2)).await;
+            let cancelled_at = chain.timestamp().await?;
+            agent
+                .cancel(tollgate_agent::SubscriptionRef::new(*id))
+                .await
+                .context("cancelling the subscription")?;
+            Some(renewal_record(&args, &chain, *id, cancelled_at).await?)
+        }
+        None => None,
+    };
     let run = std::mem::take(&mut *run.lock().unwrap_or_else(|e| e.into_inner()));
     eprintln!(
         "fleet: {} paid requests ({} failed), {} x402 settlements ({} failed, {} retried) in {:.1} s",
@@ -285,7 +315,11 @@ async fn main() -> anyhow::Result<()> {
         .map(|(_, _, net)| *net)
         .sum();
     let x402_total: u64 = run.x402.iter().map(|(_, a)| a).sum();
-    let expected = before + U256::from(router_net) + U256::from(x402_total);
+    let subscribed = renewals
+        .as_ref()
+        .map_or(0, |r| u64::from(r.cycle) * PLAN_AMOUNT);
+    let expected =
+        before + U256::from(router_net) + U256::from(x402_total) + U256::from(subscribed);
     check(
         "the payee's balance moved by exactly the settled amounts",
         after == expected,
@@ -325,6 +359,27 @@ async fn main() -> anyhow::Result<()> {
         format!("{events} events, {delivered} delivered, {mismatched} deliveries under another id"),
     );
 
+    if let Some(r) = &renewals {
+        // Cycle 1 is billed by the subscription itself, each later one by a renewal.
+        let in_order: Vec<u32> = (1..=r.cycle).collect();
+        check(
+            "every renewal billed exactly once",
+            r.renewed == in_order,
+            format!(
+                "cycle {}, SubscriptionRenewed for cycles {:?}",
+                r.cycle, r.renewed
+            ),
+        );
+        check(
+            "no renewal skipped",
+            r.paid_through + args.plan_interval + 3 >= r.cancelled_at,
+            format!(
+                "paid through {}, cancelled at {} (cycle {} s)",
+                r.paid_through, r.cancelled_at, args.plan_interval
+            ),
+        );
+    }
+
     let settlements = run.paid.len() + run.x402.len();
     println!(
         "RESULT settlements={settlements} seconds={:.1} settlements_per_second={:.1} paid_failed={} x402_failed={}",
@@ -337,6 +392,106 @@ async fn main() -> anyhow::Result<()> {
         bail!("invariants failed: {}", failures.join(", "));
     }
     Ok(())
+}
+
+/// Per cycle of the plan subscribed to, in the token's units.
+const PLAN_AMOUNT: u64 = 100_000;
+
+/// Publishes a plan with a cycle of `plan_interval` seconds and subscribes the subscriber to it.
+async fn subscribe(
+    args: &Args,
+    chain: &RpcChain,
+    http: &reqwest::Client,
+) -> anyhow::Result<(Agent, B256)> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
+    let plan: Value = http
+        .post(format!("{}/plans", args.facilitator))
+        .bearer_auth(&args.api_key)
+        .json(&json!({
+            "network": args.network,
+            "amount": PLAN_AMOUNT.to_string(),
+            "interval": args.plan_interval,
+            "idempotencyKey": format!("scale-out-{}", now.as_nanos()),
+        }))
+        .send()
+        .await?
+        .error_for_status()
+        .context("publishing the plan")?
+        .json()
+        .await?;
+    let plan_id: B256 = plan["planId"].as_str().context("planId")?.parse()?;
+    let accounts = dev_accounts(tollgate_chain::accounts::DEV_ACCOUNT_COUNT);
+    let signer = accounts
+        .get(args.subscriber)
+        .context("no such dev account")?
+        .signer();
+    let policy = SpendPolicy::new(
+        Amount::from_units(10_000_000),
+        Amount::from_units(u64::MAX / 4),
+    )
+    .subscriptions(Amount::from_units(PLAN_AMOUNT), Amount::ZERO);
+    let agent = Agent::builder(signer, policy)
+        .network(args.network.clone(), chain.chain_id())
+        .facilitators([args.facilitator.clone()])
+        .build()?;
+    let sub = agent
+        .subscribe(tollgate_agent::Subscribe::new(plan_id, Amount::ZERO))
+        .await
+        .context("subscribing")?;
+    eprintln!(
+        "fleet: subscribed {} to plan {plan_id} ({} s cycles)",
+        sub.id, args.plan_interval
+    );
+    Ok((agent, sub.id))
+}
+
+/// What the chain says of the subscription after its cancellation.
+struct Renewals {
+    cycle: u32,
+    paid_through: u64,
+    cancelled_at: u64,
+    /// The cycles of its `SubscriptionRenewed` events, in log order.
+    renewed: Vec<u32>,
+}
+
+async fn renewal_record(
+    args: &Args,
+    chain: &RpcChain,
+    id: B256,
+    cancelled_at: u64,
+) -> anyhow::Result<Renewals> {
+    use tollgate_chain::contracts::Subscriptions;
+    let sub = tollgate_chain::contracts::read(
+        chain,
+        args.subscriptions,
+        &Subscriptions::subscriptionsCall { id },
+    )
+    .await?;
+    let latest = chain.block_number().await?;
+    let logs = chain
+        .logs(&LogFilter {
+            from_block: 0,
+            to_block: Some(latest),
+            addresses: vec![args.subscriptions],
+            topics: [
+                Some(vec![Subscriptions::SubscriptionRenewed::SIGNATURE_HASH]),
+                Some(vec![id]),
+                None,
+                None,
+            ],
+        })
+        .await?;
+    let renewed = logs
+        .iter()
+        .filter_map(|l| Subscriptions::SubscriptionRenewed::decode_log(&l.log).ok())
+        .map(|e| e.cycle)
+        .collect();
+    Ok(Renewals {
+        cycle: sub.cycle,
+        paid_through: sub.paidThrough,
+        cancelled_at,
+        renewed,
+    })
 }
 
 /// The deliveries received: (`webhook-id` header, body `id`).

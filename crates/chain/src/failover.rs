@@ -15,7 +15,8 @@
 //!   subscription cycle). The sender's cached nonces are dropped on every failover.
 //! - **Receipts**: each one comes from the node that answered, with the depth counted against
 //!   that node's own head, so a node behind the others never confirms a block it does not have.
-//! - **Waits**: a wait that loses its node goes on against the next for the rest of its time.
+//! - **Waits**: a wait goes on in slices of a few seconds, the nodes' health checked between
+//!   them, so one that loses its node goes on against the next for the rest of its time.
 
 use std::{
     fmt,
@@ -183,6 +184,9 @@ fn outage(e: &Error) -> bool {
     )
 }
 
+/// The longest a wait stays with one node before the nodes' health is checked again.
+const WAIT_SLICE: Duration = Duration::from_secs(2);
+
 /// A call on one node (what the [`Chain`] methods return).
 type NodeCall<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>;
 
@@ -241,12 +245,22 @@ impl Chain for FailoverChain {
     }
 
     async fn wait(&self, tx_hash: B256, opts: WaitOptions) -> Result<Confirmation> {
+        // A node's own wait rides out its brief outages (it keeps polling), so a node that went
+        // down mid-wait would hold the whole wait: wait in slices, and between them ask the
+        // nodes for their head, which fails the dead one over.
         let deadline = Instant::now() + opts.timeout;
-        self.run(|c| {
-            let timeout = deadline.saturating_duration_since(Instant::now());
-            c.wait(tx_hash, WaitOptions { timeout, ..opts })
-        })
-        .await
+        loop {
+            let slice = deadline
+                .saturating_duration_since(Instant::now())
+                .min(WAIT_SLICE);
+            let outcome = self
+                .run(|c| c.wait(tx_hash, WaitOptions { timeout: slice, ..opts }))
+                .await?;
+            if matches!(outcome, Confirmation::Confirmed(_)) || Instant::now() >= deadline {
+                return Ok(outcome);
+            }
+            let _ = self.block_number().await;
+        }
     }
 
     fn forget_nonce(&self, account: Address) {

@@ -683,6 +683,9 @@ async fn x402_payments(
                         "extra": { "name": "USD Coin", "version": "2" }
                     }
                 });
+                // Our own secret per payment: a retry after a lost answer (a replica killed
+                // mid-request) gets the first settler's outcome again, not `duplicate_settlement`.
+                let settler = keccak256(format!("scale-out settler {i} {now} {nonce}"));
                 let mut outcome = Err(String::from("never answered"));
                 for attempt in 0..20 {
                     if attempt > 0 {
@@ -691,6 +694,7 @@ async fn x402_payments(
                     }
                     let Ok(res) = http
                         .post(format!("{facilitator}/settle"))
+                        .header("idempotency-key", settler.to_string())
                         .json(&body)
                         .send()
                         .await
@@ -708,9 +712,12 @@ async fn x402_payments(
                             .ok_or_else(|| format!("success without a transaction: {v}"));
                         break;
                     }
-                    // A failure the facilitator may recover from on a retry (a replica that
-                    // died mid-settlement); anything else is final.
-                    if v["errorReason"] != "unexpected_settle_error" {
+                    // A failure the facilitator may recover from on a retry of the same payload
+                    // (a replica that died mid-settlement; a transaction not confirmed in time,
+                    // named with `invalid_transaction_state`); anything else is final.
+                    let pending = v["errorReason"] == "invalid_transaction_state"
+                        && v["transaction"].as_str().is_some_and(|t| !t.is_empty());
+                    if v["errorReason"] != "unexpected_settle_error" && !pending {
                         outcome = Err(format!("refused: {v}"));
                         break;
                     }

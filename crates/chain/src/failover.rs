@@ -254,7 +254,15 @@ impl Chain for FailoverChain {
                 .saturating_duration_since(Instant::now())
                 .min(WAIT_SLICE);
             let outcome = self
-                .run(|c| c.wait(tx_hash, WaitOptions { timeout: slice, ..opts }))
+                .run(|c| {
+                    c.wait(
+                        tx_hash,
+                        WaitOptions {
+                            timeout: slice,
+                            ..opts
+                        },
+                    )
+                })
                 .await?;
             if matches!(outcome, Confirmation::Confirmed(_)) || Instant::now() >= deadline {
                 return Ok(outcome);

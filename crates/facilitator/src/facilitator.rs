@@ -423,6 +423,38 @@ impl Facilitator {
     }
 }
 
+impl Facilitator {
+    /// After a simulation refused an authorization as already used: waits (within the
+    /// confirmation timeout) until the latest block shows it used. A simulation runs on the
+    /// node's pending state, which runs ahead of its blocks and logs: the transaction that used
+    /// it (another replica's, one of a replica that died, a front-runner's) may still be on its
+    /// way into a block, and its settlement event is found only once it is there. Whether it is
+    /// used at the latest block by then.
+    pub(crate) async fn used_at_latest(
+        &self,
+        net: &Network,
+        from: Address,
+        nonce: B256,
+    ) -> tollgate_chain::Result<bool> {
+        let deadline = Instant::now() + self.inner.settings.confirmation_timeout;
+        loop {
+            let used = tollgate_chain::contracts::read(
+                &*net.chain,
+                net.spec.token,
+                &tollgate_chain::contracts::Token::authorizationStateCall {
+                    authorizer: from,
+                    nonce,
+                },
+            )
+            .await?;
+            if used || Instant::now() >= deadline {
+                return Ok(used);
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
 /// Per-key async locks, so one facilitator handles one authorization at a time while different
 /// authorizations proceed in parallel. Entries are dropped when no task holds them.
 #[derive(Default)]

@@ -469,6 +469,11 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
+        // The transfer that used it may still be on its way into a block (a simulation sees
+        // the node's pending state, its logs only blocks).
+        self.used_at_latest(net, new.payer, new.nonce)
+            .await
+            .map_err(|e| (verify_chain_error(&e), None))?;
         match self.find_transfer(net, new, net.spec.confirmations).await {
             Ok(Some(receipt)) => return self.x402_confirmed(new, &receipt).await,
             Ok(None) => {}

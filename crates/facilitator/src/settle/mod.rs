@@ -132,7 +132,7 @@ impl Facilitator {
         .await?;
         if used {
             // Someone (a front-runner, another replica, a crashed earlier run) used the nonce:
-            // if the settlement is on-chain, it is this payment.
+            // if the settlement is on-chain (or about to be), it is this payment.
             return match self.find_settlement_event(net, &new).await? {
                 Some(receipt) => {
                     let row = self.inner.store.insert_settlement(&new).await?;
@@ -334,12 +334,14 @@ impl Facilitator {
     /// payment cannot go through (no write beyond the row's failure; nothing moved).
     async fn refused(&self, net: &Network, new: &NewSettlement, revert: Revert) -> Result<Outcome> {
         if matches!(revert, Revert::AuthorizationAlreadyUsed { .. }) {
+            // Used by a settlement at the configured depth: this payment. Used by one not yet
+            // deep enough, or not yet mined (another transaction carrying the same authorization:
+            // one this facilitator sent before it was reorged out, another replica's, one of a
+            // replica that died): pending, not failed.
+            self.used_at_latest(net, new.payer, new.nonce).await?;
             if let Some(receipt) = self.find_settlement_event(net, new).await? {
                 return self.confirm(net, new, &receipt).await;
             }
-            // Used by a settlement not yet deep enough (another transaction carrying the same
-            // authorization, e.g. one this facilitator sent before it was reorged out): pending,
-            // not failed.
             if let Some(shallow) = self.settlement_event_at(net, new, 1).await? {
                 let at = unix_now();
                 self.inner

@@ -384,3 +384,30 @@ impl Facilitator {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_gone_process_of_this_host_and_namespace_is_dead() {
+        let me = replica_id();
+        assert!(!dead_neighbour(&me), "this process is alive");
+        let parts: Vec<&str> = me.split('/').collect();
+        assert_eq!(parts.len(), 4, "{me}");
+        // Above any pid_max (2^22): no such process.
+        let gone = format!("{}/{}/{}/00", parts[0], parts[1], 5_000_000);
+        assert_eq!(dead_neighbour(&gone), parts[1] != "-");
+        let elsewhere = format!("another-host/{}/{}/00", parts[1], 5_000_000);
+        assert!(!dead_neighbour(&elsewhere), "another host's process");
+        let other_ns = format!("{}/1/{}/00", parts[0], 5_000_000);
+        assert!(
+            !dead_neighbour(&other_ns),
+            "another PID namespace's process"
+        );
+        assert!(
+            !dead_neighbour("facilitator-1"),
+            "an id from the configuration"
+        );
+    }
+}

@@ -2,7 +2,8 @@
 //!
 //! Several facilitator replicas may share one store (PostgreSQL) behind a load balancer. What
 //! only one of them may do at a time is done under a lease of the store's
-//! ([`Store::acquire_lease`](crate::store::Store::acquire_lease)), taken, renewed and given up through this module:
+//! ([`Store::acquire_lease`](crate::store::Store::acquire_lease)), taken, renewed and given up
+//! through this module:
 //!
 //! - **`relayer:<address>`**: sending from a relayer account. Its nonces are one sequence, so two
 //!   replicas sending from one key would race for them; a replica sends only from the accounts

@@ -33,14 +33,17 @@ pub(super) async fn settle(
     State(f): State<Facilitator>,
     headers: HeaderMap,
     ApiJson(req): ApiJson<AnyVerifyRequest>,
-) -> Json<SettleResponse> {
+) -> Result<Json<SettleResponse>, crate::error::Error> {
+    // A replica that holds no relayer account answers 503 before anything is checked or
+    // written: the load balancer takes the payment to a replica that can send it.
+    f.relayer().await?;
     let settler = headers
         .get(IDEMPOTENCY_KEY)
         .map(|v| alloy::primitives::keccak256(v.as_bytes()));
-    Json(match &req {
+    Ok(Json(match &req {
         AnyVerifyRequest::V1(req) => f.x402_settle(req, settler).await,
         AnyVerifyRequest::V2(req) => f.x402_settle_v2(req, settler).await,
-    })
+    }))
 }
 
 /// `GET /supported`: per configured network, a V1 `exact` kind (its name) and a V2 one (its

@@ -347,7 +347,8 @@ pub(super) fn operations(d: &mut Doc) {
             .schema(Some(string("Any value; only its hash is kept.")))
             .build())
         .body::<AnyVerifyRequest>()
-        .ok::<SettleResponse>(200, "The result; a failure is `success: false` with `errorReason`."));
+        .ok::<SettleResponse>(200, "The result; a failure is `success: false` with `errorReason`.")
+        .errors(&[503]));
     d.add(
         Get,
         "/supported",

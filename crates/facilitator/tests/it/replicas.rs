@@ -291,6 +291,49 @@ async fn replicas_lease_relayers_and_settle_each_payment_once() {
     assert_eq!(ready["ready"], true, "{ready}");
     let says = ready["checks"]["relayers"].as_str().unwrap();
     assert!(says.starts_with("none of 2 held"), "{says}");
+    // Its x402 `/settle` is a 503 before anything is written; another replica settles it.
+    let pay_to_x402 = net.address(harness::PAYEE);
+    let payload = net
+        .x402_payload(NETWORK, 2, pay_to_x402, 20_000, B256::repeat_byte(0x5e))
+        .await;
+    let requirements = serde_json::json!({
+        "scheme": "exact", "network": NETWORK, "maxAmountRequired": "20000",
+        "resource": "http://127.0.0.1/x402", "description": "x402", "mimeType": "application/json",
+        "payTo": pay_to_x402, "maxTimeoutSeconds": 60, "asset": net.fixture.deployment.token,
+        "extra": { "name": "USD Coin", "version": "2" }
+    });
+    let settle = serde_json::json!({
+        "x402Version": 1, "paymentPayload": payload, "paymentRequirements": requirements
+    });
+    let res = net
+        .http
+        .post(format!("{}/settle", idle.url))
+        .json(&settle)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503);
+    assert!(res.headers().get("retry-after").is_some());
+    let x402_before = net.token_balance(pay_to_x402).await;
+    let sender = all
+        .iter()
+        .find(|r| !r.f.held_relayers().is_empty())
+        .unwrap();
+    let settled: serde_json::Value = net
+        .http
+        .post(format!("{}/settle", sender.url))
+        .json(&settle)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(settled["success"], true, "{settled}");
+    assert_eq!(
+        net.token_balance(pay_to_x402).await,
+        x402_before + U256::from(20_000)
+    );
 
     // Payments spread over the replicas: each settles once.
     let pay_to = net.address(harness::PAYEE);

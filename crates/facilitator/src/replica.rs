@@ -77,6 +77,8 @@ pub(crate) struct Leases {
     pub(crate) id: String,
     ttl: Duration,
     held: Mutex<HashMap<String, Held>>,
+    /// Set once the replica gave its leases up (shutting down): none is taken again.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 /// A replica id, `host/pid-namespace/pid/random`: a restarted process is a new holder, so it
@@ -140,6 +142,7 @@ impl Leases {
             id,
             ttl: ttl.max(Duration::from_millis(300)),
             held: Mutex::new(HashMap::new()),
+            closed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -191,6 +194,9 @@ impl Leases {
         name: &str,
         ttl: Duration,
     ) -> StoreResult<Option<(u64, bool)>> {
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(None);
+        }
         let started = Instant::now();
         let mut token = f.store().acquire_lease(name, &self.id, ttl).await?;
         if token.is_none()
@@ -253,8 +259,11 @@ impl Leases {
         }
     }
 
-    /// Gives every lease up.
+    /// Gives every lease up, for good: none is taken again (background tasks still running
+    /// while the replica shuts down would otherwise take them back).
     pub(crate) async fn give_up_all(&self, f: &Facilitator) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
         let names: Vec<String> = self.map().keys().cloned().collect();
         for name in names {
             self.give_up(f, &name).await;
@@ -368,8 +377,8 @@ impl Facilitator {
         }
     }
 
-    /// Gives up every lease this replica holds (at shutdown: the others take them over at once
-    /// instead of after the TTL).
+    /// Gives up every lease this replica holds, for good (at shutdown: the others take them over
+    /// at once instead of after the TTL; this replica sends nothing more).
     pub async fn release_leases(&self) {
         self.inner.leases.give_up_all(self).await;
     }

@@ -58,8 +58,8 @@ pub(crate) fn webhook_lease(endpoint_id: &str) -> String {
 /// than relayer keys). It cannot send; the request should go to another replica.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "this replica holds no relayer account (each is held by another replica); it verifies and \
-     answers status reads, and sends nothing"
+    "this replica holds no relayer account (each is leased to another replica, or the store \
+     could not be reached to lease one); it verifies and answers status reads, and sends nothing"
 )]
 pub struct NoRelayer;
 

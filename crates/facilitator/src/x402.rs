@@ -471,9 +471,15 @@ impl Facilitator {
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         // The transfer that used it may still be on its way into a block (a simulation sees
         // the node's pending state, its logs only blocks).
-        self.used_at_latest(net, new.payer, new.nonce)
+        let mined = self
+            .used_at_latest(net, new.payer, new.nonce)
             .await
             .map_err(|e| (verify_chain_error(&e), None))?;
+        if !mined {
+            // Still only in the node's pending state: not refused (nothing recorded as
+            // failed); a repeat of the payload drives the row on.
+            return Err((ErrorReason::UnexpectedSettleError, None));
+        }
         match self.find_transfer(net, new, net.spec.confirmations).await {
             Ok(Some(receipt)) => return self.x402_confirmed(new, &receipt).await,
             Ok(None) => {}

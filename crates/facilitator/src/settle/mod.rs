@@ -338,7 +338,15 @@ impl Facilitator {
             // deep enough, or not yet mined (another transaction carrying the same authorization:
             // one this facilitator sent before it was reorged out, another replica's, one of a
             // replica that died): pending, not failed.
-            self.used_at_latest(net, new.payer, new.nonce).await?;
+            if !self.used_at_latest(net, new.payer, new.nonce).await? {
+                // Still only in the node's pending state after the whole wait: neither
+                // settled nor refused. The row stays as it is; the status URL and the
+                // reconciler drive it on (found mined, or sent again if the node dropped it).
+                return Ok(Outcome::Pending {
+                    key: new.key,
+                    tx_hash: None,
+                });
+            }
             if let Some(receipt) = self.find_settlement_event(net, new).await? {
                 return self.confirm(net, new, &receipt).await;
             }

@@ -258,7 +258,9 @@ async fn a_node_down_or_erroring_fails_over_to_the_next_and_nothing_is_lost() {
         )
     };
     let nodes = vec![node(&primary.url), node(&fallback.url)];
-    let cool_down = Duration::from_secs(2);
+    // Longer than any one payment takes here, so that the primary is still cooling down when
+    // its health is read after the payment.
+    let cool_down = Duration::from_secs(4);
     let chain = Arc::new(FailoverChain::new(nodes, FailoverOptions { cool_down }).unwrap());
     let h = Harness::assemble(fixture, chain.clone(), 1, None, |_| {}).await;
     let cases = [

@@ -10,6 +10,13 @@
 //! cargo bench -p tollgate-facilitator --bench facilitator -- x402v2          # V2, beside the reference facilitator
 //! ```
 //!
+//! `x402` with `TOLLGATE_BENCH_PEER_CMD` set also runs another x402 V1 facilitator's `/verify`
+//! on the same anvil, with the same signed payloads, in three pairs interleaved with
+//! Tollgate's: the command (run by `sh -c`, with `TOLLGATE_BENCH_RPC_URL` and
+//! `TOLLGATE_BENCH_SIGNER_KEY` in its environment) must start it and print `LISTENING <port>`;
+//! `TOLLGATE_BENCH_PEER_NETWORK` names the network in its payloads if it calls the chain
+//! otherwise than `tollgate-devnet`. Both count a request as served only on `isValid: true`.
+//!
 //! `x402v2` runs x402 V1 and V2 `/verify` and `/settle` against one anvil, then the same V2 bodies
 //! against the V2 reference facilitator (`tests/interop/x402v2-facilitator.mjs`: `@x402/core` +
 //! `@x402/evm` 2.27.0 from `.tools`, installed by `scripts/install-tools`) on the same anvil, as
@@ -198,8 +205,19 @@ async fn authorize(pg: Option<String>, n: usize) {
 }
 
 async fn x402(n: usize) {
+    let fixture = tollgate_testkit::Fixture::new(Backend::Anvil)
+        .await
+        .unwrap();
+    // The facilitator's own handle on anvil, kept here to count the requests it sends.
+    let anvil_url = fixture.rpc_url().expect("anvil URL").to_owned();
+    let rpc = Arc::new(
+        tollgate_testkit::connect(&anvil_url, fixture.chain.chain_id(), &fixture.accounts)
+            .await
+            .unwrap(),
+    );
     let net = TestNet::builder()
-        .backend(Backend::Anvil)
+        .fixture(fixture)
+        .chain(rpc.clone())
         .relayers(5..9)
         .start()
         .await
@@ -235,17 +253,90 @@ async fn x402(n: usize) {
         .pool_max_idle_per_host(64)
         .build()
         .unwrap();
-    for (path, c, key, count) in [
-        ("verify", 16, "isValid", n),
-        ("settle", 8, "success", n.min(3_000)),
-    ] {
-        let url = format!("{}/{path}", net.url);
-        let (http, bodies) = (http.clone(), bodies.clone());
-        drive(&format!("/{path} anvil (x402 V1)"), count, c, move |i| {
-            post_json(http.clone(), url.clone(), bodies[i].clone(), key)
+    // /verify, beside a peer facilitator on the same anvil when one is given (3 interleaved
+    // pairs), then /settle of every payload.
+    let peer = match std::env::var("TOLLGATE_BENCH_PEER_CMD") {
+        Ok(cmd) => {
+            let mut command = tokio::process::Command::new("sh");
+            command
+                .args(["-c", &cmd])
+                .env("TOLLGATE_BENCH_RPC_URL", &anvil_url)
+                .env(
+                    "TOLLGATE_BENCH_SIGNER_KEY",
+                    net.fixture.accounts[9].private_key.to_string(),
+                );
+            node::spawn_listening("the peer facilitator", command).await
+        }
+        Err(_) => None,
+    };
+    let peer_bodies = peer.as_ref().map(|_| {
+        // The network's name is not signed: the peer gets the same payloads under its name.
+        let name = std::env::var("TOLLGATE_BENCH_PEER_NETWORK")
+            .unwrap_or_else(|_| "tollgate-devnet".into());
+        Arc::new(
+            bodies
+                .iter()
+                .map(|b| {
+                    b.replace(
+                        "\"network\":\"tollgate-devnet\"",
+                        &format!("\"network\":\"{name}\""),
+                    )
+                })
+                .collect::<Vec<_>>(),
+        )
+    });
+    let rounds = if peer.is_some() { 3 } else { 1 };
+    for _ in 0..rounds {
+        let url = format!("{}/verify", net.url);
+        let (h, b) = (http.clone(), bodies.clone());
+        let before = rpc.calls();
+        let ours = drive("/verify anvil (x402 V1)", n, 16, move |i| {
+            post_json(h.clone(), url.clone(), b[i].clone(), "isValid")
         })
         .await;
+        print_rpc_calls(&before, &rpc.calls(), n, "verify");
+        if let (Some(peer), Some(peer_bodies)) = (&peer, &peer_bodies) {
+            let url = format!("{}/verify", peer.url);
+            let (h, b) = (http.clone(), peer_bodies.clone());
+            let theirs = drive("/verify anvil, the peer facilitator", n, 16, move |i| {
+                post_json(h.clone(), url.clone(), b[i].clone(), "isValid")
+            })
+            .await;
+            println!("    Tollgate / peer: {:.2}x", ours / theirs.max(1e-9));
+        }
     }
+    drop(peer);
+    let url = format!("{}/settle", net.url);
+    let (h, b) = (http.clone(), bodies.clone());
+    let before = rpc.calls();
+    drive("/settle anvil (x402 V1)", n, 8, move |i| {
+        post_json(h.clone(), url.clone(), b[i].clone(), "success")
+    })
+    .await;
+    print_rpc_calls(&before, &rpc.calls(), n, "settle");
+}
+
+/// The JSON-RPC requests the facilitator sent to the node during a phase, per request served.
+fn print_rpc_calls(
+    before: &std::collections::BTreeMap<&'static str, u64>,
+    after: &std::collections::BTreeMap<&'static str, u64>,
+    n: usize,
+    path: &str,
+) {
+    let mut total = 0;
+    let mut parts = Vec::new();
+    for (method, count) in after {
+        let d = count - before.get(method).copied().unwrap_or(0);
+        if d > 0 {
+            total += d;
+            parts.push(format!("{method} {:.2}", d as f64 / n as f64));
+        }
+    }
+    println!(
+        "    RPC calls per /{path}: {:.2} ({})",
+        total as f64 / n as f64,
+        parts.join(", ")
+    );
 }
 
 /// x402 V1 and V2 on one anvil, Tollgate's facilitator beside the V2 reference facilitator.

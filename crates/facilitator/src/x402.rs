@@ -16,7 +16,7 @@
 //! payee.
 
 use alloy::{
-    primitives::{B256, U256},
+    primitives::{Address, B256, Bytes, U256},
     sol_types::{SolCall, SolEvent},
 };
 use tollgate_chain::{
@@ -43,6 +43,32 @@ use crate::{
 /// devnet token's `transferWithAuthorization` use about 60–90k; the unused rest is not charged.
 const EOA_TRANSFER_GAS: u64 = 200_000;
 
+/// What a simulation of a payload's transfer says.
+enum Simulated {
+    /// It would go through.
+    Passes,
+    /// The authorization's nonce is used (by a transfer mined or still pending).
+    Used,
+    /// It would not, for this reason.
+    Refused(ErrorReason),
+}
+
+/// The calldata of a payload's `transferWithAuthorization`.
+fn transfer_call(payload: &PaymentPayload) -> Bytes {
+    let auth = &payload.payload.authorization;
+    Token::transferWithAuthorization_0Call {
+        from: auth.from,
+        to: auth.to,
+        value: auth.value.get(),
+        validAfter: auth.valid_after.get(),
+        validBefore: auth.valid_before.get(),
+        nonce: auth.nonce,
+        signature: payload.payload.signature.clone(),
+    }
+    .abi_encode()
+    .into()
+}
+
 /// What verification established about a payload.
 struct Verified<'a> {
     net: &'a Network,
@@ -66,7 +92,7 @@ impl Facilitator {
         &'a self,
         payload: &PaymentPayload,
         req: &PaymentRequirements,
-        check_nonce: bool,
+        simulate: bool,
     ) -> Result<Verified<'a>, ErrorReason> {
         if payload.x402_version != 1 {
             return Err(ErrorReason::InvalidX402Version);
@@ -107,30 +133,13 @@ impl Facilitator {
             Ok(signer) if signer == auth.from => {}
             _ => return Err(ErrorReason::InvalidExactEvmPayloadSignature),
         }
-        let chain = &*net.chain;
-        let balance = contracts::read(
-            chain,
-            net.spec.token,
-            &Token::balanceOfCall { account: auth.from },
-        )
-        .await
-        .map_err(|e| verify_chain_error(&e))?;
-        if balance < auth.value.get() {
-            return Err(ErrorReason::InsufficientFunds);
-        }
-        if check_nonce {
-            let used = contracts::read(
-                chain,
-                net.spec.token,
-                &Token::authorizationStateCall {
-                    authorizer: auth.from,
-                    nonce: auth.nonce,
-                },
-            )
-            .await
-            .map_err(|e| verify_chain_error(&e))?;
-            if used {
-                return Err(ErrorReason::InvalidTransactionState);
+        if simulate {
+            // One `eth_call` runs the transfer itself: signature, validity window, nonce and
+            // balance as the token checks them.
+            match self.x402_simulate(net, payload, None).await {
+                Simulated::Passes => {}
+                Simulated::Used => return Err(ErrorReason::InvalidTransactionState),
+                Simulated::Refused(reason) => return Err(reason),
             }
         }
         Ok(Verified {
@@ -193,7 +202,7 @@ impl Facilitator {
             SettleResponse::failure(reason, network.clone(), Some(auth.from), tx)
         };
 
-        // Checks that do not depend on the nonce's state first, so a repeat of a settled
+        // Checks that do not depend on the chain's state first, so a repeat of a settled
         // payment is answered from the store.
         let verified = match self
             .x402_check(payload, &req.payment_requirements, false)
@@ -255,73 +264,73 @@ impl Facilitator {
         new: &NewSettlement,
         payload: &PaymentPayload,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
-        let auth = &payload.payload.authorization;
-        let used = contracts::read(
-            &*net.chain,
-            net.spec.token,
-            &Token::authorizationStateCall {
-                authorizer: auth.from,
-                nonce: auth.nonce,
-            },
-        )
-        .await
-        .map_err(|e| (verify_chain_error(&e), None))?;
-        if used {
-            // Settled (or cancelled) outside this facilitator: never ours to answer as a
-            // success. Naming the transaction helps an honest retrier; it is named only when
-            // its transfer is exactly this payment.
-            return Err(
-                match self.find_transfer(net, new, net.spec.confirmations).await {
-                    Ok(Some(receipt)) => (ErrorReason::DuplicateSettlement, Some(receipt.tx_hash)),
-                    Ok(None) | Err(_) => (ErrorReason::InvalidTransactionState, None),
-                },
-            );
-        }
         // A replica without a relayer account records nothing: the payment stays free for a
         // replica that can send it.
-        if let Err(e) = self.relayer().await {
-            tracing::warn!(error = %e, "/settle on a replica that cannot send");
-            return Err((ErrorReason::UnexpectedSettleError, None));
+        let relayer = match self.relayer().await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(error = %e, "/settle on a replica that cannot send");
+                return Err((ErrorReason::UnexpectedSettleError, None));
+            }
+        };
+        // The transfer simulated from the relayer before anything is written: a payment that
+        // cannot go through leaves no row, and the send below needs no second simulation.
+        match self.x402_simulate(net, payload, Some(relayer)).await {
+            Simulated::Passes => {}
+            Simulated::Used => {
+                // Settled (or cancelled) outside this facilitator: never ours to answer as a
+                // success. Naming the transaction helps an honest retrier; it is named only
+                // when its transfer is exactly this payment.
+                return Err(
+                    match self.find_transfer(net, new, net.spec.confirmations).await {
+                        Ok(Some(receipt)) => {
+                            (ErrorReason::DuplicateSettlement, Some(receipt.tx_hash))
+                        }
+                        Ok(None) | Err(_) => (ErrorReason::InvalidTransactionState, None),
+                    },
+                );
+            }
+            Simulated::Refused(reason) => return Err((reason, None)),
         }
         if let Err(e) = self.inner.store.insert_settlement(new).await {
             tracing::error!(error = %e, "store unavailable during /settle");
             return Err((ErrorReason::UnexpectedSettleError, None));
         }
         crate::fault::hit("settle.after-insert");
-        self.x402_send(net, new, payload).await
+        self.x402_send(net, new, payload, Some(relayer)).await
     }
 
     /// Broadcasts the `transferWithAuthorization` of a recorded settlement and waits for it.
+    /// `simulated`: the relayer whose simulation of this transfer just passed (the first
+    /// send); `None` simulates again first (a resend, when the chain may have moved on).
     async fn x402_send(
         &self,
         net: &Network,
         new: &NewSettlement,
         payload: &PaymentPayload,
+        simulated: Option<Address>,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
-        let auth = &payload.payload.authorization;
-        let call = Token::transferWithAuthorization_0Call {
-            from: auth.from,
-            to: auth.to,
-            value: auth.value.get(),
-            validAfter: auth.valid_after.get(),
-            validBefore: auth.valid_before.get(),
-            nonce: auth.nonce,
-            signature: payload.payload.signature.clone(),
+        let data = transfer_call(payload);
+        let relayer = match simulated {
+            Some(r) => r,
+            None => self
+                .relayer()
+                .await
+                .map_err(|_| (ErrorReason::UnexpectedSettleError, None))?,
         };
-        let relayer = self
-            .relayer()
-            .await
-            .map_err(|_| (ErrorReason::UnexpectedSettleError, None))?;
-        let data = alloy::primitives::Bytes::from(call.abi_encode());
         // One simulation (an `eth_call`) instead of a gas estimate's search: a revert is known
         // before anything is sent, and the node runs the transfer once, not a dozen times.
         // A plain 65-byte signature's transfer has a fixed cost well under the limit below (an
         // unused limit costs nothing); a smart wallet's (ERC-1271, ERC-6492) is estimated.
-        let sent = match net
-            .chain
-            .call(Some(relayer), net.spec.token, data.clone())
-            .await
-        {
+        let simulation = match simulated {
+            Some(_) => Ok(Default::default()),
+            None => {
+                net.chain
+                    .call(Some(relayer), net.spec.token, data.clone())
+                    .await
+            }
+        };
+        let sent = match simulation {
             Ok(_) => {
                 let mut tx = TxRequest::call(relayer, net.spec.token, data);
                 if payload.payload.signature.len() == 65 {
@@ -458,7 +467,55 @@ impl Facilitator {
             }
             // Never broadcast (a crash after recording), or dropped by the node: the token takes
             // an authorization once, so sending it again cannot pay twice.
-            _ => self.x402_send(net, &row.new, payload).await,
+            _ => self.x402_send(net, &row.new, payload, None).await,
+        }
+    }
+
+    /// Runs the payload's `transferWithAuthorization` as an `eth_call` from `from` (no sender:
+    /// EIP-3009's transfer does not depend on it). A revert the token names is mapped to its
+    /// reason; one it does not (a token reverting with strings, as USDC does) is named from the
+    /// nonce's state and the payer's balance, read only then.
+    async fn x402_simulate(
+        &self,
+        net: &Network,
+        payload: &PaymentPayload,
+        from: Option<Address>,
+    ) -> Simulated {
+        let revert = match net
+            .chain
+            .call(from, net.spec.token, transfer_call(payload))
+            .await
+        {
+            Ok(_) => return Simulated::Passes,
+            Err(ChainError::Revert(Revert::AuthorizationAlreadyUsed { .. })) => {
+                return Simulated::Used;
+            }
+            Err(ChainError::Revert(r)) => r,
+            Err(e) => return Simulated::Refused(verify_chain_error(&e)),
+        };
+        let named = revert_reason(&revert);
+        if named != ErrorReason::UnexpectedSettleError {
+            return Simulated::Refused(named);
+        }
+        let auth = &payload.payload.authorization;
+        let token = net.spec.token;
+        let state = Token::authorizationStateCall {
+            authorizer: auth.from,
+            nonce: auth.nonce,
+        };
+        match contracts::read(&*net.chain, token, &state).await {
+            Ok(true) => return Simulated::Used,
+            Ok(false) => {}
+            Err(e) => return Simulated::Refused(verify_chain_error(&e)),
+        }
+        let balance = Token::balanceOfCall { account: auth.from };
+        match contracts::read(&*net.chain, token, &balance).await {
+            Ok(b) if b < auth.value.get() => Simulated::Refused(ErrorReason::InsufficientFunds),
+            Ok(_) => {
+                tracing::warn!(%revert, "the token refuses an x402 transfer that passed every check");
+                Simulated::Refused(named)
+            }
+            Err(e) => Simulated::Refused(verify_chain_error(&e)),
         }
     }
 

@@ -139,6 +139,10 @@ pub(crate) trait Conn: Send {
         args: &'a [Arg<'a>],
     ) -> impl Future<Output = StoreResult<Vec<R>>> + Send + 'a;
 
+    /// Runs fixed SQL text, possibly several statements, without arguments (transaction
+    /// control: `BEGIN`, savepoints, `COMMIT`).
+    fn raw(&mut self, sql: &'static str) -> impl Future<Output = StoreResult<()>> + Send + '_;
+
     /// The row of a query that has one (none is `sqlx::Error::RowNotFound`).
     fn fetch_one<'a, R: Record>(
         &'a mut self,
@@ -205,6 +209,11 @@ macro_rules! impl_conn {
             ) -> StoreResult<Vec<R>> {
                 let q = sqlx::query_as_with::<$db, R, _>(sql, arguments::<$db>(args)?);
                 Ok(q.fetch_all(&mut *self).await?)
+            }
+
+            async fn raw(&mut self, sql: &'static str) -> StoreResult<()> {
+                sqlx::raw_sql(sql).execute(&mut *self).await?;
+                Ok(())
             }
         }
     };

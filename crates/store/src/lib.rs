@@ -23,6 +23,7 @@ mod backend;
 mod codec;
 mod conn;
 mod error;
+mod group;
 mod leases;
 mod metering;
 mod postgres;

@@ -31,7 +31,7 @@ mod transport;
 
 use std::{
     borrow::Cow,
-    collections::HashMap,
+    collections::{BTreeMap, HashMap},
     fmt,
     future::IntoFuture,
     sync::{
@@ -73,7 +73,9 @@ pub struct RpcOptions {
     pub chain_id: Option<u64>,
     /// Bound on every single request (default 10 s).
     pub request_timeout: Duration,
-    /// How often [`Chain::wait`] polls for a receipt (default 50 ms).
+    /// How often [`Chain::wait`] polls for a receipt once past its first quick polls (default
+    /// 50 ms); on a chain whose blocks come slower than every 400 ms, an eighth of the block
+    /// time instead (at most 1 s), learnt from the blocks the fees are read from.
     pub poll_interval: Duration,
     /// Gas limit as a percentage of the node's estimate (default 125).
     pub gas_multiplier_percent: u64,
@@ -103,6 +105,12 @@ pub struct RpcChain {
     nonces: Mutex<HashMap<Address, NonceSlot>>,
     fees: Mutex<Option<(Instant, Fees)>>,
     timestamps: Mutex<HashMap<B256, u64>>,
+    /// Requests sent, by JSON-RPC method ([`RpcChain::calls`]).
+    calls: Mutex<BTreeMap<&'static str, u64>>,
+    /// The blocks seen, for the chain's block time (receipt polling follows it).
+    block_clock: Mutex<Option<receipts::BlockClock>>,
+    /// Per confirmation depth, how long waits for it took lately (receipt polling follows it).
+    waits: Mutex<Vec<(u64, Duration)>>,
 }
 
 impl fmt::Debug for RpcChain {
@@ -187,6 +195,9 @@ impl RpcChain {
             nonces: Mutex::default(),
             fees: Mutex::default(),
             timestamps: Mutex::default(),
+            calls: Mutex::default(),
+            block_clock: Mutex::default(),
+            waits: Mutex::default(),
         })
     }
 
@@ -211,11 +222,18 @@ impl RpcChain {
         &self.endpoint
     }
 
+    /// The requests sent to the node so far, by JSON-RPC method (each counted when sent,
+    /// answered or not). Hosted nodes bill and rate-limit per call: this is what the
+    /// facilitator's work costs there (the benches report it per settlement).
+    pub fn calls(&self) -> BTreeMap<&'static str, u64> {
+        lock(&self.calls).clone()
+    }
+
     /// Bounds a request by the request timeout and maps its error; the node's chain id is
     /// checked first when it was not yet.
     async fn request<T>(
         &self,
-        method: &str,
+        method: &'static str,
         call: impl IntoFuture<Output = TransportResult<T>>,
     ) -> Result<T> {
         if !self.checked.load(Ordering::Acquire) {
@@ -227,9 +245,10 @@ impl RpcChain {
     /// A request bounded by the request timeout, its error mapped.
     async fn bounded<T>(
         &self,
-        method: &str,
+        method: &'static str,
         call: impl IntoFuture<Output = TransportResult<T>>,
     ) -> Result<T> {
+        *lock(&self.calls).entry(method).or_default() += 1;
         match tokio::time::timeout(self.options.request_timeout, call.into_future()).await {
             Ok(result) => result.map_err(map_rpc_error),
             Err(_) => Err(Error::Unavailable(format!(

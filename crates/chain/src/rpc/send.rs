@@ -101,6 +101,7 @@ impl RpcChain {
             )
             .await?
             .ok_or_else(|| Error::Unavailable("the node has no latest block".into()))?;
+        self.observe_block(block.header.number, block.header.timestamp);
         Ok((block.header.timestamp, block.header.base_fee_per_gas))
     }
 

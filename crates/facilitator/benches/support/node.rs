@@ -3,7 +3,6 @@
 /// A node script of `tests/interop` that prints `LISTENING <port>`, started with `args` (it is
 /// killed when the returned handle drops); `None`, after saying why, without node or `.tools`.
 pub(crate) async fn server(script: &str, args: &[&str]) -> Option<NodeServer> {
-    use tokio::io::AsyncBufReadExt as _;
     let root = tollgate_testkit::repo_root();
     if !root
         .join(".tools/node_modules/@x402/core/package.json")
@@ -12,16 +11,29 @@ pub(crate) async fn server(script: &str, args: &[&str]) -> Option<NodeServer> {
         eprintln!("skipped: {script} needs the pinned @x402 packages: run scripts/install-tools");
         return None;
     }
-    let mut child = tokio::process::Command::new("node")
+    let mut command = tokio::process::Command::new("node");
+    command
         .arg(root.join("tests/interop").join(script))
         .args(["--port", "0"])
-        .args(args)
+        .args(args);
+    spawn_listening(script, command).await
+}
+
+/// A peer facilitator started by `command`, which must print `LISTENING <port>` on stdout once
+/// it serves on that loopback port (it is killed when the returned handle drops); `None`, after
+/// saying why, if it cannot start.
+pub(crate) async fn spawn_listening(
+    name: &str,
+    mut command: tokio::process::Command,
+) -> Option<NodeServer> {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = command
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| eprintln!("skipped: cannot run node {script}: {e}"))
+        .map_err(|e| eprintln!("skipped: cannot run {name}: {e}"))
         .ok()?;
     let mut lines = tokio::io::BufReader::new(child.stdout.take()?).lines();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -31,7 +43,7 @@ pub(crate) async fn server(script: &str, args: &[&str]) -> Option<NodeServer> {
             return Some(NodeServer { _child: child, url });
         }
     }
-    eprintln!("skipped: {script} exited before listening");
+    eprintln!("skipped: {name} exited before listening");
     None
 }
 

@@ -19,9 +19,10 @@ CREATE INDEX IF NOT EXISTS gate_memos_expires_at ON gate_memos (expires_at);";
 /// `INSERT … ON CONFLICT DO NOTHING`, which SQLite runs atomically (one writer at a time, with a
 /// 5 s busy timeout across processes).
 ///
-/// Claims are group-committed: one writer task takes every claim waiting (up to 512), runs them
-/// in one `BEGIN IMMEDIATE … COMMIT` and answers each after the commit, so concurrent requests
-/// share one transaction (and one WAL sync) instead of paying for one each.
+/// Claims are group-committed: one writer task takes every claim waiting (up to 512), records
+/// them with one multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING key` (one statement, one
+/// transaction, one WAL sync) and answers each after the commit, so concurrent requests share
+/// one commit instead of paying for one each.
 ///
 /// `sqlite::memory:` keeps the set in this process only (one connection, kept open); a file
 /// (`sqlite://gate.db`) survives restarts and can be shared by gate processes on one machine.
@@ -43,55 +44,68 @@ struct Claim {
 /// Most claims committed together.
 const MAX_BATCH: usize = 512;
 
-const CLAIM: &str =
-    "INSERT INTO gate_memos (key, expires_at) VALUES (?, ?) ON CONFLICT (key) DO NOTHING";
-
 /// The group-commit task: ends when the last store clone is dropped.
 fn spawn_writer(pool: SqlitePool) -> tokio::sync::mpsc::Sender<Claim> {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Claim>(4 * MAX_BATCH);
     tokio::spawn(async move {
-        while let Some(first) = rx.recv().await {
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(c) => batch.push(c),
-                    Err(_) => break,
-                }
-            }
-            let mut results = Vec::with_capacity(batch.len());
-            let committed: Result<(), sqlx::Error> = async {
-                let mut conn = pool.acquire().await?;
-                sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await?;
-                for c in &batch {
-                    let r = sqlx::query(CLAIM)
-                        .bind(c.key.as_slice())
-                        .bind(as_i64(c.expires_at))
-                        .execute(&mut *conn)
-                        .await
-                        .map(|done| done.rows_affected() == 1);
-                    results.push(r);
-                }
-                if let Err(e) = sqlx::query("COMMIT").execute(&mut *conn).await {
-                    let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-                    return Err(e);
-                }
-                Ok(())
-            }
-            .await;
-            let mut results = results.into_iter();
-            for c in batch {
-                let outcome = match (&committed, results.next()) {
-                    (Ok(()), Some(r)) => r.map_err(StoreError::from),
-                    (Err(e), _) => {
-                        Err(StoreError::Config(format!("memo store commit failed: {e}")))
-                    }
-                    (Ok(()), None) => Err(StoreError::Config("memo store batch aborted".into())),
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
+            let outcome = claim_batch(&pool, &batch).await;
+            for (c, won) in batch.drain(..).zip(outcome.winners) {
+                let answer = match &outcome.committed {
+                    Ok(()) => Ok(won),
+                    Err(e) => Err(StoreError::Config(format!("memo store commit failed: {e}"))),
                 };
-                let _ = c.reply.send(outcome);
+                let _ = c.reply.send(answer);
             }
         }
     });
     tx
+}
+
+/// What one group commit decided.
+struct BatchOutcome {
+    /// Whether the statement committed.
+    committed: Result<(), sqlx::Error>,
+    /// Per claim, in order: whether it is the one that recorded its key.
+    winners: Vec<bool>,
+}
+
+/// Claims a whole batch with one statement (its own transaction: one commit, one WAL sync, one
+/// hand-off to SQLite's worker thread): `INSERT … VALUES (…), (…) ON CONFLICT DO NOTHING
+/// RETURNING key` returns exactly the keys it recorded. A key claimed twice in one batch is
+/// inserted once; its first claim is the winner, the others replays.
+async fn claim_batch(pool: &SqlitePool, batch: &[Claim]) -> BatchOutcome {
+    let mut first = std::collections::HashMap::with_capacity(batch.len());
+    let mut winners = vec![false; batch.len()];
+    for (i, c) in batch.iter().enumerate() {
+        first.entry(c.key).or_insert(i);
+    }
+    let unique: Vec<(B256, i64)> = batch
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| first[&c.key] == *i)
+        .map(|(_, c)| (c.key, as_i64(c.expires_at)))
+        .collect();
+    let mut insert =
+        sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT INTO gate_memos (key, expires_at) ");
+    insert.push_values(&unique, |mut row, (key, expires_at)| {
+        row.push_bind(key.to_vec()).push_bind(*expires_at);
+    });
+    insert.push(" ON CONFLICT (key) DO NOTHING RETURNING key");
+    let recorded: Result<Vec<Vec<u8>>, sqlx::Error> =
+        insert.build_query_scalar().fetch_all(pool).await;
+    let committed = recorded.map(|keys| {
+        for key in keys {
+            if let Some(&i) = B256::try_from(key.as_slice())
+                .ok()
+                .and_then(|k| first.get(&k))
+            {
+                winners[i] = true;
+            }
+        }
+    });
+    BatchOutcome { committed, winners }
 }
 
 impl SqliteMemoStore {
@@ -241,5 +255,28 @@ mod tests {
             wins += usize::from(t.await.unwrap());
         }
         assert_eq!(wins, 1);
+    }
+
+    /// Claims of several keys at once, some repeated within one batch and one recorded before:
+    /// each new key has exactly one winner, the old one none.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_batch_of_mixed_claims_has_one_winner_per_new_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("memos.db").display());
+        let s = Arc::new(SqliteMemoStore::open(&url).await.unwrap());
+        assert!(s.claim(B256::repeat_byte(0), 1_000).await.unwrap());
+        let tasks: Vec<_> = (0..200u8)
+            .map(|i| {
+                let s = Arc::clone(&s);
+                let k = B256::repeat_byte(i % 8);
+                tokio::spawn(async move { (i % 8, s.claim(k, 1_000).await.unwrap()) })
+            })
+            .collect();
+        let mut wins = [0; 8];
+        for t in tasks {
+            let (k, won) = t.await.unwrap();
+            wins[usize::from(k)] += usize::from(won);
+        }
+        assert_eq!(wins, [0, 1, 1, 1, 1, 1, 1, 1]);
     }
 }

@@ -1,12 +1,16 @@
 //! [`Store`](crate::Store) on PostgreSQL: the same schema as SQLite, for several facilitator replicas sharing
 //! one database.
 //!
-//! A write is one statement in its own (implicit) transaction, or several in an explicit one
-//! where the [`crate::Store`] contract says "in one transaction". Concurrency rests on
-//! PostgreSQL's row locks under `READ COMMITTED`: a second `INSERT ... ON CONFLICT DO NOTHING` of
-//! a key waits for the first to commit and then does nothing; a second conditional `UPDATE` of a
-//! row waits for the first, then re-evaluates its `WHERE` against the committed row (so "first
-//! confirmation wins" needs no explicit lock).
+//! Writes are *group-committed* (see `group`), as on SQLite: a writer task takes every write
+//! waiting (up to 64), runs them in one transaction, each in a savepoint of its own (a failed
+//! write undoes itself alone), and answers each caller after the commit. So concurrent writes
+//! share one commit (one WAL flush), and a row that every confirmation updates (an analytics
+//! rollup) is locked once per batch instead of once per write, each holding it through its own
+//! commit. Concurrency between replicas rests on PostgreSQL's row locks under `READ COMMITTED`:
+//! a second `INSERT ... ON CONFLICT DO NOTHING` of a key waits for the first to commit and then
+//! does nothing; a second conditional `UPDATE` of a row waits for the first, then re-evaluates
+//! its `WHERE` against the committed row (so "first confirmation wins" needs no explicit lock).
+//! Reads and allowance deductions use the pool directly.
 
 use std::{borrow::Cow, str::FromStr};
 
@@ -19,6 +23,7 @@ use sqlx::{
 use crate::{
     DeductOutcome, Deduction, StoreError, StoreResult,
     backend::{Backend, BoxFuture},
+    group::{self, Writer},
     metering,
 };
 
@@ -31,6 +36,8 @@ const MAX_CONNECTIONS: u32 = 16;
 #[derive(Clone, Debug)]
 pub struct PostgresStore {
     pool: PgPool,
+    /// The group-commit task's queue (it takes one pooled connection per batch).
+    writer: Writer<PgConnection>,
 }
 
 impl PostgresStore {
@@ -69,7 +76,8 @@ impl PostgresStore {
             .max_connections(MAX_CONNECTIONS)
             .connect_with(options)
             .await?;
-        Ok(Self { pool })
+        let writer = group::spawn(pool.clone(), group::POSTGRES);
+        Ok(Self { pool, writer })
     }
 
     /// Closes the pool, waiting for connections in use to be returned.
@@ -101,25 +109,22 @@ impl Backend for PostgresStore {
         Ok(self.pool.acquire().await?)
     }
 
-    /// One statement on a pooled connection: its own implicit transaction.
+    /// In the next group commit.
     async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
     {
-        op(&mut *self.pool.acquire().await?).await
+        self.writer.write(false, op).await
     }
 
-    /// Commits when `op` succeeds; an error drops the transaction, which rolls it back.
+    /// In the next group commit, all or none.
     async fn transaction<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
     {
-        let mut tx = self.pool.begin().await?;
-        let out = op(&mut tx).await?;
-        tx.commit().await?;
-        Ok(out)
+        self.writer.write(true, op).await
     }
 
     async fn deduct(&self, d: &Deduction) -> StoreResult<DeductOutcome> {

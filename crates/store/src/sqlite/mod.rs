@@ -6,13 +6,14 @@
 //! run beside the writer. The 5 s busy timeout still covers another process holding the lock
 //! (an operator's `sqlite3` shell, a second facilitator pointed at the same file by mistake).
 //!
-//! Writes are *group-committed*: a writer task owns the write connection, takes every write that
-//! is waiting (up to 256), runs them in one `BEGIN IMMEDIATE … COMMIT` transaction and
-//! answers each caller only after the commit, so many concurrent settlements share one fsync
-//! (`synchronous = FULL` stays the default without costing a disk flush per write). Each write is
-//! one statement; the few that must return the row (`insert_settlement`, `mark_confirmed`) use
-//! `RETURNING` and, only when their statement changed nothing, read the row back in the same
-//! transaction.
+//! Writes are *group-committed* (see `group`): a writer task owns the write connection, takes
+//! every write that is waiting (up to 256), runs them in one `BEGIN IMMEDIATE … COMMIT`
+//! transaction and answers each caller only after the commit, so many concurrent settlements
+//! share one fsync (`synchronous = FULL` stays the default without costing a disk flush per
+//! write). A write of several statements runs in a savepoint of its own, so that its failure
+//! undoes it alone. The few writes that must return the row (`insert_settlement`,
+//! `mark_confirmed`) use `RETURNING` and, only when their statement changed nothing, read the
+//! row back in the same transaction.
 
 use std::{path::Path, str::FromStr, time::Duration};
 
@@ -27,6 +28,7 @@ use sqlx::{
 use crate::{
     DeductOutcome, Deduction, StoreError, StoreResult,
     backend::{Backend, BoxFuture},
+    group::{self, Writer},
     metering,
 };
 
@@ -97,14 +99,6 @@ impl SqliteOptions {
     }
 }
 
-/// Most writes committed together.
-const MAX_BATCH: usize = 256;
-
-/// Hands a write's result to its caller once the batch's commit outcome is known.
-type Deliver = Box<dyn FnOnce(&Result<(), String>) + Send>;
-/// One write: runs its statement inside the batch's transaction.
-type Job = Box<dyn for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Deliver> + Send>;
-
 /// The SQLite store.
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
@@ -112,7 +106,7 @@ pub struct SqliteStore {
     /// `ping` borrow it between batches).
     writer: SqlitePool,
     /// The group-commit task's queue.
-    jobs: tokio::sync::mpsc::Sender<Job>,
+    jobs: Writer<SqliteConnection>,
     /// `query_only` connections for reads (the writer itself for an in-memory database).
     reader: SqlitePool,
 }
@@ -145,7 +139,7 @@ impl SqliteStore {
                 .max_lifetime(None)
                 .connect_with(base)
                 .await?;
-            let jobs = spawn_writer(pool.clone());
+            let jobs = group::spawn(pool.clone(), group::SQLITE);
             return Ok(Self {
                 writer: pool.clone(),
                 jobs,
@@ -174,7 +168,7 @@ impl SqliteStore {
             .max_connections(options.max_readers.max(1))
             .connect_with(base.pragma("query_only", "ON"))
             .await?;
-        let jobs = spawn_writer(writer.clone());
+        let jobs = group::spawn(writer.clone(), group::SQLITE);
         Ok(Self {
             writer,
             jobs,
@@ -217,27 +211,10 @@ impl Backend for SqliteStore {
             + Send
             + 'static,
     {
-        let (tx, rx) = tokio::sync::oneshot::channel::<StoreResult<T>>();
-        let job: Job = Box::new(move |conn| {
-            Box::pin(async move {
-                let result = op(conn).await;
-                Box::new(move |committed: &Result<(), String>| {
-                    let outcome = match committed {
-                        Ok(()) => result,
-                        Err(e) => Err(StoreError::Database(sqlx::Error::Protocol(format!(
-                            "group commit failed: {e}"
-                        )))),
-                    };
-                    let _ = tx.send(outcome);
-                }) as Deliver
-            })
-        });
-        let closed = || StoreError::Database(sqlx::Error::PoolClosed);
-        self.jobs.send(job).await.map_err(|_| closed())?;
-        rx.await.map_err(|_| closed())?
+        self.jobs.write(false, op).await
     }
 
-    /// Every write already runs in the group commit's transaction.
+    /// In the next group commit too, in a savepoint of its own (all or none).
     async fn transaction<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
@@ -245,7 +222,7 @@ impl Backend for SqliteStore {
             + Send
             + 'static,
     {
-        self.write(op).await
+        self.jobs.write(true, op).await
     }
 
     async fn deduct(&self, d: &Deduction) -> StoreResult<DeductOutcome> {
@@ -254,52 +231,6 @@ impl Backend for SqliteStore {
         self.write(move |c| Box::pin(async move { metering::deduct(c, &d, false).await }))
             .await
     }
-}
-
-/// Starts the group-commit task on the write pool; it ends when the last store clone is dropped.
-fn spawn_writer(pool: SqlitePool) -> tokio::sync::mpsc::Sender<Job> {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Job>(4 * MAX_BATCH);
-    tokio::spawn(async move {
-        while let Some(first) = rx.recv().await {
-            let mut jobs = vec![first];
-            while jobs.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
-                }
-            }
-            let committed = commit_batch(&pool, jobs).await;
-            if let Err(e) = committed {
-                tracing::error!(error = %e, "SQLite group commit failed");
-            }
-        }
-    });
-    tx
-}
-
-/// Runs `jobs` in one transaction and delivers every result after the commit.
-async fn commit_batch(pool: &SqlitePool, jobs: Vec<Job>) -> Result<(), String> {
-    let mut deliveries = Vec::with_capacity(jobs.len());
-    let outcome: Result<(), String> = async {
-        let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
-        sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut *conn)
-            .await
-            .map_err(|e| e.to_string())?;
-        for job in jobs {
-            deliveries.push(job(&mut conn).await);
-        }
-        if let Err(e) = sqlx::query("COMMIT").execute(&mut *conn).await {
-            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-            return Err(e.to_string());
-        }
-        Ok(())
-    }
-    .await;
-    for deliver in deliveries {
-        deliver(&outcome);
-    }
-    outcome
 }
 
 fn is_in_memory(url: &str) -> bool {

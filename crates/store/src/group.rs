@@ -1,0 +1,318 @@
+//! Group commit, for both databases: one writer task takes every write waiting (up to a batch
+//! size), runs them in one transaction on one connection and answers each caller only after
+//! the commit, so concurrent writes share one commit (one WAL flush) instead of paying for one
+//! each, and a row every write touches (an analytics rollup) is locked once per batch rather
+//! than once per write.
+//!
+//! A write that must be all-or-nothing on its own runs in a savepoint: its failure rolls back
+//! its statements alone and the batch goes on. On SQLite a failed statement undoes itself, so
+//! only writes of several statements need one; on PostgreSQL any error aborts the whole
+//! transaction, so every write of a batch of several gets one. PostgreSQL keeps the ids of at
+//! most 64 subtransactions per transaction in shared memory (more make every other session's
+//! snapshots slower), hence its batches of at most 64.
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::{StoreError, StoreResult, backend::BoxFuture, conn::Conn};
+
+/// Hands a write's result to its caller once the batch's commit outcome is known.
+type Deliver = Box<dyn FnOnce(&Result<(), String>) + Send>;
+
+/// A write's statements, run inside the batch's transaction: whether they failed, and how to
+/// answer the caller.
+type Run<C> = Box<dyn for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, (bool, Deliver)> + Send>;
+
+/// One write waiting for the next group commit.
+pub(crate) struct Job<C> {
+    /// Several statements, all or none: runs in a savepoint of its own on either database.
+    several: bool,
+    run: Run<C>,
+}
+
+/// How a database's writer opens its batches.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Spelling {
+    /// Opens the batch's transaction.
+    pub(crate) begin: &'static str,
+    /// Opens it and a first savepoint, in one round trip.
+    pub(crate) begin_savepoint: &'static str,
+    /// Whether every write of a batch of several needs a savepoint (an error aborts the
+    /// transaction), not only writes of several statements.
+    pub(crate) error_aborts: bool,
+    /// Most writes per batch.
+    pub(crate) max_batch: usize,
+}
+
+/// SQLite: `BEGIN IMMEDIATE` takes the write lock at once (no upgrade that could fail busy).
+pub(crate) const SQLITE: Spelling = Spelling {
+    begin: "BEGIN IMMEDIATE",
+    begin_savepoint: "BEGIN IMMEDIATE; SAVEPOINT job",
+    error_aborts: false,
+    max_batch: 256,
+};
+
+/// PostgreSQL. A batch first takes a transaction-scoped advisory lock (one per schema), so the
+/// batches of several replicas sharing the database run one at a time: a batch holds the row
+/// locks of all its writes until its commit, and two batches taking hot rows (analytics rollups
+/// of several payees) in opposite orders would otherwise deadlock. Rows stay contended only
+/// within a batch, where one connection takes them in turn.
+pub(crate) const POSTGRES: Spelling = Spelling {
+    begin: "BEGIN; SELECT pg_advisory_xact_lock(1953459305, hashtext(current_schema()))",
+    begin_savepoint: "BEGIN; SELECT pg_advisory_xact_lock(1953459305, hashtext(current_schema())); \
+                      SAVEPOINT job",
+    error_aborts: true,
+    max_batch: 64,
+};
+
+/// Queues writes for a writer task ([`spawn`]).
+pub(crate) struct Writer<C> {
+    jobs: mpsc::Sender<Job<C>>,
+}
+
+impl<C> Clone for Writer<C> {
+    fn clone(&self) -> Self {
+        Self {
+            jobs: self.jobs.clone(),
+        }
+    }
+}
+
+impl<C> std::fmt::Debug for Writer<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Writer").finish_non_exhaustive()
+    }
+}
+
+impl<C: Conn + 'static> Writer<C> {
+    /// Runs `op` in the next group commit (in a savepoint of its own when `several`) and
+    /// returns its result once that commit is durable.
+    pub(crate) async fn write<T, F>(&self, several: bool, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel::<StoreResult<T>>();
+        let run: Run<C> = Box::new(move |conn| {
+            Box::pin(async move {
+                let result = op(conn).await;
+                let failed = result.is_err();
+                let deliver = Box::new(move |committed: &Result<(), String>| {
+                    let outcome = match committed {
+                        Ok(()) => result,
+                        Err(e) => Err(StoreError::Database(sqlx::Error::Protocol(format!(
+                            "group commit failed: {e}"
+                        )))),
+                    };
+                    let _ = tx.send(outcome);
+                }) as Deliver;
+                (failed, deliver)
+            })
+        });
+        let closed = || StoreError::Database(sqlx::Error::PoolClosed);
+        self.jobs
+            .send(Job { several, run })
+            .await
+            .map_err(|_| closed())?;
+        rx.await.map_err(|_| closed())?
+    }
+}
+
+/// Starts the writer task on `pool`; it ends when the last [`Writer`] is dropped.
+pub(crate) fn spawn<DB>(pool: sqlx::Pool<DB>, spelling: Spelling) -> Writer<DB::Connection>
+where
+    DB: sqlx::Database,
+    DB::Connection: Conn + 'static,
+{
+    let (tx, mut rx) = mpsc::channel::<Job<DB::Connection>>(4 * spelling.max_batch);
+    tokio::spawn(async move {
+        let mut jobs = Vec::with_capacity(spelling.max_batch);
+        while rx.recv_many(&mut jobs, spelling.max_batch).await > 0 {
+            let batch = std::mem::take(&mut jobs);
+            if let Err(e) = commit_batch(&pool, spelling, batch).await {
+                tracing::error!(error = %e, "group commit failed");
+            }
+        }
+    });
+    Writer { jobs: tx }
+}
+
+/// Runs `jobs` in one transaction and delivers every result after the commit.
+async fn commit_batch<DB>(
+    pool: &sqlx::Pool<DB>,
+    spelling: Spelling,
+    jobs: Vec<Job<DB::Connection>>,
+) -> Result<(), String>
+where
+    DB: sqlx::Database,
+    DB::Connection: Conn + 'static,
+{
+    let mut deliveries = Vec::with_capacity(jobs.len());
+    let outcome = match pool.acquire().await {
+        Ok(mut conn) => {
+            let outcome = run_batch(&mut *conn, spelling, jobs, &mut deliveries).await;
+            if outcome.is_err() {
+                // Whatever state the connection is in (mid-transaction, broken), it does not go
+                // back to the pool.
+                let _ = conn.raw("ROLLBACK").await;
+                conn.close_on_drop();
+            }
+            outcome
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    for deliver in deliveries {
+        deliver(&outcome);
+    }
+    outcome
+}
+
+async fn run_batch<C: Conn + 'static>(
+    conn: &mut C,
+    spelling: Spelling,
+    jobs: Vec<Job<C>>,
+    deliveries: &mut Vec<Deliver>,
+) -> Result<(), String> {
+    {
+        let text = |e: StoreError| e.to_string();
+        let alone = jobs.len() == 1;
+        let mut begun = false;
+        let mut open = false;
+        for job in jobs {
+            // Alone in its batch, a write is all-or-nothing through the transaction itself.
+            let savepoint = !alone && (job.several || spelling.error_aborts);
+            match (begun, savepoint, open) {
+                (false, true, _) => conn.raw(spelling.begin_savepoint).await.map_err(text)?,
+                (false, false, _) => conn.raw(spelling.begin).await.map_err(text)?,
+                (true, true, true) => conn
+                    .raw("RELEASE SAVEPOINT job; SAVEPOINT job")
+                    .await
+                    .map_err(text)?,
+                (true, true, false) => conn.raw("SAVEPOINT job").await.map_err(text)?,
+                (true, false, _) => {}
+            }
+            begun = true;
+            open |= savepoint;
+            let (failed, deliver) = (job.run)(conn).await;
+            deliveries.push(deliver);
+            if failed && savepoint {
+                conn.raw("ROLLBACK TO SAVEPOINT job").await.map_err(text)?;
+            }
+        }
+        if begun {
+            conn.raw("COMMIT").await.map_err(text)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::{PostgresStore, SqliteStore, backend::Backend, conn::args};
+
+    /// Writes of one batch: each that fails (a single statement, or the second statement of a
+    /// write of several) changes nothing and gets its error; the others commit.
+    async fn failures_stay_with_their_write<B: Backend>(store: Arc<B>) {
+        store
+            .write(|c| {
+                Box::pin(c.raw(
+                    "DROP TABLE IF EXISTS group_commit_t; \
+                     CREATE TABLE group_commit_t (k TEXT PRIMARY KEY); \
+                     INSERT INTO group_commit_t (k) VALUES ('taken')",
+                ))
+            })
+            .await
+            .unwrap();
+        let insert = "INSERT INTO group_commit_t (k) VALUES ($1)";
+        let tasks: Vec<_> = (0..60)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    let key = format!("k{i}");
+                    let outcome = match i % 3 {
+                        // One statement.
+                        0 => {
+                            store
+                                .write(move |c| {
+                                    Box::pin(async move {
+                                        c.execute(insert, args![&key]).await.map(drop)
+                                    })
+                                })
+                                .await
+                        }
+                        // Two, the second refused: neither stays.
+                        1 => {
+                            store
+                                .transaction(move |c| {
+                                    Box::pin(async move {
+                                        c.execute(insert, args![&key]).await?;
+                                        c.execute(insert, args![&key]).await.map(drop)
+                                    })
+                                })
+                                .await
+                        }
+                        // One statement, refused (the key is taken).
+                        _ => {
+                            store
+                                .write(move |c| {
+                                    Box::pin(async move {
+                                        c.execute(insert, args!["taken"]).await.map(drop)
+                                    })
+                                })
+                                .await
+                        }
+                    };
+                    (i, outcome.is_ok())
+                })
+            })
+            .collect();
+        let mut ok: Vec<usize> = Vec::new();
+        for t in tasks {
+            let (i, done) = t.await.unwrap();
+            if done {
+                ok.push(i);
+            }
+        }
+        let rows: Vec<(String,)> = store
+            .reader()
+            .await
+            .unwrap()
+            .fetch_all("SELECT k FROM group_commit_t ORDER BY k", args![])
+            .await
+            .unwrap();
+        let mut keys: Vec<String> = rows.into_iter().map(|(k,)| k).collect();
+        keys.sort();
+        let mut expected: Vec<String> = (0..60).step_by(3).map(|i| format!("k{i}")).collect();
+        expected.push("taken".into());
+        expected.sort();
+        assert_eq!(keys, expected);
+        let expected_ok: Vec<usize> = (0..60).step_by(3).collect();
+        assert_eq!(ok, expected_ok);
+        store
+            .write(|c| Box::pin(c.raw("DROP TABLE group_commit_t")))
+            .await
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn sqlite_failures_stay_with_their_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("group.db").display());
+        let store = SqliteStore::connect(&url).await.unwrap();
+        failures_stay_with_their_write(Arc::new(store)).await;
+    }
+
+    #[tokio::test]
+    async fn postgres_failures_stay_with_their_write() {
+        // Runs where PostgreSQL is configured (`scripts/test` sets it).
+        let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
+            return;
+        };
+        let store = PostgresStore::connect_with_schema(&url, "store_group_commit")
+            .await
+            .unwrap();
+        failures_stay_with_their_write(Arc::new(store)).await;
+    }
+}

@@ -44,6 +44,10 @@ pub(crate) const RECONCILER: &str = "reconciler";
 /// The prefix of the lease each live replica holds on its own name (to count the replicas).
 const REPLICA_PREFIX: &str = "replica:";
 
+/// After how many lease TTLs a lapsed replica lease is deleted (its process is long gone, or
+/// restarted under the same configured id and holding a new tenure).
+const LAPSED_REPLICA_TTLS: u32 = 20;
+
 /// The lease name of a relayer account.
 pub(crate) fn relayer_lease(relayer: Address) -> String {
     format!("relayer:{relayer:#x}")
@@ -312,7 +316,19 @@ impl Facilitator {
         }
         .await
         {
-            Ok(all) => all.iter().filter(|l| l.live).count().max(1),
+            Ok(all) => {
+                // Every process start leaves a lease of its own name behind once it is gone:
+                // the ones lapsed long ago are deleted (by whichever replica sees them).
+                if all.iter().any(|l| !l.live)
+                    && let Err(e) = self
+                        .store()
+                        .prune_leases(REPLICA_PREFIX, leases.ttl * LAPSED_REPLICA_TTLS)
+                        .await
+                {
+                    tracing::debug!(error = %e, "cannot prune lapsed replica leases");
+                }
+                all.iter().filter(|l| l.live).count().max(1)
+            }
             Err(e) => {
                 tracing::warn!(error = %e, "relayer leases: store unavailable");
                 return self.held_relayers();

@@ -560,4 +560,10 @@ impl<B: Backend> Store for B {
     async fn leases(&self, prefix: &str) -> StoreResult<Vec<Lease>> {
         leases::list(&mut *self.reader().await?, prefix).await
     }
+
+    async fn prune_leases(&self, prefix: &str, lapsed_for: Duration) -> StoreResult<u64> {
+        let prefix = prefix.to_owned();
+        self.write(move |c| Box::pin(async move { leases::prune(c, &prefix, lapsed_for).await }))
+            .await
+    }
 }

@@ -115,6 +115,22 @@ const SELECT: PerDialect = PerDialect {
     postgres: select!(postgres),
 };
 
+/// (prefix, ms): deletes the leases named with `prefix` that lapsed more than `ms` ago.
+macro_rules! prune {
+    ($d:tt) => {
+        concat!(
+            "DELETE FROM leases WHERE substr(name, 1, length($1)) = $1 AND expires_at < ",
+            now_ms!($d),
+            " - $2"
+        )
+    };
+}
+
+const PRUNE: PerDialect = PerDialect {
+    sqlite: prune!(sqlite),
+    postgres: prune!(postgres),
+};
+
 fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX / 2)
 }
@@ -194,4 +210,14 @@ pub(crate) async fn list<C: Conn>(c: &mut C, prefix: &str) -> StoreResult<Vec<Le
             live: live != 0,
         })
         .collect())
+}
+
+/// [`crate::Store::prune_leases`].
+pub(crate) async fn prune<C: Conn>(
+    c: &mut C,
+    prefix: &str,
+    lapsed_for: Duration,
+) -> StoreResult<u64> {
+    c.execute(PRUNE.of(C::DIALECT), args![prefix, ttl_ms(lapsed_for)])
+        .await
 }

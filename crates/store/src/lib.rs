@@ -531,6 +531,12 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// The leases whose names start with `prefix`, by name.
     async fn leases(&self, prefix: &str) -> StoreResult<Vec<Lease>>;
+
+    /// Deletes the leases whose names start with `prefix` and that lapsed more than
+    /// `lapsed_for` ago (on the database's clock); how many. Only for names that are not taken
+    /// again, such as a replica's own lease named after a process that is gone: a name taken
+    /// again after its row was deleted starts its fencing tokens over.
+    async fn prune_leases(&self, prefix: &str, lapsed_for: Duration) -> StoreResult<u64>;
 }
 
 /// Opens the store named by `url`: `sqlite://PATH` (created if missing; WAL) or

@@ -137,7 +137,7 @@ impl RpcChain {
         let c = (*lock(&self.block_clock))?;
         let blocks = c.last.0.checked_sub(c.first.0).filter(|b| *b >= 8)?;
         let secs = c.last.1.saturating_sub(c.first.1);
-        Some(Duration::from_secs_f64(secs as f64 / blocks as f64))
+        Some(Duration::from_millis(secs.saturating_mul(1000) / blocks))
     }
 
     /// The timestamp of the block `hash` (cached: a block's timestamp never changes).

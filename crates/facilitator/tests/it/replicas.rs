@@ -125,6 +125,39 @@ async fn lease_rules(store: Arc<dyn Store>) {
         won += usize::from(t.await.unwrap().is_some());
     }
     assert_eq!(won, 1, "one taker of sixteen holds the lease");
+
+    // Pruning: only leases of the prefix lapsed longer than asked go; running ones stay.
+    assert_eq!(
+        store
+            .acquire_lease("replica:gone", "gone", short)
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    assert_eq!(
+        store
+            .acquire_lease("replica:live", "live", ttl)
+            .await
+            .unwrap(),
+        Some(1)
+    );
+    let long_ago = Duration::from_millis(200);
+    assert_eq!(store.prune_leases("replica:", long_ago).await.unwrap(), 0);
+    tokio::time::sleep(Duration::from_millis(650)).await;
+    assert_eq!(store.prune_leases("replica:", long_ago).await.unwrap(), 1);
+    let left: Vec<String> = store
+        .leases("")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.name)
+        .collect();
+    assert!(left.contains(&"replica:live".to_owned()), "{left:?}");
+    assert!(!left.contains(&"replica:gone".to_owned()), "{left:?}");
+    assert!(
+        left.contains(&"l".to_owned()),
+        "another prefix's lapsed lease stays"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

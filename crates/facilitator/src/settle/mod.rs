@@ -9,7 +9,7 @@
 //! `PaymentSettled` event is the settlement.
 
 use alloy::{
-    primitives::{B256, U256, keccak256},
+    primitives::{Address, B256, U256, keccak256},
     sol_types::{SolCall, SolValue},
 };
 use tollgate_chain::{
@@ -58,6 +58,38 @@ pub fn settlement_key(
     nonce: B256,
 ) -> B256 {
     keccak256((U256::from(chain_id), token, from, nonce).abi_encode())
+}
+
+/// The gas limit of a router settlement signed by a 65-byte (EOA) signature: the devnet's uses
+/// about 68k, one over USDC about 100–130k; the unused rest is not charged.
+const ROUTER_SETTLE_GAS: u64 = 300_000;
+
+/// Why a simulated settlement was refused.
+enum Refusal {
+    /// The authorization's nonce is used.
+    Used,
+    /// The payer holds too little.
+    Funds {
+        /// What it holds.
+        balance: U256,
+    },
+    /// Anything else the contracts refused.
+    Other(Revert),
+}
+
+/// The router's `settle` call for a signed payment.
+fn settle_call(sp: &SignedPayment, fee: Amount) -> PaymentRouter::settleCall {
+    let auth = &sp.authorization;
+    PaymentRouter::settleCall {
+        from: auth.from,
+        payTo: sp.pay_to,
+        amount: sp.amount.get(),
+        fee: fee.get(),
+        memo: sp.memo,
+        validAfter: auth.valid_after.get(),
+        validBefore: auth.valid_before.get(),
+        signature: auth.signature.clone(),
+    }
 }
 
 fn field(path: &str, msg: impl std::fmt::Display) -> String {
@@ -119,47 +151,83 @@ impl Facilitator {
             return self.resume(net, row).await;
         }
 
-        // Money checks before anything is written or broadcast.
-        let auth = &sp.authorization;
-        let used = contracts::read(
-            &*net.chain,
-            net.spec.token,
-            &Token::authorizationStateCall {
-                authorizer: auth.from,
-                nonce: auth.nonce,
-            },
-        )
-        .await?;
-        if used {
-            // Someone (a front-runner, another replica, a crashed earlier run) used the nonce:
-            // if the settlement is on-chain (or about to be), it is this payment.
-            return match self.find_settlement_event(net, &new).await? {
-                Some(receipt) => {
-                    let row = self.inner.store.insert_settlement(&new).await?;
-                    check_claim(&row, new.claim_hash)?;
-                    self.confirm(net, &row.new, &receipt).await
-                }
-                None => Err(Error::AuthorizationUsed),
-            };
-        }
-        let balance = contracts::read(
-            &*net.chain,
-            net.spec.token,
-            &Token::balanceOfCall { account: auth.from },
-        )
-        .await?;
-        if balance < sp.amount.get() {
-            return Err(Error::InsufficientFunds(format!(
-                "payer {} holds {balance}, the payment needs {}",
-                auth.from, sp.amount
-            )));
-        }
-
         // A replica that cannot send records nothing: the payment goes to one that can.
-        self.relayer().await?;
+        let relayer = self.relayer().await?;
+        // Money checks before anything is written or broadcast: the settlement itself, run as
+        // one `eth_call` from the relayer (the payer's balance, the nonce, the signature and
+        // window as the token checks them, the router's own checks).
+        let call = settle_call(sp, new.fee);
+        let refusal = match net
+            .chain
+            .call(Some(relayer), net.spec.router, call.abi_encode().into())
+            .await
+        {
+            Ok(_) => None,
+            Err(ChainError::Revert(r)) => Some(r),
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(revert) = refusal {
+            match self.named_refusal(net, sp, revert).await? {
+                Refusal::Used => {
+                    // Someone (a front-runner, another replica, a crashed earlier run) used the
+                    // nonce: if the settlement is on-chain (or about to be), it is this payment.
+                    return match self.find_settlement_event(net, &new).await? {
+                        Some(receipt) => {
+                            let row = self.inner.store.insert_settlement(&new).await?;
+                            check_claim(&row, new.claim_hash)?;
+                            self.confirm(net, &row.new, &receipt).await
+                        }
+                        None => Err(Error::AuthorizationUsed),
+                    };
+                }
+                Refusal::Funds { balance } => {
+                    return Err(Error::InsufficientFunds(format!(
+                        "payer {} holds {balance}, the payment needs {}",
+                        sp.authorization.from, sp.amount
+                    )));
+                }
+                Refusal::Other(revert) => {
+                    // Refused for another reason: recorded as failed, as a refused broadcast is.
+                    let row = self.inner.store.insert_settlement(&new).await?;
+                    return self.refused(net, &row.new, revert).await;
+                }
+            }
+        }
         let row = self.inner.store.insert_settlement(&new).await?;
         crate::fault::hit("authorize.after-insert");
-        self.broadcast_and_wait(net, &row.new, sp).await
+        self.broadcast_and_wait(net, &row.new, sp, Some(relayer))
+            .await
+    }
+
+    /// Names a simulated settlement's refusal: from the revert when the contracts name it, else
+    /// (a token that reverts with strings, as USDC does) from the nonce's state and the payer's
+    /// balance, read only then.
+    async fn named_refusal(
+        &self,
+        net: &Network,
+        sp: &SignedPayment,
+        revert: Revert,
+    ) -> Result<Refusal> {
+        match revert {
+            Revert::AuthorizationAlreadyUsed { .. } => return Ok(Refusal::Used),
+            Revert::InsufficientFunds { balance, .. } => return Ok(Refusal::Funds { balance }),
+            Revert::Message(_) | Revert::Unknown(_) => {}
+            named => return Ok(Refusal::Other(named)),
+        }
+        let auth = &sp.authorization;
+        let state = Token::authorizationStateCall {
+            authorizer: auth.from,
+            nonce: auth.nonce,
+        };
+        if contracts::read(&*net.chain, net.spec.token, &state).await? {
+            return Ok(Refusal::Used);
+        }
+        let balance = Token::balanceOfCall { account: auth.from };
+        let balance = contracts::read(&*net.chain, net.spec.token, &balance).await?;
+        if balance < sp.amount.get() {
+            return Ok(Refusal::Funds { balance });
+        }
+        Ok(Refusal::Other(revert))
     }
 
     /// Every check that needs no write; returns the row to record.
@@ -302,25 +370,27 @@ impl Facilitator {
         })
     }
 
-    /// Broadcasts the router settlement and waits boundedly.
+    /// Broadcasts the router settlement and waits boundedly. `simulated`: the relayer whose
+    /// simulation of it just passed (the first send); `None` estimates (and so simulates) again.
     async fn broadcast_and_wait(
         &self,
         net: &Network,
         new: &NewSettlement,
         sp: &SignedPayment,
+        simulated: Option<Address>,
     ) -> Result<Outcome> {
-        let auth = &sp.authorization;
-        let call = PaymentRouter::settleCall {
-            from: auth.from,
-            payTo: sp.pay_to,
-            amount: sp.amount.get(),
-            fee: new.fee.get(),
-            memo: sp.memo,
-            validAfter: auth.valid_after.get(),
-            validBefore: auth.valid_before.get(),
-            signature: auth.signature.clone(),
+        let call = settle_call(sp, new.fee);
+        let relayer = match simulated {
+            Some(r) => r,
+            None => self.relayer().await?,
         };
-        let tx = TxRequest::call(self.relayer().await?, net.spec.router, call.abi_encode());
+        let mut tx = TxRequest::call(relayer, net.spec.router, call.abi_encode());
+        if simulated.is_some() && sp.authorization.signature.len() == 65 {
+            // Just simulated: no gas estimate (whose search runs the settlement a dozen times
+            // on the node). A plain signature's settlement has a fixed cost well under this
+            // limit (an unused limit costs nothing); a smart wallet's is estimated.
+            tx.gas = Some(ROUTER_SETTLE_GAS);
+        }
         let tx_hash = match net.chain.send(tx).await {
             Ok(h) => h,
             Err(ChainError::Revert(revert)) => return self.refused(net, new, revert).await,
@@ -485,7 +555,7 @@ impl Facilitator {
                 "the authorization expired before it was settled",
             ));
         }
-        self.broadcast_and_wait(net, &row.new, &sp).await
+        self.broadcast_and_wait(net, &row.new, &sp, None).await
     }
 }
 

@@ -213,10 +213,18 @@ impl Facilitator {
         };
         // Only a payment that passed the checks binds its identifier: a refused one leaves it
         // free for the client's next payload, and one that binds it is on its way to a row.
-        if let Some(id_hash) = id_hash
-            && let Err(reason) = self.bind_payment_identifier(id_hash, verified.key).await
-        {
-            return fail(reason, None);
+        // The chain's checks count: a transfer the token would refuse (too little balance)
+        // binds nothing. A used nonce is not a refusal here: the payload may be this id's own
+        // settlement, answered from the store below.
+        if let Some(id_hash) = id_hash {
+            if let Simulated::Refused(reason) =
+                self.x402_simulate(verified.net, payload, None).await
+            {
+                return fail(reason, None);
+            }
+            if let Err(reason) = self.bind_payment_identifier(id_hash, verified.key).await {
+                return fail(reason, None);
+            }
         }
         let net = verified.net;
         let request = serde_json::to_string(req).unwrap_or_default();

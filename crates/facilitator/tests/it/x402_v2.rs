@@ -189,6 +189,22 @@ async fn payment_identifiers_are_idempotency_keys(backend: Backend) {
     let (_, r) = h.post("/settle", &next).await;
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(h.token_balance(pay_to).await, before + U256::from(30_000));
+
+    // So does an id whose payment the chain refused (more than the payer holds): a refusal
+    // found by simulating the transfer binds nothing either.
+    let id3 = "pay_underfunded_0123456789";
+    let held: u64 = h
+        .token_balance(h.account(3).address)
+        .await
+        .try_into()
+        .unwrap();
+    let broke = v2_body(&h, 3, pay_to, held + 1, B256::repeat_byte(0x46), Some(id3)).await;
+    let (_, r) = h.post("/settle", &broke).await;
+    assert_eq!(r["errorReason"], "insufficient_funds", "{r}");
+    let next = v2_body(&h, 3, pay_to, 10_000, B256::repeat_byte(0x47), Some(id3)).await;
+    let (_, r) = h.post("/settle", &next).await;
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(h.token_balance(pay_to).await, before + U256::from(40_000));
 }
 
 /// Two different payloads under one payment identifier, sent at once: one settles, the other is

@@ -39,6 +39,10 @@ pub(crate) struct Spelling {
     /// Whether every write of a batch of several needs a savepoint (an error aborts the
     /// transaction), not only writes of several statements.
     pub(crate) error_aborts: bool,
+    /// Commits the batch; on PostgreSQL it fails, rather than silently rolling back, when an
+    /// error the writes did not report left the transaction aborted (callers are told that
+    /// their writes committed only when they did).
+    pub(crate) commit: &'static str,
     /// Most writes per batch.
     pub(crate) max_batch: usize,
 }
@@ -48,6 +52,7 @@ pub(crate) const SQLITE: Spelling = Spelling {
     begin: "BEGIN IMMEDIATE",
     begin_savepoint: "BEGIN IMMEDIATE; SAVEPOINT job",
     error_aborts: false,
+    commit: "COMMIT",
     max_batch: 256,
 };
 
@@ -61,6 +66,7 @@ pub(crate) const POSTGRES: Spelling = Spelling {
     begin_savepoint: "BEGIN; SELECT pg_advisory_xact_lock(1953459305, hashtext(current_schema())); \
                       SAVEPOINT job",
     error_aborts: true,
+    commit: "SELECT 1; COMMIT",
     max_batch: 64,
 };
 
@@ -177,6 +183,7 @@ async fn run_batch<C: Conn + 'static>(
         let alone = jobs.len() == 1;
         let mut begun = false;
         let mut open = false;
+        let mut failed_alone = false;
         for job in jobs {
             // Alone in its batch, a write is all-or-nothing through the transaction itself.
             let savepoint = !alone && (job.several || spelling.error_aborts);
@@ -197,9 +204,14 @@ async fn run_batch<C: Conn + 'static>(
             if failed && savepoint {
                 conn.raw("ROLLBACK TO SAVEPOINT job").await.map_err(text)?;
             }
+            // Alone, a failed write is undone with the whole transaction (a write of several
+            // statements may have done some of them).
+            failed_alone |= failed && alone;
         }
-        if begun {
-            conn.raw("COMMIT").await.map_err(text)?;
+        if failed_alone {
+            conn.raw("ROLLBACK").await.map_err(text)?;
+        } else if begun {
+            conn.raw(spelling.commit).await.map_err(text)?;
         }
         Ok(())
     }
@@ -290,6 +302,25 @@ mod tests {
         assert_eq!(keys, expected);
         let expected_ok: Vec<usize> = (0..60).step_by(3).collect();
         assert_eq!(ok, expected_ok);
+
+        // Alone in its batch, a write of several statements that fails leaves nothing either.
+        let alone = store
+            .transaction(move |c| {
+                Box::pin(async move {
+                    c.execute(insert, args!["alone"]).await?;
+                    c.execute(insert, args!["alone"]).await.map(drop)
+                })
+            })
+            .await;
+        assert!(alone.is_err());
+        let rows: Vec<(String,)> = store
+            .reader()
+            .await
+            .unwrap()
+            .fetch_all("SELECT k FROM group_commit_t WHERE k = 'alone'", args![])
+            .await
+            .unwrap();
+        assert!(rows.is_empty(), "a failed write committed in part");
         store
             .write(|c| Box::pin(c.raw("DROP TABLE group_commit_t")))
             .await
@@ -302,6 +333,69 @@ mod tests {
         let url = format!("sqlite://{}", dir.path().join("group.db").display());
         let store = SqliteStore::connect(&url).await.unwrap();
         failures_stay_with_their_write(Arc::new(store)).await;
+    }
+
+    /// On PostgreSQL, a write that hides a failed statement (it returns `Ok`) leaves the batch's
+    /// transaction aborted: every write of the batch is then told it failed, none that it
+    /// committed.
+    #[tokio::test]
+    async fn postgres_never_reports_a_commit_that_rolled_back() {
+        let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
+            return;
+        };
+        let store = Arc::new(
+            PostgresStore::connect_with_schema(&url, "store_group_abort")
+                .await
+                .unwrap(),
+        );
+        store
+            .write(|c| {
+                Box::pin(c.raw(
+                    "DROP TABLE IF EXISTS group_abort_t; \
+                     CREATE TABLE group_abort_t (k TEXT PRIMARY KEY)",
+                ))
+            })
+            .await
+            .unwrap();
+        let insert = "INSERT INTO group_abort_t (k) VALUES ($1)";
+        let tasks: Vec<_> = (0..10)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    let key = format!("k{i}");
+                    store
+                        .write(move |c| {
+                            Box::pin(async move {
+                                if i == 9 {
+                                    // The last write of the batch hides its error.
+                                    let _ = c.execute("SELECT 1/0", args![]).await;
+                                    return Ok(());
+                                }
+                                c.execute(insert, args![&key]).await.map(drop)
+                            })
+                        })
+                        .await
+                        .is_ok()
+                })
+            })
+            .collect();
+        let mut told_ok = 0;
+        for t in tasks {
+            told_ok += usize::from(t.await.unwrap());
+        }
+        let rows: Vec<(String,)> = store
+            .reader()
+            .await
+            .unwrap()
+            .fetch_all("SELECT k FROM group_abort_t", args![])
+            .await
+            .unwrap();
+        assert_eq!(told_ok, 0, "writers told their writes committed");
+        assert!(rows.is_empty(), "{rows:?}");
+        store
+            .write(|c| Box::pin(c.raw("DROP TABLE group_abort_t")))
+            .await
+            .unwrap();
     }
 
     #[tokio::test]

@@ -106,7 +106,7 @@ async fn fill(store: &Arc<dyn Store>, provider: Address, n: u64, now: u64) {
                 };
                 store.insert_settlement(&new).await.unwrap();
                 store
-                    .mark_confirmed(new.key, new.nonce, i, None, at)
+                    .mark_confirmed(&new, new.nonce, i, None, at)
                     .await
                     .unwrap();
                 i += tasks;

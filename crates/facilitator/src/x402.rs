@@ -619,13 +619,7 @@ impl Facilitator {
         match self
             .inner
             .store
-            .mark_confirmed(
-                new.key,
-                receipt.tx_hash,
-                receipt.block_number,
-                None,
-                unix_now(),
-            )
+            .mark_confirmed(new, receipt.tx_hash, receipt.block_number, None, unix_now())
             .await
         {
             Ok(row) => {

@@ -3,9 +3,8 @@
 //!
 //! Every operation is written once, in its domain module, over a [`Conn`]. A [`Backend`] only
 //! says where it runs: a read on a read connection; a write in a transaction that commits before
-//! the caller hears of it. SQLite runs every write in its group commit (one writer, many writes
-//! per fsync); PostgreSQL runs a write of one statement on a pooled connection (the statement's
-//! own transaction) and a write of several in an explicit transaction.
+//! the caller hears of it. Both databases run every write in their group commit (`group`: one
+//! writer, many writes per commit, each all or nothing).
 
 use std::{fmt, future::Future, ops::DerefMut, pin::Pin, time::Duration};
 
@@ -42,18 +41,17 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug + 'static {
     /// A read connection.
     fn reader(&self) -> impl Future<Output = StoreResult<Self::Reader>> + Send;
 
-    /// Runs a write of one statement and returns its result once committed.
+    /// Runs a write, all or nothing, and returns its result once committed. `op` may run more
+    /// than once, each time from a clone (`group`: a batch in which a write failed is run
+    /// again); only its last run, in the transaction that commits, counts, so it must act on
+    /// nothing but the database.
     fn write<T, F>(&self, op: F) -> impl Future<Output = StoreResult<T>> + Send
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut Self::Conn) -> BoxFuture<'c, StoreResult<T>> + Send + 'static;
-
-    /// Runs a write of several statements in one transaction (rolled back if `op` fails) and
-    /// returns its result once committed.
-    fn transaction<T, F>(&self, op: F) -> impl Future<Output = StoreResult<T>> + Send
-    where
-        T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut Self::Conn) -> BoxFuture<'c, StoreResult<T>> + Send + 'static;
+        F: for<'c> FnOnce(&'c mut Self::Conn) -> BoxFuture<'c, StoreResult<T>>
+            + Clone
+            + Send
+            + 'static;
 
     /// [`Store::deduct_allowance`]: each database keeps a deduction exact under concurrency its
     /// own way.
@@ -91,16 +89,16 @@ impl<B: Backend> Store for B {
 
     async fn mark_confirmed(
         &self,
-        key: B256,
+        new: &NewSettlement,
         tx_hash: B256,
         block: u64,
         proof: Option<&str>,
         at: u64,
     ) -> StoreResult<Settlement> {
-        let proof = proof.map(str::to_owned);
-        self.transaction(move |c| {
+        let (new, proof) = (new.clone(), proof.map(str::to_owned));
+        self.write(move |c| {
             Box::pin(async move {
-                settlements::mark_confirmed(c, key, tx_hash, block, proof.as_deref(), at).await
+                settlements::mark_confirmed(c, &new, tx_hash, block, proof.as_deref(), at).await
             })
         })
         .await
@@ -108,7 +106,7 @@ impl<B: Backend> Store for B {
 
     async fn mark_failed(&self, key: B256, error: &str, at: u64) -> StoreResult<()> {
         let error = error.to_owned();
-        self.transaction(move |c| {
+        self.write(move |c| {
             Box::pin(async move { settlements::mark_failed(c, key, &error, at).await })
         })
         .await
@@ -120,7 +118,7 @@ impl<B: Backend> Store for B {
         key: B256,
         at: u64,
     ) -> StoreResult<B256> {
-        self.transaction(move |c| Box::pin(settlements::bind_id(c, id_hash, key, at)))
+        self.write(move |c| Box::pin(settlements::bind_id(c, id_hash, key, at)))
             .await
     }
 
@@ -219,7 +217,7 @@ impl<B: Backend> Store for B {
         at: u64,
     ) -> StoreResult<()> {
         let (network, events) = (network.to_owned(), events.to_vec());
-        self.transaction(move |c| {
+        self.write(move |c| {
             Box::pin(
                 async move { renewals::index_events(c, &network, &events, next_block, at).await },
             )
@@ -277,10 +275,8 @@ impl<B: Backend> Store for B {
         next_due: u64,
     ) -> StoreResult<bool> {
         let r = renewal.clone();
-        self.transaction(move |c| {
-            Box::pin(async move { renewals::record(c, &r, state, next_due).await })
-        })
-        .await
+        self.write(move |c| Box::pin(async move { renewals::record(c, &r, state, next_due).await }))
+            .await
     }
 
     async fn renewals(&self, network: &str, id: B256) -> StoreResult<Vec<Renewal>> {
@@ -318,7 +314,7 @@ impl<B: Backend> Store for B {
         at: u64,
     ) -> StoreResult<AllowanceCycle> {
         let network = network.to_owned();
-        self.transaction(move |c| {
+        self.write(move |c| {
             Box::pin(
                 async move { metering::upsert_cycle(c, &network, id, cycle, cap, close, at).await },
             )
@@ -339,7 +335,7 @@ impl<B: Backend> Store for B {
 
     async fn begin_charge(&self, charge: &NewCharge) -> StoreResult<bool> {
         let charge = charge.clone();
-        self.transaction(move |c| Box::pin(async move { metering::begin_charge(c, &charge).await }))
+        self.write(move |c| Box::pin(async move { metering::begin_charge(c, &charge).await }))
             .await
     }
 
@@ -355,7 +351,7 @@ impl<B: Backend> Store for B {
         at: u64,
     ) -> StoreResult<bool> {
         let (network, outcome) = (network.to_owned(), outcome.clone());
-        self.transaction(move |c| {
+        self.write(move |c| {
             Box::pin(
                 async move { metering::finish_charge(c, &network, reference, &outcome, at).await },
             )
@@ -374,7 +370,7 @@ impl<B: Backend> Store for B {
 
     async fn record_event(&self, event: &NewEvent) -> StoreResult<bool> {
         let e = event.clone();
-        self.transaction(move |c| Box::pin(async move { webhooks::emit(c, &e).await }))
+        self.write(move |c| Box::pin(async move { webhooks::emit(c, &e).await }))
             .await
     }
 
@@ -404,7 +400,7 @@ impl<B: Backend> Store for B {
 
     async fn delete_webhook_endpoint(&self, provider: Address, id: &str) -> StoreResult<bool> {
         let id = id.to_owned();
-        self.transaction(move |c| {
+        self.write(move |c| {
             Box::pin(async move { webhooks::delete_endpoint(c, provider, &id).await })
         })
         .await
@@ -444,7 +440,7 @@ impl<B: Backend> Store for B {
         at: u64,
     ) -> StoreResult<()> {
         let (endpoint_id, attempts) = (endpoint_id.to_owned(), attempts.to_vec());
-        self.transaction(move |c| {
+        self.write(move |c| {
             Box::pin(
                 async move { webhooks::finish_deliveries(c, &endpoint_id, &attempts, at).await },
             )
@@ -492,7 +488,7 @@ impl<B: Backend> Store for B {
         expires_at: u64,
         at: u64,
     ) -> StoreResult<()> {
-        self.transaction(move |c| {
+        self.write(move |c| {
             Box::pin(providers::insert_session(
                 c, token_hash, key_hash, expires_at, at,
             ))

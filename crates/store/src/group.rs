@@ -4,41 +4,77 @@
 //! each, and a row every write touches (an analytics rollup) is locked once per batch rather
 //! than once per write.
 //!
-//! A write that must be all-or-nothing on its own runs in a savepoint: its failure rolls back
-//! its statements alone and the batch goes on. On SQLite a failed statement undoes itself, so
-//! only writes of several statements need one; on PostgreSQL any error aborts the whole
-//! transaction, so every write of a batch of several gets one. PostgreSQL keeps the ids of at
-//! most 64 subtransactions per transaction in shared memory (more make every other session's
-//! snapshots slower), hence its batches of at most 64.
+//! Every write is all-or-nothing on its own, whatever its batch does. A batch first runs its
+//! writes one after the other with nothing between them: in the usual case none fails, and each
+//! write costs only its own statements. When one fails (an error, or a refusal after some of its
+//! statements ran), the batch is rolled back and run again with each write in a savepoint of
+//! its own, whose failure then rolls back its statements alone while the batch goes on: writes
+//! are operations that can run again (each run is a fresh clone of the operation given to
+//! [`Writer::write`]), and a rolled-back run
+//! left nothing behind. (On PostgreSQL any error aborts the whole transaction, so a savepoint
+//! per write is the only way one write's failure can leave the others standing; paying for it
+//! on every write cost a round trip per write.) PostgreSQL keeps the ids of at most 64
+//! subtransactions per transaction in shared memory (more make every other session's snapshots
+//! slower), hence its batches of at most 64.
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{StoreError, StoreResult, backend::BoxFuture, conn::Conn};
 
-/// Hands a write's result to its caller once the batch's commit outcome is known.
-type Deliver = Box<dyn FnOnce(&Result<(), String>) + Send>;
+/// A write waiting for the next group commit: its operation, which can run more than once (the
+/// last run is the one that counts), and its caller.
+trait Pending<C>: Send {
+    /// Runs the operation inside the batch's transaction; whether it failed.
+    fn run<'c>(&'c mut self, conn: &'c mut C) -> BoxFuture<'c, bool>;
 
-/// A write's statements, run inside the batch's transaction: whether they failed, and how to
-/// answer the caller.
-type Run<C> = Box<dyn for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, (bool, Deliver)> + Send>;
-
-/// One write waiting for the next group commit.
-pub(crate) struct Job<C> {
-    /// Several statements, all or none: runs in a savepoint of its own on either database.
-    several: bool,
-    run: Run<C>,
+    /// Answers the caller with the last run's result, or with the batch's failure.
+    fn deliver(self: Box<Self>, committed: &Result<(), String>);
 }
 
-/// How a database's writer opens its batches.
+/// [`Pending`] for an operation `F` with result `T`.
+struct Job<F, T> {
+    op: F,
+    result: Option<StoreResult<T>>,
+    reply: oneshot::Sender<StoreResult<T>>,
+}
+
+impl<C, F, T> Pending<C> for Job<F, T>
+where
+    C: Send,
+    T: Send,
+    F: for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, StoreResult<T>> + Clone + Send,
+{
+    fn run<'c>(&'c mut self, conn: &'c mut C) -> BoxFuture<'c, bool> {
+        let op = self.op.clone();
+        Box::pin(async move {
+            let result = op(conn).await;
+            let failed = result.is_err();
+            self.result = Some(result);
+            failed
+        })
+    }
+
+    fn deliver(self: Box<Self>, committed: &Result<(), String>) {
+        let outcome = match (committed, self.result) {
+            (Ok(()), Some(result)) => result,
+            (Err(e), _) => Err(StoreError::Database(sqlx::Error::Protocol(format!(
+                "group commit failed: {e}"
+            )))),
+            (Ok(()), None) => Err(StoreError::Database(sqlx::Error::Protocol(
+                "group commit: the write never ran".into(),
+            ))),
+        };
+        let _ = self.reply.send(outcome);
+    }
+}
+
+/// How a database's writer opens and closes its batches.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Spelling {
     /// Opens the batch's transaction.
     pub(crate) begin: &'static str,
     /// Opens it and a first savepoint, in one round trip.
     pub(crate) begin_savepoint: &'static str,
-    /// Whether every write of a batch of several needs a savepoint (an error aborts the
-    /// transaction), not only writes of several statements.
-    pub(crate) error_aborts: bool,
     /// Commits the batch; on PostgreSQL it fails, rather than silently rolling back, when an
     /// error the writes did not report left the transaction aborted (callers are told that
     /// their writes committed only when they did).
@@ -51,7 +87,6 @@ pub(crate) struct Spelling {
 pub(crate) const SQLITE: Spelling = Spelling {
     begin: "BEGIN IMMEDIATE",
     begin_savepoint: "BEGIN IMMEDIATE; SAVEPOINT job",
-    error_aborts: false,
     commit: "COMMIT",
     max_batch: 256,
 };
@@ -65,14 +100,13 @@ pub(crate) const POSTGRES: Spelling = Spelling {
     begin: "BEGIN; SELECT pg_advisory_xact_lock(1953459305, hashtext(current_schema()))",
     begin_savepoint: "BEGIN; SELECT pg_advisory_xact_lock(1953459305, hashtext(current_schema())); \
                       SAVEPOINT job",
-    error_aborts: true,
     commit: "SELECT 1; COMMIT",
     max_batch: 64,
 };
 
 /// Queues writes for a writer task ([`spawn`]).
 pub(crate) struct Writer<C> {
-    jobs: mpsc::Sender<Job<C>>,
+    jobs: mpsc::Sender<Box<dyn Pending<C>>>,
 }
 
 impl<C> Clone for Writer<C> {
@@ -90,36 +124,23 @@ impl<C> std::fmt::Debug for Writer<C> {
 }
 
 impl<C: Conn + 'static> Writer<C> {
-    /// Runs `op` in the next group commit (in a savepoint of its own when `several`) and
-    /// returns its result once that commit is durable.
-    pub(crate) async fn write<T, F>(&self, several: bool, op: F) -> StoreResult<T>
+    /// Runs `op` in the next group commit, all or nothing, and returns its result once that
+    /// commit is durable. `op` may run more than once, each time from a clone (a batch with a
+    /// failed write is run again); only its last run, in the transaction that commits, counts.
+    pub(crate) async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
+        F: for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, StoreResult<T>> + Clone + Send + 'static,
     {
-        let (tx, rx) = oneshot::channel::<StoreResult<T>>();
-        let run: Run<C> = Box::new(move |conn| {
-            Box::pin(async move {
-                let result = op(conn).await;
-                let failed = result.is_err();
-                let deliver = Box::new(move |committed: &Result<(), String>| {
-                    let outcome = match committed {
-                        Ok(()) => result,
-                        Err(e) => Err(StoreError::Database(sqlx::Error::Protocol(format!(
-                            "group commit failed: {e}"
-                        )))),
-                    };
-                    let _ = tx.send(outcome);
-                }) as Deliver;
-                (failed, deliver)
-            })
-        });
+        let (reply, answer) = oneshot::channel::<StoreResult<T>>();
+        let job = Job {
+            op,
+            result: None,
+            reply,
+        };
         let closed = || StoreError::Database(sqlx::Error::PoolClosed);
-        self.jobs
-            .send(Job { several, run })
-            .await
-            .map_err(|_| closed())?;
-        rx.await.map_err(|_| closed())?
+        self.jobs.send(Box::new(job)).await.map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
     }
 }
 
@@ -129,7 +150,7 @@ where
     DB: sqlx::Database,
     DB::Connection: Conn + 'static,
 {
-    let (tx, mut rx) = mpsc::channel::<Job<DB::Connection>>(4 * spelling.max_batch);
+    let (tx, mut rx) = mpsc::channel(4 * spelling.max_batch);
     tokio::spawn(async move {
         let mut jobs = Vec::with_capacity(spelling.max_batch);
         while rx.recv_many(&mut jobs, spelling.max_batch).await > 0 {
@@ -146,16 +167,15 @@ where
 async fn commit_batch<DB>(
     pool: &sqlx::Pool<DB>,
     spelling: Spelling,
-    jobs: Vec<Job<DB::Connection>>,
+    mut jobs: Vec<Box<dyn Pending<DB::Connection>>>,
 ) -> Result<(), String>
 where
     DB: sqlx::Database,
     DB::Connection: Conn + 'static,
 {
-    let mut deliveries = Vec::with_capacity(jobs.len());
     let outcome = match pool.acquire().await {
         Ok(mut conn) => {
-            let outcome = run_batch(&mut *conn, spelling, jobs, &mut deliveries).await;
+            let outcome = run_batch(&mut *conn, spelling, &mut jobs).await;
             if outcome.is_err() {
                 // Whatever state the connection is in (mid-transaction, broken), it does not go
                 // back to the pool.
@@ -166,8 +186,8 @@ where
         }
         Err(e) => Err(e.to_string()),
     };
-    for deliver in deliveries {
-        deliver(&outcome);
+    for job in jobs {
+        job.deliver(&outcome);
     }
     outcome
 }
@@ -175,46 +195,39 @@ where
 async fn run_batch<C: Conn + 'static>(
     conn: &mut C,
     spelling: Spelling,
-    jobs: Vec<Job<C>>,
-    deliveries: &mut Vec<Deliver>,
+    jobs: &mut [Box<dyn Pending<C>>],
 ) -> Result<(), String> {
-    {
-        let text = |e: StoreError| e.to_string();
-        let alone = jobs.len() == 1;
-        let mut begun = false;
-        let mut open = false;
-        let mut failed_alone = false;
-        for job in jobs {
-            // Alone in its batch, a write is all-or-nothing through the transaction itself.
-            let savepoint = !alone && (job.several || spelling.error_aborts);
-            match (begun, savepoint, open) {
-                (false, true, _) => conn.raw(spelling.begin_savepoint).await.map_err(text)?,
-                (false, false, _) => conn.raw(spelling.begin).await.map_err(text)?,
-                (true, true, true) => conn
-                    .raw("RELEASE SAVEPOINT job; SAVEPOINT job")
-                    .await
-                    .map_err(text)?,
-                (true, true, false) => conn.raw("SAVEPOINT job").await.map_err(text)?,
-                (true, false, _) => {}
-            }
-            begun = true;
-            open |= savepoint;
-            let (failed, deliver) = (job.run)(conn).await;
-            deliveries.push(deliver);
-            if failed && savepoint {
-                conn.raw("ROLLBACK TO SAVEPOINT job").await.map_err(text)?;
-            }
-            // Alone, a failed write is undone with the whole transaction (a write of several
-            // statements may have done some of them).
-            failed_alone |= failed && alone;
+    let text = |e: StoreError| e.to_string();
+    // Every write, nothing between them: the usual case, where none fails.
+    conn.raw(spelling.begin).await.map_err(text)?;
+    let mut failed = false;
+    for job in jobs.iter_mut() {
+        if job.run(conn).await {
+            failed = true;
+            break;
         }
-        if failed_alone {
-            conn.raw("ROLLBACK").await.map_err(text)?;
-        } else if begun {
-            conn.raw(spelling.commit).await.map_err(text)?;
-        }
-        Ok(())
     }
+    if !failed {
+        return conn.raw(spelling.commit).await.map_err(text);
+    }
+    conn.raw("ROLLBACK").await.map_err(text)?;
+    if jobs.len() == 1 {
+        // Alone, a failed write is undone with the whole transaction.
+        return Ok(());
+    }
+    // Again, each write in a savepoint of its own: a failure undoes its own statements only.
+    for (i, job) in jobs.iter_mut().enumerate() {
+        let open = if i == 0 {
+            spelling.begin_savepoint
+        } else {
+            "RELEASE SAVEPOINT job; SAVEPOINT job"
+        };
+        conn.raw(open).await.map_err(text)?;
+        if job.run(conn).await {
+            conn.raw("ROLLBACK TO SAVEPOINT job").await.map_err(text)?;
+        }
+    }
+    conn.raw(spelling.commit).await.map_err(text)
 }
 
 #[cfg(test)]
@@ -257,7 +270,7 @@ mod tests {
                         // Two, the second refused: neither stays.
                         1 => {
                             store
-                                .transaction(move |c| {
+                                .write(move |c| {
                                     Box::pin(async move {
                                         c.execute(insert, args![&key]).await?;
                                         c.execute(insert, args![&key]).await.map(drop)
@@ -305,7 +318,7 @@ mod tests {
 
         // Alone in its batch, a write of several statements that fails leaves nothing either.
         let alone = store
-            .transaction(move |c| {
+            .write(move |c| {
                 Box::pin(async move {
                     c.execute(insert, args!["alone"]).await?;
                     c.execute(insert, args!["alone"]).await.map(drop)

@@ -173,13 +173,15 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// `Confirmed` or `Failed` row.
     async fn mark_pending(&self, key: B256, at: u64) -> StoreResult<()>;
 
-    /// Records the confirmation and the issued proof (status `Confirmed`), in one transaction.
-    /// A row already confirmed keeps its first transaction, block and proof (first writer wins);
-    /// the stored row is returned. A `Failed` row becomes `Confirmed` (the chain is the truth)
-    /// and loses its error. No row with `key`: `StoreError::Database(sqlx::Error::RowNotFound)`.
+    /// Records the confirmation of the payment `new` and the issued proof (status
+    /// `Confirmed`), in one transaction with its `payment.settled` event and rollups. A row
+    /// already confirmed keeps its first transaction, block and proof (first writer wins); the
+    /// stored row is returned. A `Failed` row becomes `Confirmed` (the chain is the truth) and
+    /// loses its error. No row with `new.key`, or one recorded for another request or fee:
+    /// `StoreError::Database(sqlx::Error::RowNotFound)`.
     async fn mark_confirmed(
         &self,
-        key: B256,
+        new: &NewSettlement,
         tx_hash: B256,
         block: u64,
         proof: Option<&str>,

@@ -6,9 +6,10 @@ use alloy::primitives::B256;
 use tollgate_protocol::SettlementStatus;
 
 use crate::{
-    NewSettlement, Settlement, StoreResult, analytics,
+    NewSettlement, Settlement, StoreResult,
+    analytics::{self, saturating_add},
     codec::{self, NewRow, SettlementRow, settlement_columns},
-    conn::{Conn, args},
+    conn::{Conn, Dialect, args},
     webhooks,
 };
 
@@ -37,10 +38,60 @@ const MARK_PENDING: &str = "UPDATE settlements SET status = 'pending', updated_a
      WHERE key = $1 AND status IN ('received', 'submitted')";
 
 // The chain is the truth: a confirmation overrides a failure, but never another confirmation.
-const MARK_CONFIRMED: &str = concat!(
-    "UPDATE settlements SET status = 'confirmed', tx_hash = $2, block = $3, proof = $4, \
-     error = NULL, updated_at = $5 WHERE key = $1 AND status <> 'confirmed' RETURNING ",
-    settlement_columns!()
+// Only the row of this very payment: its key, request and fee (what its event reports).
+macro_rules! mark_confirmed {
+    () => {
+        concat!(
+            "UPDATE settlements SET status = 'confirmed', tx_hash = $2, block = $3, proof = $4, \
+             error = NULL, updated_at = $5 \
+             WHERE key = $1 AND request_hash = $6 AND fee = $7 AND status <> 'confirmed' \
+             RETURNING ",
+            settlement_columns!()
+        )
+    };
+}
+
+/// (key, tx hash, block, proof, at, request hash, fee).
+const MARK_CONFIRMED: &str = mark_confirmed!();
+
+/// PostgreSQL's one statement for a confirmation and what it records with it (the outbox): its
+/// `payment.settled` event, a pending delivery per endpoint taking it, and both rollups, each
+/// only when the confirmation changed the row. On SQLite, which has no data-modifying `WITH`,
+/// these are the five statements of [`MARK_CONFIRMED`], `webhooks::emit` and
+/// `analytics::write_rollup`, with the same effects: the event is inserted once per id (a
+/// repeat fans out nothing) and the rollups take the row's payee, network, resource and payer.
+/// One statement is one round trip instead of five, in the single writer that every
+/// confirmation of a replica goes through. (A payment event books no subscription revenue, so
+/// `analytics::book_revenue` has nothing to add.)
+///
+/// (key, tx hash, block, proof, at, request hash, fee, event id, event type, event data, hour,
+/// gross, fees, day)
+const CONFIRM_POSTGRES: &str = concat!(
+    "WITH s AS (",
+    mark_confirmed!(),
+    "), ev AS (INSERT INTO events (id, provider, type, data, created_at) \
+     SELECT $8, s.pay_to, $9, $10, $5 FROM s ON CONFLICT (id) DO NOTHING RETURNING seq, provider), \
+     fan AS (INSERT INTO webhook_deliveries \
+     (endpoint_id, event_seq, state, attempts, next_attempt_at, updated_at) \
+     SELECT w.id, ev.seq, 'pending', 0, $5, $5 FROM ev JOIN webhook_endpoints w \
+     ON w.provider = ev.provider WHERE w.enabled = 1 \
+     AND (w.events = '*' OR strpos(',' || w.events || ',', ',' || $9 || ',') > 0)), \
+     vol AS (INSERT INTO volume_rollups (pay_to, hour, network, resource, payments, gross, fees) \
+     SELECT s.pay_to, $11, s.network, COALESCE(s.resource, ''), 1, $12, $13 FROM s \
+     ON CONFLICT (pay_to, hour, network, resource) DO UPDATE SET \
+     payments = volume_rollups.payments + 1, ",
+    saturating_add!("volume_rollups", "gross"),
+    ", ",
+    saturating_add!("volume_rollups", "fees"),
+    "), pay AS (INSERT INTO payer_rollups (pay_to, day, payer, payments, gross, fees) \
+     SELECT s.pay_to, $14, s.payer, 1, $12, $13 FROM s \
+     ON CONFLICT (pay_to, day, payer) DO UPDATE SET payments = payer_rollups.payments + 1, ",
+    saturating_add!("payer_rollups", "gross"),
+    ", ",
+    saturating_add!("payer_rollups", "fees"),
+    ") SELECT ",
+    settlement_columns!(),
+    " FROM s"
 );
 
 // The first failure's reason stays.
@@ -135,35 +186,83 @@ pub(crate) async fn mark_pending(c: &mut impl Conn, key: B256, at: u64) -> Store
 }
 
 /// [`crate::Store::mark_confirmed`], inside the caller's transaction.
-pub(crate) async fn mark_confirmed(
-    c: &mut impl Conn,
-    key: B256,
+pub(crate) async fn mark_confirmed<C: Conn>(
+    c: &mut C,
+    new: &NewSettlement,
     tx_hash: B256,
     block: u64,
     proof: Option<&str>,
     at: u64,
 ) -> StoreResult<Settlement> {
-    let key = codec::b256(&key);
-    let block = codec::int("block", block)?;
-    let at = codec::int("updated_at", at)?;
-    let tx_hash = codec::b256(&tx_hash);
-    let updated: Option<SettlementRow> = c
-        .fetch_optional(MARK_CONFIRMED, args![&key, &tx_hash, block, proof, at])
-        .await?;
+    let row = NewRow::encode(new)?;
+    let (key, request_hash, fee) = (&row.key, &row.request_hash, &row.fee);
+    let tx = codec::b256(&tx_hash);
+    let (block_int, at_int) = (codec::int("block", block)?, codec::int("updated_at", at)?);
+    let updated: Option<SettlementRow> = match C::DIALECT {
+        Dialect::Sqlite => {
+            c.fetch_optional(
+                MARK_CONFIRMED,
+                args![key, &tx, block_int, proof, at_int, request_hash, fee],
+            )
+            .await?
+        }
+        Dialect::Postgres => {
+            // The row as this confirmation leaves it (when it changes it): its event and
+            // rollup figures, computed here, go in with the update.
+            let after = Settlement {
+                new: new.clone(),
+                status: SettlementStatus::Confirmed,
+                tx_hash: Some(tx_hash),
+                block: Some(block),
+                proof: proof.map(str::to_owned),
+                error: None,
+                updated_at: at,
+            };
+            let event = webhooks::payment_event(&after, at);
+            let r = analytics::Rollup::of(&after);
+            c.fetch_optional(
+                CONFIRM_POSTGRES,
+                args![
+                    key,
+                    &tx,
+                    block_int,
+                    proof,
+                    at_int,
+                    request_hash,
+                    fee,
+                    &event.id,
+                    &event.r#type,
+                    &event.data,
+                    r.hour,
+                    r.gross,
+                    r.fees,
+                    r.day
+                ],
+            )
+            .await?
+        }
+    };
     let stored: SettlementRow = match updated {
         Some(stored) => {
-            // The event and the rollups commit with the confirmation (the outbox).
             let s = stored.decode()?;
-            webhooks::emit(c, &webhooks::payment_event(&s, s.updated_at)).await?;
-            analytics::write_rollup(c, &s).await?;
+            if C::DIALECT == Dialect::Sqlite {
+                // The event and the rollups commit with the confirmation (the outbox).
+                webhooks::emit(c, &webhooks::payment_event(&s, s.updated_at)).await?;
+                analytics::write_rollup(c, &s).await?;
+            }
             return Ok(s);
         }
         // Already confirmed (confirmed is final, so this reads the first proof; on PostgreSQL a
         // concurrent confirmation held the row lock, and once it committed this statement
         // re-checked `status` and skipped the row), or no such row: `sqlx::Error::RowNotFound`.
-        None => c.fetch_one(SELECT_BY_KEY, args![&key]).await?,
+        None => c.fetch_one(SELECT_BY_KEY, args![key]).await?,
     };
-    stored.decode()
+    let s = stored.decode()?;
+    if s.status != SettlementStatus::Confirmed {
+        // The key's row is another request's (or fee's): not this payment's to confirm.
+        return Err(sqlx::Error::RowNotFound.into());
+    }
+    Ok(s)
 }
 
 /// [`crate::Store::mark_failed`], inside the caller's transaction.

@@ -65,7 +65,7 @@ impl Facilitator {
             .inner
             .store
             .mark_confirmed(
-                new.key,
+                new,
                 receipt.tx_hash,
                 receipt.block_number,
                 Some(&encoded),

@@ -802,7 +802,7 @@ async fn confirm(s: &dyn Store, n: u8, amount: U256, resource: &str, at: u64) {
     s.insert_settlement(&new).await.unwrap();
     let tx = B256::repeat_byte(n.wrapping_add(0x40));
     s.mark_submitted(new.key, tx, at).await.unwrap();
-    s.mark_confirmed(new.key, tx, 7, Some("proof"), at)
+    s.mark_confirmed(&new, tx, 7, Some("proof"), at)
         .await
         .unwrap();
 }

@@ -189,6 +189,7 @@ on_both!(
     confirmed_is_final,
     first_proof_wins_under_concurrency,
     unknown_keys,
+    a_confirmation_records_its_event_for_the_endpoints_taking_it,
     unfinished_oldest_first_and_counts,
     api_keys,
     migrate_twice_and_ping,
@@ -272,7 +273,7 @@ async fn round_trip(db: Db) {
     let proof = "eyJ2ZXJzaW9uIjoxfQ==";
     let confirmed = db
         .store
-        .mark_confirmed(extreme.key, tx, i64::MAX as u64, Some(proof), T0 + 20)
+        .mark_confirmed(&extreme, tx, i64::MAX as u64, Some(proof), T0 + 20)
         .await
         .unwrap();
     let expected = Settlement {
@@ -294,7 +295,7 @@ async fn round_trip(db: Db) {
     // The x402 path confirms without a proof.
     let confirmed = db
         .store
-        .mark_confirmed(plain.key, tx, 7, None, T0 + 30)
+        .mark_confirmed(&plain, tx, 7, None, T0 + 30)
         .await
         .unwrap();
     assert_eq!(confirmed.proof, None);
@@ -454,7 +455,7 @@ async fn failed_rules(db: Db) {
     // The chain is the truth: a transaction that did land confirms a failed row.
     let confirmed = db
         .store
-        .mark_confirmed(new.key, h(1), 42, Some("proof"), T0 + 6)
+        .mark_confirmed(&new, h(1), 42, Some("proof"), T0 + 6)
         .await
         .unwrap();
     assert_eq!(confirmed.status, SettlementStatus::Confirmed);
@@ -484,7 +485,7 @@ async fn confirmed_is_final(db: Db) {
         .unwrap();
     let first = db
         .store
-        .mark_confirmed(new.key, h(1), 100, Some("first"), T0 + 2)
+        .mark_confirmed(&new, h(1), 100, Some("first"), T0 + 2)
         .await
         .unwrap();
     assert_eq!(get(&db, new.key).await, first);
@@ -500,14 +501,14 @@ async fn confirmed_is_final(db: Db) {
         .unwrap();
     let second = db
         .store
-        .mark_confirmed(new.key, h(3), 200, Some("second"), T0 + 6)
+        .mark_confirmed(&new, h(3), 200, Some("second"), T0 + 6)
         .await
         .unwrap();
     assert_eq!(second, first, "the first confirmation wins");
     assert_eq!(get(&db, new.key).await, first);
     let second = db
         .store
-        .mark_confirmed(new.key, h(3), 200, None, T0 + 7)
+        .mark_confirmed(&new, h(3), 200, None, T0 + 7)
         .await
         .unwrap();
     assert_eq!(second, first);
@@ -523,11 +524,11 @@ async fn first_proof_wins_under_concurrency(db: Db) {
         .unwrap();
     let tasks: Vec<_> = (0..20u64)
         .map(|i| {
-            let store = db.store.clone();
+            let (store, new) = (db.store.clone(), new.clone());
             tokio::spawn(async move {
                 let proof = format!("proof-{i}");
                 store
-                    .mark_confirmed(new.key, h(100 + i), 1_000 + i, Some(&proof), T0 + 10 + i)
+                    .mark_confirmed(&new, h(100 + i), 1_000 + i, Some(&proof), T0 + 10 + i)
                     .await
                     .unwrap()
             })
@@ -558,7 +559,18 @@ async fn unknown_keys(db: Db) {
     db.store.mark_pending(key, T0).await.unwrap();
     db.store.mark_failed(key, "x", T0).await.unwrap();
     assert!(matches!(
-        db.store.mark_confirmed(key, h(1), 1, Some("p"), T0).await,
+        db.store
+            .mark_confirmed(
+                &NewSettlement {
+                    key,
+                    ..new_settlement(404)
+                },
+                h(1),
+                1,
+                Some("p"),
+                T0
+            )
+            .await,
         Err(StoreError::Database(sqlx::Error::RowNotFound))
     ));
     assert_eq!(
@@ -566,6 +578,106 @@ async fn unknown_keys(db: Db) {
         0,
         "nothing was created"
     );
+
+    // A key recorded for another request, or with another fee, is not this payment's to
+    // confirm: refused, and the row, the events and the rollups stay as they were.
+    let new = new_settlement(1);
+    db.store.insert_settlement(&new).await.unwrap();
+    let others = [
+        NewSettlement {
+            request_hash: h(9),
+            ..new.clone()
+        },
+        NewSettlement {
+            fee: Amount::from_units(1),
+            ..new.clone()
+        },
+    ];
+    for other in &others {
+        assert!(matches!(
+            db.store
+                .mark_confirmed(other, h(1), 1, Some("p"), T0 + 1)
+                .await,
+            Err(StoreError::Database(sqlx::Error::RowNotFound))
+        ));
+    }
+    assert_eq!(
+        db.store.settlement(new.key).await.unwrap(),
+        Some(received(&new))
+    );
+    for count in [
+        "SELECT COUNT(*) FROM events",
+        "SELECT COUNT(*) FROM volume_rollups",
+        "SELECT COUNT(*) FROM payer_rollups",
+    ] {
+        assert_eq!(db.raw.count(count).await, 0, "{count}");
+    }
+}
+
+/// A confirmation records one `payment.settled` event with it and a pending delivery for each
+/// enabled endpoint of the payee that takes the event, and nothing more when repeated (on
+/// PostgreSQL all of it is one statement: `settlements::CONFIRM_POSTGRES`).
+async fn a_confirmation_records_its_event_for_the_endpoints_taking_it(db: Db) {
+    let new = new_settlement(1);
+    let other = Address::repeat_byte(0x77);
+    let endpoints = [
+        ("all", new.pay_to, "*", true),
+        (
+            "settled",
+            new.pay_to,
+            "payment.failed,payment.settled",
+            true,
+        ),
+        ("failed", new.pay_to, "payment.failed", true),
+        ("off", new.pay_to, "*", false),
+        ("elsewhere", other, "*", true),
+    ];
+    for (id, provider, events, enabled) in endpoints {
+        db.store
+            .insert_webhook_endpoint(&store::Endpoint {
+                id: id.into(),
+                provider,
+                url: format!("https://hooks.example/{id}"),
+                events: events.into(),
+                description: String::new(),
+                secret: "sealed".into(),
+                old_secret: None,
+                old_secret_expires_at: None,
+                enabled,
+                disabled_reason: None,
+                created_at: T0,
+                updated_at: T0,
+            })
+            .await
+            .unwrap();
+    }
+    db.store.insert_settlement(&new).await.unwrap();
+    for at in [T0 + 6, T0 + 7] {
+        db.store
+            .mark_confirmed(&new, h(1), 42, Some("proof"), at)
+            .await
+            .unwrap();
+    }
+    let events = db.store.events(new.pay_to, 0, 10).await.unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    let e = &events[0].new;
+    assert_eq!(
+        (e.r#type.as_str(), e.created_at),
+        ("payment.settled", T0 + 6)
+    );
+    let data: serde_json::Value = serde_json::from_str(&e.data).unwrap();
+    assert_eq!(data["txHash"], serde_json::json!(h(1)));
+    assert_eq!(data["block"], 42);
+    assert_eq!(data["payer"], serde_json::json!(new.payer));
+    assert_eq!(data["fee"], serde_json::json!(new.fee));
+    for (id, provider, _, _) in endpoints {
+        let deliveries = db.store.deliveries(provider, id, 10).await.unwrap();
+        let expected = usize::from(id == "all" || id == "settled");
+        assert_eq!(deliveries.len(), expected, "{id}: {deliveries:?}");
+        if let Some(d) = deliveries.first() {
+            assert_eq!((d.event.seq, d.next_attempt_at), (events[0].seq, T0 + 6));
+        }
+    }
 }
 
 async fn unfinished_oldest_first_and_counts(db: Db) {
@@ -596,7 +708,7 @@ async fn unfinished_oldest_first_and_counts(db: Db) {
             SettlementStatus::Pending => db.store.mark_pending(new.key, T0 + 100).await.unwrap(),
             SettlementStatus::Confirmed => {
                 db.store
-                    .mark_confirmed(new.key, h(n), 1, None, T0 + 100)
+                    .mark_confirmed(&new, h(n), 1, None, T0 + 100)
                     .await
                     .unwrap();
             }
@@ -760,7 +872,7 @@ async fn sqlite_reopen_keeps_rows() {
             .await
             .unwrap();
         let confirmed = store
-            .mark_confirmed(new.key, h(1), 5, Some("proof"), T0 + 1)
+            .mark_confirmed(&new, h(1), 5, Some("proof"), T0 + 1)
             .await
             .unwrap();
         store.close().await;

@@ -29,6 +29,7 @@ macro_rules! saturating_add {
         )
     };
 }
+pub(crate) use saturating_add;
 
 /// The sum of an integer column as two texts, of its high and low 32 bits: SQLite's `SUM`
 /// fails on an `i64` overflow, and rows of up to 2^63 each can overflow it; the halves cannot
@@ -195,23 +196,49 @@ const RECENT: &str = concat!(
     " FROM settlements WHERE pay_to = $1 ORDER BY updated_at DESC, key LIMIT $2"
 );
 
+/// What a settlement just confirmed adds to the rollups (at its `updated_at`).
+pub(crate) struct Rollup {
+    pub(crate) pay_to: String,
+    pub(crate) payer: String,
+    pub(crate) hour: i64,
+    pub(crate) day: i64,
+    pub(crate) network: String,
+    pub(crate) resource: String,
+    pub(crate) gross: i64,
+    pub(crate) fees: i64,
+}
+
+impl Rollup {
+    pub(crate) fn of(s: &Settlement) -> Self {
+        let at = i64::try_from(s.updated_at).unwrap_or(i64::MAX);
+        let units = |a: tollgate_protocol::Amount| i64::try_from(a.get()).unwrap_or(i64::MAX);
+        Self {
+            pay_to: codec::address(&s.new.pay_to),
+            payer: codec::address(&s.new.payer),
+            hour: at - at % 3600,
+            day: at - at % 86_400,
+            network: s.new.network.clone(),
+            resource: s.new.resource.clone().unwrap_or_default(),
+            gross: units(s.new.amount),
+            fees: units(s.new.fee),
+        }
+    }
+}
+
 /// Writes the rollups of a settlement just confirmed (at its `updated_at`), inside the
 /// caller's transaction.
 pub(crate) async fn write_rollup(c: &mut impl Conn, s: &Settlement) -> StoreResult<()> {
-    let at = i64::try_from(s.updated_at).unwrap_or(i64::MAX);
-    let units = |a: tollgate_protocol::Amount| i64::try_from(a.get()).unwrap_or(i64::MAX);
-    let pay_to = codec::address(&s.new.pay_to);
-    let payer = codec::address(&s.new.payer);
-    let (hour, day) = (at - at % 3600, at - at % 86_400);
-    let resource = s.new.resource.as_deref().unwrap_or_default();
-    let (gross, fees) = (units(s.new.amount), units(s.new.fee));
+    let r = Rollup::of(s);
     c.execute(
         ROLLUP_VOLUME,
-        args![&pay_to, hour, &s.new.network, resource, gross, fees],
+        args![&r.pay_to, r.hour, &r.network, &r.resource, r.gross, r.fees],
     )
     .await?;
-    c.execute(ROLLUP_PAYER, args![&pay_to, day, &payer, gross, fees])
-        .await?;
+    c.execute(
+        ROLLUP_PAYER,
+        args![&r.pay_to, r.day, &r.payer, r.gross, r.fees],
+    )
+    .await?;
     Ok(())
 }
 

@@ -2,8 +2,9 @@
 //! one database.
 //!
 //! Writes are *group-committed* (see `group`), as on SQLite: a writer task takes every write
-//! waiting (up to 64), runs them in one transaction, each in a savepoint of its own (a failed
-//! write undoes itself alone), and answers each caller after the commit. So concurrent writes
+//! waiting (up to 64), runs them in one transaction (a batch in which a write failed runs again
+//! with each write in a savepoint of its own, so that a failed write undoes itself alone), and
+//! answers each caller after the commit. So concurrent writes
 //! share one commit (one WAL flush), and a row that every confirmation updates (an analytics
 //! rollup) is locked once per batch instead of once per write, each holding it through its own
 //! commit. Concurrency between replicas rests on PostgreSQL's row locks under `READ COMMITTED`:
@@ -113,18 +114,12 @@ impl Backend for PostgresStore {
     async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
+        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, StoreResult<T>>
+            + Clone
+            + Send
+            + 'static,
     {
-        self.writer.write(false, op).await
-    }
-
-    /// In the next group commit, all or none.
-    async fn transaction<T, F>(&self, op: F) -> StoreResult<T>
-    where
-        T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut PgConnection) -> BoxFuture<'c, StoreResult<T>> + Send + 'static,
-    {
-        self.writer.write(true, op).await
+        self.writer.write(op).await
     }
 
     async fn deduct(&self, d: &Deduction) -> StoreResult<DeductOutcome> {

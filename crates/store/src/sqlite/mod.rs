@@ -10,8 +10,8 @@
 //! every write that is waiting (up to 256), runs them in one `BEGIN IMMEDIATE … COMMIT`
 //! transaction and answers each caller only after the commit, so many concurrent settlements
 //! share one fsync (`synchronous = FULL` stays the default without costing a disk flush per
-//! write). A write of several statements runs in a savepoint of its own, so that its failure
-//! undoes it alone. The few writes that must return the row (`insert_settlement`,
+//! write). Each write is all or nothing: a batch in which one failed runs again with each write
+//! in a savepoint of its own, so that its failure undoes it alone. The few writes that must return the row (`insert_settlement`,
 //! `mark_confirmed`) use `RETURNING` and, only when their statement changed nothing, read the
 //! row back in the same transaction.
 
@@ -203,26 +203,16 @@ impl Backend for SqliteStore {
         Ok(self.reader.acquire().await?)
     }
 
-    /// Runs `op` in the next group commit and returns its result once that commit is durable.
+    /// In the next group commit.
     async fn write<T, F>(&self, op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<T>>
+            + Clone
             + Send
             + 'static,
     {
-        self.jobs.write(false, op).await
-    }
-
-    /// In the next group commit too, in a savepoint of its own (all or none).
-    async fn transaction<T, F>(&self, op: F) -> StoreResult<T>
-    where
-        T: Send + 'static,
-        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, StoreResult<T>>
-            + Send
-            + 'static,
-    {
-        self.jobs.write(true, op).await
+        self.jobs.write(op).await
     }
 
     async fn deduct(&self, d: &Deduction) -> StoreResult<DeductOutcome> {

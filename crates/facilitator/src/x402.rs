@@ -607,7 +607,7 @@ impl Facilitator {
         match stored {
             // The row this key holds must be this very payment (the caller checked it under the
             // lock; this guards the row inserted just now by another writer).
-            Ok(row) if row.new.request_hash != new.request_hash => {
+            Ok(recorded) if recorded.row.new.request_hash != new.request_hash => {
                 return Err((ErrorReason::InvalidTransactionState, None));
             }
             Ok(_) => {}

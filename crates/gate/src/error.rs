@@ -239,6 +239,10 @@ pub enum StoreError {
     /// The database refused or could not be reached.
     #[error("memo store database error")]
     Database(#[from] sqlx::Error),
+    /// The SQLite memo store's database failed (SQLite's message; every claim waiting on the
+    /// same commit gets it).
+    #[error("memo store database error: {0}")]
+    Sqlite(String),
     /// A configuration value is unusable (the message names it).
     #[error("memo store configuration: {0}")]
     Config(String),

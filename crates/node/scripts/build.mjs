@@ -6,8 +6,10 @@
 //   node scripts/build.mjs --release  release build (what `npm pack` ships; prepack runs it)
 //
 // TOLLGATE_NODE_PROFILE=debug makes --release a debug build (the test suite packs the debug
-// addon it already built instead of compiling a release one). TOLLGATE_TOOLS_DIR overrides
-// where @napi-rs/cli is looked for.
+// addon it already built instead of compiling a release one). TOLLGATE_NODE_SHARED_TARGET=1
+// builds the addon in the workspace's own target/<profile>/ (scripts/cargo-host.sh) instead of
+// the target/<triple>/ that napi asks for, reusing what the workspace build compiled (the test
+// suite sets it). TOLLGATE_TOOLS_DIR overrides where @napi-rs/cli is looked for.
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
@@ -42,6 +44,8 @@ const args = [
 if (release) args.push("--release");
 console.error(`building the native addon (${release ? "release" : "debug"})...`);
 const started = Date.now();
-const run = spawnSync(process.execPath, args, { cwd: crate, stdio: "inherit" });
+const env = { ...process.env };
+if (process.env.TOLLGATE_NODE_SHARED_TARGET === "1") env.CARGO = join(here, "cargo-host.sh");
+const run = spawnSync(process.execPath, args, { cwd: crate, stdio: "inherit", env });
 if (run.status !== 0) process.exit(run.status ?? 1);
 console.error(`built native/ in ${((Date.now() - started) / 1000).toFixed(1)} s`);

@@ -15,9 +15,9 @@ use tollgate_protocol::SettlementStatus;
 use crate::{
     AllowanceCycle, AnalyticsData, AnalyticsQuery, Attempt, ChargeOutcome, DeductOutcome,
     Deduction, Delivery, Endpoint, EndpointSecrets, Event, IndexedState, IndexedSubscription,
-    Lease, NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner, Renewal, Settlement,
-    Store, StoreResult, SubscriptionEvent, analytics, conn::Conn, leases, metering, providers,
-    renewals, settlements, webhooks,
+    Lease, NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner, Recorded, Renewal,
+    Settlement, Store, StoreResult, SubscriptionEvent, analytics, conn::Conn, leases, metering,
+    providers, renewals, settlements, webhooks,
 };
 
 /// A boxed, sendable future (a write's operation, which SQLite hands to its writer task).
@@ -67,7 +67,7 @@ impl<B: Backend> Store for B {
     async fn ping(&self) -> StoreResult<()> {
         self.check_writable().await
     }
-    async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Settlement> {
+    async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Recorded> {
         let new = new.clone();
         self.write(move |c| Box::pin(async move { settlements::insert(c, &new).await }))
             .await

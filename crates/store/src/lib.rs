@@ -131,6 +131,16 @@ pub struct Settlement {
     pub updated_at: u64,
 }
 
+/// What [`Store::insert_settlement`] found: the row as stored, and whether this call recorded it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The row as stored: the one just inserted, or the one that held the key already.
+    pub row: Settlement,
+    /// `true` if this call inserted the row, `false` if the key was taken before (by an earlier
+    /// or a concurrent call, in this process or another).
+    pub inserted: bool,
+}
+
 /// A plan the facilitator created for a provider: who owns it and which relayer created it (its
 /// on-chain provider and operator).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,9 +167,10 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Checks the store is reachable and writable (for `/readyz`).
     async fn ping(&self) -> StoreResult<()>;
 
-    /// Inserts `new` unless a row with its key exists; returns the row as stored either way
-    /// (the caller compares `request_hash` to detect a conflicting reuse of the key).
-    async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Settlement>;
+    /// Inserts `new` unless a row with its key exists; returns the row as stored either way, and
+    /// whether this call inserted it (the caller compares `request_hash` to detect a conflicting
+    /// reuse of the key). Of concurrent calls with one key, exactly one inserts.
+    async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Recorded>;
 
     /// The row with this key.
     async fn settlement(&self, key: B256) -> StoreResult<Option<Settlement>>;

@@ -6,7 +6,7 @@ use alloy::primitives::B256;
 use tollgate_protocol::SettlementStatus;
 
 use crate::{
-    NewSettlement, Settlement, StoreResult,
+    NewSettlement, Recorded, Settlement, StoreResult,
     analytics::{self, saturating_add},
     codec::{self, NewRow, SettlementRow, settlement_columns},
     conn::{Conn, Dialect, args},
@@ -121,7 +121,7 @@ const REBIND_ID: &str = "UPDATE payment_identifiers SET settlement_key = $3, cre
 const COUNT_BY_STATUS: &str = "SELECT status, COUNT(*) FROM settlements GROUP BY status";
 
 /// [`crate::Store::insert_settlement`].
-pub(crate) async fn insert(c: &mut impl Conn, new: &NewSettlement) -> StoreResult<Settlement> {
+pub(crate) async fn insert(c: &mut impl Conn, new: &NewSettlement) -> StoreResult<Recorded> {
     let row = NewRow::encode(new)?;
     let inserted: Option<SettlementRow> = c
         .fetch_optional(
@@ -147,13 +147,16 @@ pub(crate) async fn insert(c: &mut impl Conn, new: &NewSettlement) -> StoreResul
             ],
         )
         .await?;
-    let stored = match inserted {
-        Some(stored) => stored,
+    let (stored, inserted) = match inserted {
+        Some(stored) => (stored, true),
         // The key was there already (on PostgreSQL a concurrent insert of it made this one wait
         // for its commit): rows are never deleted, so it is still there.
-        None => c.fetch_one(SELECT_BY_KEY, args![&row.key]).await?,
+        None => (c.fetch_one(SELECT_BY_KEY, args![&row.key]).await?, false),
     };
-    stored.decode()
+    Ok(Recorded {
+        row: stored.decode()?,
+        inserted,
+    })
 }
 
 /// [`crate::Store::settlement`].

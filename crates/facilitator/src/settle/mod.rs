@@ -140,19 +140,21 @@ impl Facilitator {
         new.claim_hash = req.claim.map(keccak256);
         let _guard = self.inner.locks.lock(new.key).await;
 
-        if let Some(row) = self.inner.store.settlement(new.key).await? {
-            if row.new.request_hash != new.request_hash {
-                return Err(Error::IdempotencyConflict(
-                    "this authorization (payer and nonce) was already submitted with different terms"
-                        .into(),
-                ));
+        // A fresh payment, the common case, is simulated and recorded without reading its row
+        // first: the insert says whether the key was taken. A payment seen before is answered
+        // from its row, found by the insert, or read when a check refuses it (a settled one
+        // is refused as used).
+        let relayer = match self.relayer().await {
+            Ok(relayer) => relayer,
+            // A replica that cannot send records nothing: the payment goes to one that can.
+            // What is recorded already it still answers.
+            Err(e) => {
+                return match self.inner.store.settlement(new.key).await? {
+                    Some(row) => self.seen_before(net, row, &new).await,
+                    None => Err(e.into()),
+                };
             }
-            check_claim(&row, new.claim_hash)?;
-            return self.resume(net, row).await;
-        }
-
-        // A replica that cannot send records nothing: the payment goes to one that can.
-        let relayer = self.relayer().await?;
+        };
         // Money checks before anything is written or broadcast: the settlement itself, run as
         // one `eth_call` from the relayer (the payer's balance, the nonce, the signature and
         // window as the token checks them, the router's own checks).
@@ -167,13 +169,16 @@ impl Facilitator {
             Err(e) => return Err(e.into()),
         };
         if let Some(revert) = refusal {
+            if let Some(row) = self.inner.store.settlement(new.key).await? {
+                return self.seen_before(net, row, &new).await;
+            }
             match self.named_refusal(net, sp, revert).await? {
                 Refusal::Used => {
                     // Someone (a front-runner, another replica, a crashed earlier run) used the
                     // nonce: if the settlement is on-chain (or about to be), it is this payment.
                     return match self.find_settlement_event(net, &new).await? {
                         Some(receipt) => {
-                            let row = self.inner.store.insert_settlement(&new).await?;
+                            let row = self.inner.store.insert_settlement(&new).await?.row;
                             check_claim(&row, new.claim_hash)?;
                             self.confirm(net, &row.new, &receipt).await
                         }
@@ -188,15 +193,38 @@ impl Facilitator {
                 }
                 Refusal::Other(revert) => {
                     // Refused for another reason: recorded as failed, as a refused broadcast is.
-                    let row = self.inner.store.insert_settlement(&new).await?;
+                    let row = self.inner.store.insert_settlement(&new).await?.row;
                     return self.refused(net, &row.new, revert).await;
                 }
             }
         }
-        let row = self.inner.store.insert_settlement(&new).await?;
+        let recorded = self.inner.store.insert_settlement(&new).await?;
+        if !recorded.inserted {
+            // Recorded meanwhile (another replica) or before (a payment whose settlement has
+            // not used its nonce yet): driven on from its row, never sent twice from here.
+            return self.seen_before(net, recorded.row, &new).await;
+        }
         crate::fault::hit("authorize.after-insert");
-        self.broadcast_and_wait(net, &row.new, sp, Some(relayer))
+        self.broadcast_and_wait(net, &recorded.row.new, sp, Some(relayer))
             .await
+    }
+
+    /// A payment whose key is recorded: the same terms are answered from the row (the stored
+    /// proof, or the settlement driven on); other terms under the key are a conflict.
+    async fn seen_before(
+        &self,
+        net: &Network,
+        row: Settlement,
+        new: &NewSettlement,
+    ) -> Result<Outcome> {
+        if row.new.request_hash != new.request_hash {
+            return Err(Error::IdempotencyConflict(
+                "this authorization (payer and nonce) was already submitted with different terms"
+                    .into(),
+            ));
+        }
+        check_claim(&row, new.claim_hash)?;
+        self.resume(net, row).await
     }
 
     /// Names a simulated settlement's refusal: from the revert when the contracts name it, else

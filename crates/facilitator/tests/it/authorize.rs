@@ -321,6 +321,59 @@ async fn concurrent_duplicates_settle_once(backend: Backend) {
     );
 }
 
+/// Two payloads under one nonce (the payer signed the same nonce for two amounts): the first
+/// settles, the second is a 409 `IdempotencyConflict` and moves nothing, whether it comes after
+/// the first settled or at the same time; the first again still gets its proof.
+async fn two_payloads_under_one_nonce_settle_one(backend: Backend) {
+    let h = std::sync::Arc::new(Harness::new(backend).await);
+    let pay_to = h.account(7).address;
+    let payer = h.account(2).address;
+    let (before, payer_before) = (h.token_balance(pay_to).await, h.token_balance(payer).await);
+
+    let first = h.signed_payment(2, pay_to, PRICE, memo(20)).await;
+    let second = h.signed_payment(2, pay_to, 2 * PRICE, memo(20)).await;
+    assert_eq!(first.authorization.nonce, second.authorization.nonce);
+    let (s, reply) = h.post("/authorize", &body(&first)).await;
+    assert_eq!(s, 200, "{reply}");
+    let (s, refused) = h.post("/authorize", &body(&second)).await;
+    assert_eq!(
+        (s, refused["error"]["code"].as_str()),
+        (409, Some("IdempotencyConflict")),
+        "{refused}"
+    );
+    let (s, again) = h.post("/authorize", &body(&first)).await;
+    assert_eq!((s, &again["proof"]), (200, &reply["proof"]), "{again}");
+
+    // At the same time, on a fresh nonce: one settles, the other is refused.
+    let a = h.signed_payment(2, pay_to, PRICE, memo(21)).await;
+    let b = h.signed_payment(2, pay_to, 2 * PRICE, memo(21)).await;
+    let posts = [a, b].map(|sp| {
+        let h = h.clone();
+        tokio::spawn(async move { h.post("/authorize", &body(&sp)).await })
+    });
+    let mut statuses = Vec::new();
+    for post in posts {
+        let (s, reply) = post.await.unwrap();
+        statuses.push((s, reply["error"]["code"].as_str().map(str::to_owned)));
+    }
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [(200, None), (409, Some("IdempotencyConflict".to_owned()))]
+    );
+    let moved = h.token_balance(pay_to).await - before;
+    let paid = payer_before - h.token_balance(payer).await;
+    assert!(
+        moved == U256::from(2 * (PRICE - FEE))
+            || moved == U256::from(PRICE - FEE + 2 * PRICE - FEE),
+        "one transfer per nonce: {moved}"
+    );
+    assert!(
+        paid == U256::from(2 * PRICE) || paid == U256::from(3 * PRICE),
+        "{paid}"
+    );
+}
+
 /// Someone else submits the payer's authorization to the router first: the facilitator answers
 /// with a proof of that settlement instead of an error.
 async fn front_run_is_recovered(backend: Backend) {
@@ -412,6 +465,7 @@ crate::on_backends!(
     happy_path,
     rejections_change_nothing,
     concurrent_duplicates_settle_once,
+    two_payloads_under_one_nonce_settle_one,
     front_run_is_recovered
 );
 

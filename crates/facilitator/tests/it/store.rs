@@ -260,7 +260,9 @@ async fn round_trip(db: Db) {
         ..new_settlement(2)
     };
     for new in [&extreme, &plain] {
-        let inserted = db.store.insert_settlement(new).await.unwrap();
+        let recorded = db.store.insert_settlement(new).await.unwrap();
+        assert!(recorded.inserted);
+        let inserted = recorded.row;
         assert_eq!(inserted, received(new));
         assert_eq!(get(&db, new.key).await, inserted);
     }
@@ -314,8 +316,12 @@ async fn round_trip(db: Db) {
 
 async fn idempotent_insert(db: Db) {
     let first = new_settlement(1);
-    let stored = db.store.insert_settlement(&first).await.unwrap();
-    assert_eq!(db.store.insert_settlement(&first).await.unwrap(), stored);
+    let recorded = db.store.insert_settlement(&first).await.unwrap();
+    assert!(recorded.inserted, "the first insert records the row");
+    let stored = recorded.row;
+    let repeat = db.store.insert_settlement(&first).await.unwrap();
+    assert!(!repeat.inserted, "a repeat finds it");
+    assert_eq!(repeat.row, stored);
 
     // The same key with another request: the first row comes back, for the caller to refuse.
     let other = NewSettlement {
@@ -325,6 +331,8 @@ async fn idempotent_insert(db: Db) {
         ..first.clone()
     };
     let again = db.store.insert_settlement(&other).await.unwrap();
+    assert!(!again.inserted);
+    let again = again.row;
     assert_eq!(again, stored);
     assert_ne!(again.new.request_hash, other.request_hash);
 
@@ -333,7 +341,7 @@ async fn idempotent_insert(db: Db) {
         .mark_submitted(first.key, h(5), T0 + 5)
         .await
         .unwrap();
-    let moved = db.store.insert_settlement(&first).await.unwrap();
+    let moved = db.store.insert_settlement(&first).await.unwrap().row;
     assert_eq!(moved.status, SettlementStatus::Submitted);
     assert_eq!(moved.tx_hash, Some(h(5)));
     assert_eq!(db.raw.count("SELECT COUNT(*) FROM settlements").await, 1);
@@ -353,9 +361,13 @@ async fn concurrent_inserts_make_one_row(db: Db) {
         })
         .collect();
     let mut rows = Vec::new();
+    let mut inserted = 0;
     for task in tasks {
-        rows.push(task.await.unwrap());
+        let recorded = task.await.unwrap();
+        inserted += usize::from(recorded.inserted);
+        rows.push(recorded.row);
     }
+    assert_eq!(inserted, 1, "exactly one caller inserts");
     assert!(
         rows.iter().all(|r| *r == rows[0]),
         "every caller gets the stored row"

@@ -1,10 +1,11 @@
 //! [`MemoStore`] on SQLite.
 
-use std::str::FromStr;
+use std::path::Path;
 
 use alloy::primitives::B256;
 use async_trait::async_trait;
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::{mpsc, oneshot};
 
 use super::{MemoStore, as_i64};
 use crate::StoreError;
@@ -19,130 +20,263 @@ CREATE INDEX IF NOT EXISTS gate_memos_expires_at ON gate_memos (expires_at);";
 /// `INSERT … ON CONFLICT DO NOTHING`, which SQLite runs atomically (one writer at a time, with a
 /// 5 s busy timeout across processes).
 ///
-/// Claims are group-committed: one writer task takes every claim waiting (up to 512), records
-/// them with one multi-row `INSERT … ON CONFLICT DO NOTHING RETURNING key` (one statement, one
-/// transaction, one WAL sync) and answers each after the commit, so concurrent requests share
-/// one commit instead of paying for one each.
+/// One thread of the store's own holds a synchronous connection and group-commits: it takes
+/// every operation waiting (up to 512), runs them in arrival order in one transaction (one
+/// commit, one WAL sync) and answers each after the commit, so concurrent requests share one
+/// commit instead of paying for one each, and an operation costs one hand-off to that thread and
+/// one back. The thread ends when the last clone of the store is dropped.
 ///
-/// `sqlite::memory:` keeps the set in this process only (one connection, kept open); a file
-/// (`sqlite://gate.db`) survives restarts and can be shared by gate processes on one machine.
-/// Replicas on several machines need [`super::PostgresMemoStore`].
+/// `sqlite::memory:` keeps the set in this process only; a file (`sqlite://gate.db`, or
+/// `sqlite:gate.db`) survives restarts and can be shared by gate processes on one machine
+/// (WAL, synchronous commits). Replicas on several machines need [`super::PostgresMemoStore`].
 #[derive(Clone, Debug)]
 pub struct SqliteMemoStore {
-    pool: SqlitePool,
-    claims: tokio::sync::mpsc::Sender<Claim>,
+    ops: mpsc::Sender<Op>,
 }
 
-/// A claim waiting for the next group commit.
+/// An operation waiting for the next group commit.
 #[derive(Debug)]
-struct Claim {
-    key: B256,
-    expires_at: u64,
-    reply: tokio::sync::oneshot::Sender<Result<bool, StoreError>>,
+enum Op {
+    /// Record `key` unless recorded: `true` if this recorded it.
+    Claim {
+        key: B256,
+        expires_at: i64,
+        reply: oneshot::Sender<Result<bool, StoreError>>,
+    },
+    /// Delete `key`: `true` if it was recorded.
+    Take {
+        key: B256,
+        reply: oneshot::Sender<Result<bool, StoreError>>,
+    },
+    /// Delete every entry expired at `now`: how many.
+    Prune {
+        now: i64,
+        reply: oneshot::Sender<Result<u64, StoreError>>,
+    },
 }
 
-/// Most claims committed together.
+impl Op {
+    /// Answers with the rows the operation changed, or the batch's error.
+    fn answer(self, changed: Result<usize, &str>) {
+        let failed = |e: &str| StoreError::Sqlite(e.to_owned());
+        // A caller that gave up waiting is no reason to fail the others.
+        match self {
+            Op::Claim { reply, .. } | Op::Take { reply, .. } => {
+                let _ = reply.send(changed.map(|n| n > 0).map_err(failed));
+            }
+            Op::Prune { reply, .. } => {
+                let _ = reply.send(changed.map(|n| n as u64).map_err(failed));
+            }
+        }
+    }
+}
+
+/// Most operations committed together.
 const MAX_BATCH: usize = 512;
 
-/// The group-commit task: ends when the last store clone is dropped.
-fn spawn_writer(pool: SqlitePool) -> tokio::sync::mpsc::Sender<Claim> {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<Claim>(4 * MAX_BATCH);
-    tokio::spawn(async move {
-        let mut batch = Vec::with_capacity(MAX_BATCH);
-        while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
-            let outcome = claim_batch(&pool, &batch).await;
-            for (c, won) in batch.drain(..).zip(outcome.winners) {
-                let answer = match &outcome.committed {
-                    Ok(()) => Ok(won),
-                    Err(e) => Err(StoreError::Config(format!("memo store commit failed: {e}"))),
-                };
-                let _ = c.reply.send(answer);
+/// Where the set lives.
+#[derive(Debug, PartialEq, Eq)]
+enum Location<'a> {
+    Memory,
+    File(&'a Path),
+}
+
+/// Reads `sqlite::memory:`, `sqlite://PATH` and `sqlite:PATH`, with the options `mode=memory`
+/// and `mode=rwc` (create when missing, which every file store does anyway).
+fn location(url: &str) -> Result<Location<'_>, StoreError> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .ok_or_else(|| StoreError::Config(format!("not a sqlite: URL: {url:?}")))?;
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let mut memory = path == ":memory:";
+    for option in query.split('&').filter(|o| !o.is_empty()) {
+        match option {
+            "mode=memory" => memory = true,
+            "mode=rwc" => {}
+            other => {
+                return Err(StoreError::Config(format!(
+                    "memo store URL option {other:?} is not supported (mode=rwc or mode=memory)"
+                )));
             }
         }
-    });
-    tx
-}
-
-/// What one group commit decided.
-struct BatchOutcome {
-    /// Whether the statement committed.
-    committed: Result<(), sqlx::Error>,
-    /// Per claim, in order: whether it is the one that recorded its key.
-    winners: Vec<bool>,
-}
-
-/// Claims a whole batch with one statement (its own transaction: one commit, one WAL sync, one
-/// hand-off to SQLite's worker thread): `INSERT … VALUES (…), (…) ON CONFLICT DO NOTHING
-/// RETURNING key` returns exactly the keys it recorded. A key claimed twice in one batch is
-/// inserted once; its first claim is the winner, the others replays.
-async fn claim_batch(pool: &SqlitePool, batch: &[Claim]) -> BatchOutcome {
-    let mut first = std::collections::HashMap::with_capacity(batch.len());
-    let mut winners = vec![false; batch.len()];
-    for (i, c) in batch.iter().enumerate() {
-        first.entry(c.key).or_insert(i);
     }
-    let unique: Vec<(B256, i64)> = batch
-        .iter()
-        .enumerate()
-        .filter(|(i, c)| first[&c.key] == *i)
-        .map(|(_, c)| (c.key, as_i64(c.expires_at)))
-        .collect();
-    let mut insert =
-        sqlx::QueryBuilder::<sqlx::Sqlite>::new("INSERT INTO gate_memos (key, expires_at) ");
-    insert.push_values(&unique, |mut row, (key, expires_at)| {
-        row.push_bind(key.to_vec()).push_bind(*expires_at);
-    });
-    insert.push(" ON CONFLICT (key) DO NOTHING RETURNING key");
-    let recorded: Result<Vec<Vec<u8>>, sqlx::Error> =
-        insert.build_query_scalar().fetch_all(pool).await;
-    let committed = recorded.map(|keys| {
-        for key in keys {
-            if let Some(&i) = B256::try_from(key.as_slice())
-                .ok()
-                .and_then(|k| first.get(&k))
-            {
-                winners[i] = true;
+    match path {
+        _ if memory => Ok(Location::Memory),
+        "" => Err(StoreError::Config(format!(
+            "memo store URL {url:?} names no file"
+        ))),
+        file => Ok(Location::File(Path::new(file))),
+    }
+}
+
+/// Opens the connection and its table.
+fn connect(at: &Location<'_>) -> Result<Connection, StoreError> {
+    let sqlite = |e: rusqlite::Error| StoreError::Sqlite(e.to_string());
+    let conn = match at {
+        Location::Memory => Connection::open_in_memory().map_err(sqlite)?,
+        Location::File(path) => {
+            // Created 0600 before SQLite opens it (its -wal and -shm files take the database
+            // file's mode), so the file never exists readable by others.
+            create_private_file(path)?;
+            let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            let conn = Connection::open_with_flags(path, flags).map_err(sqlite)?;
+            conn.busy_timeout(std::time::Duration::from_secs(5))
+                .map_err(sqlite)?;
+            // WAL, and a commit is on disk before it is answered.
+            conn.pragma_update(None, "journal_mode", "WAL")
+                .map_err(sqlite)?;
+            conn.pragma_update(None, "synchronous", "FULL")
+                .map_err(sqlite)?;
+            conn
+        }
+    };
+    conn.execute_batch(SCHEMA).map_err(sqlite)?;
+    Ok(conn)
+}
+
+/// The store's thread: opens the database, says so, then answers operations until every sender
+/// is gone.
+fn serve(
+    at: &Location<'_>,
+    mut ops: mpsc::Receiver<Op>,
+    opened: oneshot::Sender<Result<(), StoreError>>,
+) {
+    let conn = match connect(at) {
+        Ok(conn) => conn,
+        Err(e) => {
+            let _ = opened.send(Err(e));
+            return;
+        }
+    };
+    let mut statements = match Statements::prepare(&conn) {
+        Ok(statements) => statements,
+        Err(e) => {
+            let _ = opened.send(Err(StoreError::Sqlite(e.to_string())));
+            return;
+        }
+    };
+    let _ = opened.send(Ok(()));
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while let Some(op) = ops.blocking_recv() {
+        batch.push(op);
+        while batch.len() < MAX_BATCH {
+            match ops.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
             }
         }
-    });
-    BatchOutcome { committed, winners }
+        match statements.commit(&conn, &batch) {
+            Ok(changed) => {
+                for (op, n) in batch.drain(..).zip(changed) {
+                    op.answer(Ok(n));
+                }
+            }
+            Err(e) => {
+                let e = e.to_string();
+                for op in batch.drain(..) {
+                    op.answer(Err(&e));
+                }
+            }
+        }
+    }
+}
+
+/// The thread's statements, prepared once for its life (SQLite would otherwise parse them again
+/// for each batch).
+struct Statements<'c> {
+    begin: rusqlite::Statement<'c>,
+    commit: rusqlite::Statement<'c>,
+    rollback: rusqlite::Statement<'c>,
+    claim: rusqlite::Statement<'c>,
+    take: rusqlite::Statement<'c>,
+    prune: rusqlite::Statement<'c>,
+}
+
+impl<'c> Statements<'c> {
+    fn prepare(conn: &'c Connection) -> rusqlite::Result<Self> {
+        Ok(Self {
+        begin: conn.prepare("BEGIN IMMEDIATE")?,
+        commit: conn.prepare("COMMIT")?,
+        rollback: conn.prepare("ROLLBACK")?,
+        claim: conn.prepare(
+            "INSERT INTO gate_memos (key, expires_at) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING",
+        )?,
+        take: conn.prepare("DELETE FROM gate_memos WHERE key = ?1")?,
+        prune: conn.prepare("DELETE FROM gate_memos WHERE expires_at <= ?1")?,
+        })
+    }
+
+    /// Runs `batch` in arrival order in one transaction; per operation, the rows it changed. A
+    /// key claimed twice in one batch is recorded by its first claim; the others find it
+    /// recorded. Nothing is answered before the commit, and a failed batch changes nothing.
+    fn commit(&mut self, conn: &Connection, batch: &[Op]) -> rusqlite::Result<Vec<usize>> {
+        self.begin.execute([])?;
+        let run = |s: &mut Self| -> rusqlite::Result<Vec<usize>> {
+            let mut changed = Vec::with_capacity(batch.len());
+            for op in batch {
+                changed.push(match op {
+                    Op::Claim {
+                        key, expires_at, ..
+                    } => s.claim.execute((key.as_slice(), expires_at))?,
+                    Op::Take { key, .. } => s.take.execute([key.as_slice()])?,
+                    Op::Prune { now, .. } => s.prune.execute([now])?,
+                });
+            }
+            s.commit.execute([])?;
+            Ok(changed)
+        };
+        let outcome = run(self);
+        if outcome.is_err() && !conn.is_autocommit() {
+            // Undone whole; a rollback that fails leaves SQLite to roll back on its own.
+            let _ = self.rollback.execute([]);
+        }
+        outcome
+    }
 }
 
 impl SqliteMemoStore {
-    /// Opens (creating if missing) the database at `url` and its table.
+    /// Opens (creating if missing) the database at `url` and its table, on a thread of the
+    /// store's own.
     pub async fn open(url: &str) -> Result<Self, StoreError> {
-        let memory = url.contains(":memory:") || url.contains("mode=memory");
-        let options = SqliteConnectOptions::from_str(url)?
-            .create_if_missing(true)
-            .busy_timeout(std::time::Duration::from_secs(5));
-        let pool = if memory {
-            // Every connection to `:memory:` is a database of its own: keep exactly one, forever.
-            SqlitePoolOptions::new()
-                .max_connections(1)
-                .min_connections(1)
-                .idle_timeout(None)
-                .max_lifetime(None)
-                .connect_with(options)
-                .await?
-        } else {
-            // Created 0600 before SQLite opens it (its -wal and -shm files take the database
-            // file's mode), so the file never exists readable by others.
-            create_private_file(options.get_filename())?;
-            // One connection: claims are serialized (and batched) by the writer task anyway.
-            SqlitePoolOptions::new()
-                .max_connections(1)
-                .connect_with(options.journal_mode(SqliteJournalMode::Wal))
-                .await?
+        let at = location(url)?;
+        let path = match at {
+            Location::Memory => None,
+            Location::File(p) => Some(p.to_owned()),
         };
-        sqlx::raw_sql(SCHEMA).execute(&pool).await?;
-        let claims = spawn_writer(pool.clone());
-        Ok(Self { pool, claims })
+        let (ops, rx) = mpsc::channel::<Op>(4 * MAX_BATCH);
+        let (opened, ready) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("tollgate-memos".into())
+            .spawn(move || {
+                let at = path.as_deref().map_or(Location::Memory, Location::File);
+                serve(&at, rx, opened);
+            })
+            .map_err(|e| StoreError::Sqlite(format!("cannot start the memo store thread: {e}")))?;
+        ready
+            .await
+            .map_err(|_| StoreError::Sqlite("the memo store thread stopped".into()))??;
+        Ok(Self { ops })
+    }
+
+    /// Sends `op` to the store's thread and waits for its answer.
+    async fn run<T>(
+        &self,
+        op: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> Op,
+    ) -> Result<T, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        let stopped = || StoreError::Sqlite("the memo store thread stopped".into());
+        self.ops.send(op(reply)).await.map_err(|_| stopped())?;
+        answer.await.map_err(|_| stopped())?
     }
 }
 
 /// Creates `path` empty with mode 0600 (whatever the umask) unless it exists (then it keeps its
 /// mode). SQLite takes an empty file for a new database.
-fn create_private_file(path: &std::path::Path) -> Result<(), StoreError> {
+fn create_private_file(path: &Path) -> Result<(), StoreError> {
+    let io = |e: std::io::Error| StoreError::Sqlite(format!("{}: {e}", path.display()));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     #[cfg(unix)]
@@ -153,30 +287,26 @@ fn create_private_file(path: &std::path::Path) -> Result<(), StoreError> {
             {
                 use std::os::unix::fs::PermissionsExt as _;
                 file.set_permissions(std::fs::Permissions::from_mode(0o600))
-                    .map_err(|e| StoreError::Database(sqlx::Error::Io(e)))?;
+                    .map_err(io)?;
             }
             drop(file);
             Ok(())
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(StoreError::Database(sqlx::Error::Io(e))),
+        Err(e) => Err(io(e)),
     }
 }
 
 #[async_trait]
 impl MemoStore for SqliteMemoStore {
     async fn claim(&self, key: B256, expires_at: u64) -> Result<bool, StoreError> {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let closed = || StoreError::Database(sqlx::Error::PoolClosed);
-        self.claims
-            .send(Claim {
-                key,
-                expires_at,
-                reply,
-            })
-            .await
-            .map_err(|_| closed())?;
-        answer.await.map_err(|_| closed())?
+        let expires_at = as_i64(expires_at);
+        self.run(|reply| Op::Claim {
+            key,
+            expires_at,
+            reply,
+        })
+        .await
     }
 
     async fn release(&self, key: B256) -> Result<(), StoreError> {
@@ -185,19 +315,12 @@ impl MemoStore for SqliteMemoStore {
     }
 
     async fn take(&self, key: B256) -> Result<bool, StoreError> {
-        let done = sqlx::query("DELETE FROM gate_memos WHERE key = ?")
-            .bind(key.as_slice())
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() > 0)
+        self.run(|reply| Op::Take { key, reply }).await
     }
 
     async fn prune(&self, now: u64) -> Result<u64, StoreError> {
-        let done = sqlx::query("DELETE FROM gate_memos WHERE expires_at <= ?")
-            .bind(as_i64(now))
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected())
+        let now = as_i64(now);
+        self.run(|reply| Op::Prune { now, reply }).await
     }
 }
 
@@ -206,6 +329,87 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+
+    #[test]
+    fn urls_name_memory_or_a_file() {
+        assert_eq!(location("sqlite::memory:").unwrap(), Location::Memory);
+        assert_eq!(
+            location("sqlite://x.db?mode=memory").unwrap(),
+            Location::Memory
+        );
+        assert_eq!(
+            location("sqlite://state/x.db?mode=rwc").unwrap(),
+            Location::File(Path::new("state/x.db"))
+        );
+        assert_eq!(
+            location("sqlite:/var/x.db").unwrap(),
+            Location::File(Path::new("/var/x.db"))
+        );
+        for bad in ["sqlite://", "sqlite://x.db?cache=shared", "postgres://x"] {
+            assert!(matches!(location(bad), Err(StoreError::Config(_))), "{bad}");
+        }
+    }
+
+    /// A file that cannot be opened fails the open, with SQLite's or the system's reason.
+    #[tokio::test]
+    async fn an_unopenable_file_is_an_error_at_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/missing/dir/x.db", dir.path().display());
+        let err = SqliteMemoStore::open(&url)
+            .await
+            .expect_err("no such directory");
+        assert!(matches!(err, StoreError::Sqlite(_)), "{err}");
+    }
+
+    /// A batch that cannot commit (another process holds the write lock past the busy timeout)
+    /// answers every claim in it with the error and records none of them: the same keys can be
+    /// claimed once the lock is gone.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_batch_that_cannot_commit_records_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("memos.db");
+        let s = Arc::new(
+            SqliteMemoStore::open(&format!("sqlite://{}", path.display()))
+                .await
+                .unwrap(),
+        );
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let claims: Vec<_> = (1..=3u8)
+            .map(|i| {
+                let s = Arc::clone(&s);
+                tokio::spawn(async move { s.claim(B256::repeat_byte(i), 1_000).await })
+            })
+            .collect();
+        for claim in claims {
+            let err = claim.await.unwrap().expect_err("the database is locked");
+            assert!(
+                matches!(&err, StoreError::Sqlite(m) if m.contains("locked")),
+                "{err}"
+            );
+        }
+        other.execute_batch("ROLLBACK").unwrap();
+        for i in 1..=3u8 {
+            assert!(
+                s.claim(B256::repeat_byte(i), 1_000).await.unwrap(),
+                "key {i}"
+            );
+        }
+    }
+
+    /// Claims survive the store: a new store on the same file refuses a key claimed before.
+    #[tokio::test]
+    async fn claims_are_durable_across_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("memos.db").display());
+        let s = SqliteMemoStore::open(&url).await.unwrap();
+        assert!(s.claim(B256::repeat_byte(9), 1_000).await.unwrap());
+        drop(s);
+        let s = SqliteMemoStore::open(&url).await.unwrap();
+        assert!(!s.claim(B256::repeat_byte(9), 1_000).await.unwrap());
+        assert!(s.take(B256::repeat_byte(9)).await.unwrap());
+        assert!(!s.take(B256::repeat_byte(9)).await.unwrap());
+    }
 
     #[tokio::test]
     async fn claim_once_release_prune() {

@@ -166,7 +166,14 @@ impl Facilitator {
         {
             Ok(_) => None,
             Err(ChainError::Revert(r)) => Some(r),
-            Err(e) => return Err(e.into()),
+            // The node cannot be asked: a payment settled before is still answered from its
+            // row (a client asking again after a lost answer), anything else waits for it.
+            Err(e) => {
+                return match self.inner.store.settlement(new.key).await? {
+                    Some(row) => self.seen_before(net, row, &new).await,
+                    None => Err(e.into()),
+                };
+            }
         };
         if let Some(revert) = refusal {
             if let Some(row) = self.inner.store.settlement(new.key).await? {

@@ -309,6 +309,18 @@ async fn a_node_down_or_erroring_is_a_clear_503_and_nothing_is_lost() {
     assert_eq!(status, 200, "{first}");
     let (_, again) = authorize(&h, &body).await;
     assert_eq!(again["proof"], first["proof"]);
+    // The client lost that answer and asks again while the node is down: a settled payment is
+    // answered from the store, without the chain.
+    for mode in [Mode::Down, Mode::Errors] {
+        rpc.set(mode);
+        let (status, again) = authorize(&h, &body).await;
+        assert_eq!(
+            (status, &again["proof"]),
+            (200, &first["proof"]),
+            "{mode:?}: {again}"
+        );
+    }
+    rpc.set(Mode::Pass);
     assert_eq!(payee_balance(&h).await, U256::from(499_000));
     assert_eq!(settlements_on_chain(&h).await, 1);
 }

@@ -23,8 +23,9 @@ CREATE INDEX IF NOT EXISTS gate_memos_expires_at ON gate_memos (expires_at);";
 /// One thread of the store's own holds a synchronous connection and group-commits: it takes
 /// every operation waiting (up to 512), runs them in arrival order in one transaction (one
 /// commit, one WAL sync) and answers each after the commit, so concurrent requests share one
-/// commit instead of paying for one each, and an operation costs one hand-off to that thread and
-/// one back. The thread ends when the last clone of the store is dropped.
+/// commit instead of paying for one each; a batch costs one hand-off to that thread and one back
+/// to the runtime, which answers its callers. The thread ends when the last clone of the store
+/// is dropped.
 ///
 /// `sqlite::memory:` keeps the set in this process only; a file (`sqlite://gate.db`, or
 /// `sqlite:gate.db`) survives restarts and can be shared by gate processes on one machine
@@ -143,6 +144,7 @@ fn serve(
     at: &Location<'_>,
     mut ops: mpsc::Receiver<Op>,
     opened: oneshot::Sender<Result<(), StoreError>>,
+    answers: tokio::runtime::Handle,
 ) {
     let conn = match connect(at) {
         Ok(conn) => conn,
@@ -168,19 +170,27 @@ fn serve(
                 Err(_) => break,
             }
         }
-        match statements.commit(&conn, &batch) {
-            Ok(changed) => {
-                for (op, n) in batch.drain(..).zip(changed) {
-                    op.answer(Ok(n));
+        let outcome = statements.commit(&conn, &batch);
+        let answered = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
+        // Answered from a task on the gate's runtime: one wake-up crosses from this thread per
+        // batch, and the callers' tasks are woken from inside the runtime (a wake-up from here
+        // per caller costs each one a trip through the runtime's shared queue). A runtime that
+        // is gone drops the task, and with it the answers: its callers are gone too.
+        answers.spawn(async move {
+            match outcome {
+                Ok(changed) => {
+                    for (op, n) in answered.into_iter().zip(changed) {
+                        op.answer(Ok(n));
+                    }
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    for op in answered {
+                        op.answer(Err(&e));
+                    }
                 }
             }
-            Err(e) => {
-                let e = e.to_string();
-                for op in batch.drain(..) {
-                    op.answer(Err(&e));
-                }
-            }
-        }
+        });
     }
 }
 
@@ -248,11 +258,16 @@ impl SqliteMemoStore {
         };
         let (ops, rx) = mpsc::channel::<Op>(4 * MAX_BATCH);
         let (opened, ready) = oneshot::channel();
+        let answers = tokio::runtime::Handle::try_current().map_err(|e| {
+            StoreError::Config(format!(
+                "the SQLite memo store runs on a Tokio runtime: {e}"
+            ))
+        })?;
         std::thread::Builder::new()
             .name("tollgate-memos".into())
             .spawn(move || {
                 let at = path.as_deref().map_or(Location::Memory, Location::File);
-                serve(&at, rx, opened);
+                serve(&at, rx, opened, answers);
             })
             .map_err(|e| StoreError::Sqlite(format!("cannot start the memo store thread: {e}")))?;
         ready

@@ -23,6 +23,4 @@ cargo "${args[@]}"
 [[ -n "$triple" && "${args[0]:-}" == "build" ]] || exit 0
 target="$(cargo metadata --format-version 1 --no-deps | node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0)).target_directory)')"
 mkdir -p "$target/$triple/$profile"
-for lib in "$target/$profile"/libtollgate_node.so; do
-  [[ -e "$lib" ]] && ln -sf "$lib" "$target/$triple/$profile/$(basename "$lib")"
-done
+ln -sf "$target/$profile/libtollgate_node.so" "$target/$triple/$profile/libtollgate_node.so"

@@ -148,12 +148,7 @@ impl Facilitator {
             Ok(relayer) => relayer,
             // A replica that cannot send records nothing: the payment goes to one that can.
             // What is recorded already it still answers.
-            Err(e) => {
-                return match self.inner.store.settlement(new.key).await? {
-                    Some(row) => self.seen_before(net, row, &new).await,
-                    None => Err(e.into()),
-                };
-            }
+            Err(e) => return self.seen_before_or(net, &new, e.into()).await,
         };
         // Money checks before anything is written or broadcast: the settlement itself, run as
         // one `eth_call` from the relayer (the payer's balance, the nonce, the signature and
@@ -168,12 +163,7 @@ impl Facilitator {
             Err(ChainError::Revert(r)) => Some(r),
             // The node cannot be asked: a payment settled before is still answered from its
             // row (a client asking again after a lost answer), anything else waits for it.
-            Err(e) => {
-                return match self.inner.store.settlement(new.key).await? {
-                    Some(row) => self.seen_before(net, row, &new).await,
-                    None => Err(e.into()),
-                };
-            }
+            Err(e) => return self.seen_before_or(net, &new, e.into()).await,
         };
         if let Some(revert) = refusal {
             if let Some(row) = self.inner.store.settlement(new.key).await? {
@@ -214,6 +204,20 @@ impl Facilitator {
         crate::fault::hit("authorize.after-insert");
         self.broadcast_and_wait(net, &recorded.row.new, sp, Some(relayer))
             .await
+    }
+
+    /// A payment that cannot go further here (no relayer, no node): answered from its row if
+    /// one is recorded, else `err`.
+    async fn seen_before_or(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        err: Error,
+    ) -> Result<Outcome> {
+        match self.inner.store.settlement(new.key).await? {
+            Some(row) => self.seen_before(net, row, new).await,
+            None => Err(err),
+        }
     }
 
     /// A payment whose key is recorded: the same terms are answered from the row (the stored

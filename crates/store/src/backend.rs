@@ -16,8 +16,8 @@ use crate::{
     AllowanceCycle, AnalyticsData, AnalyticsQuery, Attempt, ChargeOutcome, DeductOutcome,
     Deduction, Delivery, Endpoint, EndpointSecrets, Event, IndexedState, IndexedSubscription,
     Lease, NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner, Recorded, Renewal,
-    Settlement, Store, StoreResult, SubscriptionEvent, analytics, conn::Conn, leases, metering,
-    providers, renewals, settlements, webhooks,
+    Settlement, Store, StoreResult, SubscriptionEvent, analytics, conn::Conn, group::Merge, leases,
+    metering, providers, renewals, settlements, webhooks,
 };
 
 /// A boxed, sendable future (a write's operation, which SQLite hands to its writer task).
@@ -53,6 +53,13 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug + 'static {
             + Send
             + 'static;
 
+    /// Runs a write in the next group commit merged with the writes of its kind waiting with
+    /// it (`group::Merge`), and returns its result once committed.
+    fn write_merged<M: Merge<Self::Conn>>(
+        &self,
+        item: M,
+    ) -> impl Future<Output = StoreResult<M::Output>> + Send;
+
     /// [`Store::deduct_allowance`]: each database keeps a deduction exact under concurrency its
     /// own way.
     fn deduct(&self, d: &Deduction) -> impl Future<Output = StoreResult<DeductOutcome>> + Send;
@@ -68,9 +75,7 @@ impl<B: Backend> Store for B {
         self.check_writable().await
     }
     async fn insert_settlement(&self, new: &NewSettlement) -> StoreResult<Recorded> {
-        let new = new.clone();
-        self.write(move |c| Box::pin(async move { settlements::insert(c, &new).await }))
-            .await
+        self.write_merged(settlements::Insert(new.clone())).await
     }
 
     async fn settlement(&self, key: B256) -> StoreResult<Option<Settlement>> {
@@ -95,11 +100,12 @@ impl<B: Backend> Store for B {
         proof: Option<&str>,
         at: u64,
     ) -> StoreResult<Settlement> {
-        let (new, proof) = (new.clone(), proof.map(str::to_owned));
-        self.write(move |c| {
-            Box::pin(async move {
-                settlements::mark_confirmed(c, &new, tx_hash, block, proof.as_deref(), at).await
-            })
+        self.write_merged(settlements::Confirm {
+            new: new.clone(),
+            tx_hash,
+            block,
+            proof: proof.map(str::to_owned),
+            at,
         })
         .await
     }

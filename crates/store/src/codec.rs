@@ -208,6 +208,11 @@ pub(crate) struct SettlementRow {
 }
 
 impl SettlementRow {
+    /// Its key, as stored.
+    pub(crate) fn key(&self) -> &str {
+        &self.key
+    }
+
     /// Decodes the row; any value the writer would not have produced is `Corrupt`.
     pub(crate) fn decode(self) -> StoreResult<Settlement> {
         let valid_before = if self.valid_before == i64::MAX {

@@ -221,3 +221,65 @@ macro_rules! impl_conn {
 
 impl_conn!(SqliteConnection, sqlx::Sqlite, Dialect::Sqlite);
 impl_conn!(PgConnection, sqlx::Postgres, Dialect::Postgres);
+
+/// Most rows one multi-row statement takes ([`MultiRow`]).
+pub(crate) const MAX_ROWS: usize = 64;
+
+/// `rows` parenthesised rows of placeholders, `width` to a row; `row(first)` spells the row
+/// whose first placeholder is `$first`.
+pub(crate) fn values(rows: usize, width: usize, row: impl Fn(usize) -> String) -> String {
+    let rows: Vec<String> = (0..rows).map(|r| row(1 + r * width)).collect();
+    rows.join(", ")
+}
+
+/// A statement of many rows, built once for each size it is used at: a power of two of rows up
+/// to [`MAX_ROWS`] (a few texts, each prepared once per connection).
+pub(crate) struct MultiRow {
+    build: fn(usize) -> String,
+    texts: [std::sync::OnceLock<String>; 7],
+}
+
+impl MultiRow {
+    pub(crate) const fn new(build: fn(usize) -> String) -> Self {
+        Self {
+            build,
+            texts: [const { std::sync::OnceLock::new() }; 7],
+        }
+    }
+
+    /// The statement for `rows` rows (a size [`in_statements`] gives).
+    pub(crate) fn get(&'static self, rows: usize) -> &'static str {
+        debug_assert!(rows.is_power_of_two() && rows <= MAX_ROWS);
+        let i = (rows.trailing_zeros() as usize).min(self.texts.len() - 1);
+        self.texts[i].get_or_init(|| (self.build)(1 << i))
+    }
+}
+
+/// Groups the items of a merged write (by their keys, `None` for one that takes no part) into
+/// multi-row statements to run in turn: no key twice in one statement (a key's second write
+/// runs in a statement after its first), each statement a power of two of rows up to
+/// [`MAX_ROWS`].
+pub(crate) fn in_statements<'k>(keys: impl Iterator<Item = Option<&'k str>>) -> Vec<Vec<usize>> {
+    let mut rounds: Vec<Vec<usize>> = Vec::new();
+    let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for (i, key) in keys.enumerate() {
+        let Some(key) = key else { continue };
+        let round = seen.entry(key).or_insert(0);
+        if rounds.len() <= *round {
+            rounds.push(Vec::new());
+        }
+        rounds[*round].push(i);
+        *round += 1;
+    }
+    let mut statements = Vec::new();
+    for round in rounds {
+        let mut rest = &round[..];
+        while !rest.is_empty() {
+            let n = MAX_ROWS.min(1 << rest.len().ilog2());
+            let (now, after) = rest.split_at(n);
+            statements.push(now.to_vec());
+            rest = after;
+        }
+    }
+    statements
+}

@@ -16,10 +16,39 @@
 //! on every write cost a round trip per write.) PostgreSQL keeps the ids of at most 64
 //! subtransactions per transaction in shared memory (more make every other session's snapshots
 //! slower), hence its batches of at most 64.
+//!
+//! Writes of one kind can also merge ([`Merge`], through [`Writer::write_merged`]): a batch runs
+//! the writes of each such kind together, in as few statements as the database allows (the
+//! inserts of a batch's payments are one multi-row statement), rather than one round trip each.
+//! A merged run that fails is a failed write like any other: the batch runs again, each write
+//! alone in its savepoint.
+
+use std::{
+    any::{Any, TypeId},
+    marker::PhantomData,
+};
 
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{StoreError, StoreResult, backend::BoxFuture, conn::Conn};
+
+/// A write that a batch runs together with the other writes of its kind waiting with it, in as
+/// few statements as the database allows (one multi-row statement for many callers): given to
+/// [`Writer::write_merged`]. The order of the writes within a batch is free (their callers are
+/// concurrent), so a batch runs each kind's writes side by side.
+pub(crate) trait Merge<C>: Clone + Send + 'static {
+    /// What each write answers its caller.
+    type Output: Send + 'static;
+
+    /// Runs `items`, each the write of its own caller, inside the batch's transaction: one
+    /// result per item, in order. An item's own `Err` must have changed nothing. `Err` for the
+    /// whole (a statement failed) rolls the batch back and runs it again with every write alone
+    /// in a savepoint of its own (`run_all` of one item), as for any failed write.
+    fn run_all<'c>(
+        items: Vec<Self>,
+        conn: &'c mut C,
+    ) -> BoxFuture<'c, StoreResult<Vec<StoreResult<Self::Output>>>>;
+}
 
 /// A write waiting for the next group commit: its operation, which can run more than once (the
 /// last run is the one that counts), and its caller.
@@ -29,6 +58,39 @@ trait Pending<C>: Send {
 
     /// Answers the caller with the last run's result, or with the batch's failure.
     fn deliver(self: Box<Self>, committed: &Result<(), String>);
+
+    /// The kind of a write that runs merged with the others of its kind ([`Merge`]).
+    fn kind(&self) -> Option<TypeId> {
+        None
+    }
+
+    /// Runs this write and `others` (at least one, all of its [`Pending::kind`]) together;
+    /// whether the run failed as a whole (then the batch runs again, each write alone, and no
+    /// result of this run counts).
+    fn run_merged<'c>(
+        &'c mut self,
+        others: Vec<&'c mut dyn Any>,
+        conn: &'c mut C,
+    ) -> BoxFuture<'c, bool> {
+        debug_assert!(others.is_empty(), "only writes of a kind merge");
+        self.run(conn)
+    }
+
+    /// This write, for the first of its kind to take it to [`Pending::run_merged`].
+    fn as_any(&mut self) -> &mut dyn Any;
+}
+
+/// The answer to a write: its last run's result once the batch committed.
+fn outcome<T>(committed: &Result<(), String>, result: Option<StoreResult<T>>) -> StoreResult<T> {
+    match (committed, result) {
+        (Ok(()), Some(result)) => result,
+        (Err(e), _) => Err(StoreError::Database(sqlx::Error::Protocol(format!(
+            "group commit failed: {e}"
+        )))),
+        (Ok(()), None) => Err(StoreError::Database(sqlx::Error::Protocol(
+            "group commit: the write never ran".into(),
+        ))),
+    }
 }
 
 /// [`Pending`] for an operation `F` with result `T`.
@@ -41,8 +103,8 @@ struct Job<F, T> {
 impl<C, F, T> Pending<C> for Job<F, T>
 where
     C: Send,
-    T: Send,
-    F: for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, StoreResult<T>> + Clone + Send,
+    T: Send + 'static,
+    F: for<'c> FnOnce(&'c mut C) -> BoxFuture<'c, StoreResult<T>> + Clone + Send + 'static,
 {
     fn run<'c>(&'c mut self, conn: &'c mut C) -> BoxFuture<'c, bool> {
         let op = self.op.clone();
@@ -55,16 +117,84 @@ where
     }
 
     fn deliver(self: Box<Self>, committed: &Result<(), String>) {
-        let outcome = match (committed, self.result) {
-            (Ok(()), Some(result)) => result,
-            (Err(e), _) => Err(StoreError::Database(sqlx::Error::Protocol(format!(
-                "group commit failed: {e}"
-            )))),
-            (Ok(()), None) => Err(StoreError::Database(sqlx::Error::Protocol(
-                "group commit: the write never ran".into(),
-            ))),
-        };
-        let _ = self.reply.send(outcome);
+        let _ = self.reply.send(outcome(committed, self.result));
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// [`Pending`] for a write `M` that merges with its kind.
+struct MergeJob<M: Merge<C>, C> {
+    item: M,
+    result: Option<StoreResult<M::Output>>,
+    reply: oneshot::Sender<StoreResult<M::Output>>,
+    conn: PhantomData<fn(&mut C)>,
+}
+
+impl<C: Send + 'static, M: Merge<C>> MergeJob<M, C> {
+    /// Runs `group` (writes of this kind) together; whether the run failed as a whole (then
+    /// the batch runs again, each write alone, and no result here counts).
+    async fn run_group(group: Vec<&mut Self>, conn: &mut C) -> bool {
+        let items = group.iter().map(|j| j.item.clone()).collect();
+        match M::run_all(items, conn).await {
+            Ok(results) if results.len() == group.len() => {
+                // An item's own failure changed nothing: it is only answered.
+                for (job, result) in group.into_iter().zip(results) {
+                    job.result = Some(result);
+                }
+                false
+            }
+            Ok(_) | Err(_) => true,
+        }
+    }
+}
+
+impl<C: Send + 'static, M: Merge<C>> Pending<C> for MergeJob<M, C> {
+    fn run<'c>(&'c mut self, conn: &'c mut C) -> BoxFuture<'c, bool> {
+        Box::pin(async move {
+            let items = vec![self.item.clone()];
+            let result = match M::run_all(items, conn).await {
+                Ok(mut results) if results.len() == 1 => results.remove(0),
+                Ok(_) => Err(StoreError::Database(sqlx::Error::Protocol(
+                    "a merged write answered no result".into(),
+                ))),
+                Err(e) => Err(e),
+            };
+            let failed = result.is_err();
+            self.result = Some(result);
+            failed
+        })
+    }
+
+    fn deliver(self: Box<Self>, committed: &Result<(), String>) {
+        let _ = self.reply.send(outcome(committed, self.result));
+    }
+
+    fn kind(&self) -> Option<TypeId> {
+        Some(TypeId::of::<M>())
+    }
+
+    fn run_merged<'c>(
+        &'c mut self,
+        others: Vec<&'c mut dyn Any>,
+        conn: &'c mut C,
+    ) -> BoxFuture<'c, bool> {
+        let mut group = Vec::with_capacity(1 + others.len());
+        group.push(self);
+        for other in others {
+            match other.downcast_mut::<Self>() {
+                Some(job) => group.push(job),
+                // Never: `run_batch` groups writes by their kind.
+                None => return Box::pin(async { true }),
+            }
+        }
+        Box::pin(Self::run_group(group, conn))
+    }
+
+    fn as_any(&mut self) -> &mut dyn Any {
+        self
     }
 }
 
@@ -142,6 +272,21 @@ impl<C: Conn + 'static> Writer<C> {
         self.jobs.send(Box::new(job)).await.map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
     }
+
+    /// Runs `item` in the next group commit, merged with the writes of its kind waiting with it
+    /// ([`Merge`]), and returns its result once that commit is durable.
+    pub(crate) async fn write_merged<M: Merge<C>>(&self, item: M) -> StoreResult<M::Output> {
+        let (reply, answer) = oneshot::channel();
+        let job = MergeJob {
+            item,
+            result: None,
+            reply,
+            conn: PhantomData,
+        };
+        let closed = || StoreError::Database(sqlx::Error::PoolClosed);
+        self.jobs.send(Box::new(job)).await.map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
 }
 
 /// Starts the writer task on `pool`; it ends when the last [`Writer`] is dropped.
@@ -198,11 +343,30 @@ async fn run_batch<C: Conn + 'static>(
     jobs: &mut [Box<dyn Pending<C>>],
 ) -> Result<(), String> {
     let text = |e: StoreError| e.to_string();
-    // Every write, nothing between them: the usual case, where none fails.
+    // Every write, nothing between them: the usual case, where none fails. Writes of one kind
+    // side by side, each kind's run together.
+    jobs.sort_by_key(|job| job.kind());
     conn.raw(spelling.begin).await.map_err(text)?;
     let mut failed = false;
-    for job in jobs.iter_mut() {
-        if job.run(conn).await {
+    let mut rest = &mut jobs[..];
+    while let Some(first) = rest.first() {
+        let kind = first.kind();
+        let len = match kind {
+            Some(_) => rest.iter().take_while(|job| job.kind() == kind).count(),
+            None => 1,
+        };
+        let (group, after) = rest.split_at_mut(len);
+        rest = after;
+        let Some((first, others)) = group.split_first_mut() else {
+            break;
+        };
+        let failed_now = if others.is_empty() {
+            first.run(conn).await
+        } else {
+            let others: Vec<&mut dyn Any> = others.iter_mut().map(|job| job.as_any()).collect();
+            first.run_merged(others, conn).await
+        };
+        if failed_now {
             failed = true;
             break;
         }
@@ -334,10 +498,80 @@ mod tests {
             .await
             .unwrap();
         assert!(rows.is_empty(), "a failed write committed in part");
+
+        // Merged writes, with plain ones in the same batches: a merged run that fails (a taken
+        // key) runs again write by write, and only the writes that fail alone are refused.
+        let merged = |i: usize| i % 7 != 1;
+        let tasks: Vec<_> = (0..60)
+            .map(|i| {
+                let store = Arc::clone(&store);
+                tokio::spawn(async move {
+                    let outcome = if merged(i) {
+                        let key = if i % 5 == 0 {
+                            "taken".to_owned()
+                        } else {
+                            format!("m{i}")
+                        };
+                        store.write_merged(InsertKey(key)).await
+                    } else {
+                        let key = format!("p{i}");
+                        store
+                            .write(move |c| {
+                                Box::pin(
+                                    async move { c.execute(insert, args![&key]).await.map(drop) },
+                                )
+                            })
+                            .await
+                    };
+                    (i, outcome.is_ok())
+                })
+            })
+            .collect();
+        let mut written = 0;
+        for t in tasks {
+            let (i, done) = t.await.unwrap();
+            assert_eq!(done, !merged(i) || i % 5 != 0, "write {i}");
+            written += i64::from(done);
+        }
+        let rows: Vec<(i64,)> = store
+            .reader()
+            .await
+            .unwrap()
+            .fetch_all(
+                "SELECT COUNT(*) FROM group_commit_t WHERE k LIKE 'm%' OR k LIKE 'p%'",
+                args![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(rows, [(written,)]);
         store
             .write(|c| Box::pin(c.raw("DROP TABLE group_commit_t")))
             .await
             .unwrap();
+    }
+
+    /// A merged write for the tests: inserts its keys one statement at a time; a taken key
+    /// fails the whole run.
+    #[derive(Clone)]
+    struct InsertKey(String);
+
+    impl<C: Conn + 'static> Merge<C> for InsertKey {
+        type Output = ();
+
+        fn run_all<'c>(
+            items: Vec<Self>,
+            c: &'c mut C,
+        ) -> BoxFuture<'c, StoreResult<Vec<StoreResult<()>>>> {
+            Box::pin(async move {
+                let mut out = Vec::with_capacity(items.len());
+                for InsertKey(k) in &items {
+                    c.execute("INSERT INTO group_commit_t (k) VALUES ($1)", args![k])
+                        .await?;
+                    out.push(Ok(()));
+                }
+                Ok(out)
+            })
+        }
     }
 
     #[tokio::test]

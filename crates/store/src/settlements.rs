@@ -5,23 +5,61 @@
 use alloy::primitives::B256;
 use tollgate_protocol::SettlementStatus;
 
+use std::collections::HashMap;
+
 use crate::{
     NewSettlement, Recorded, Settlement, StoreResult,
     analytics::{self, saturating_add},
+    backend::BoxFuture,
     codec::{self, NewRow, SettlementRow, settlement_columns},
-    conn::{Conn, Dialect, args},
+    conn::{Arg, Conn, Dialect, MultiRow, args, in_statements, values},
+    group::Merge,
     webhooks,
 };
 
-const INSERT: &str = concat!(
-    "INSERT INTO settlements (key, kind, request_hash, network, chain_id, token, payer, pay_to, \
+/// The columns an insert sets, in its arguments' order ([`insert_args`]); `status` is
+/// `'received'` and `updated_at` is `created_at`.
+const INSERT_COLUMNS: &str = "key, kind, request_hash, network, chain_id, token, payer, pay_to, \
      amount, fee, memo, nonce, valid_before, request, status, created_at, updated_at, resource, \
-     claim_hash) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, 'received', $15, $15, $16, \
-     $17) \
-     ON CONFLICT (key) DO NOTHING RETURNING ",
-    settlement_columns!()
-);
+     claim_hash";
+
+/// The arguments of one row of an insert.
+const INSERT_WIDTH: usize = 17;
+
+/// The insert of `rows` rows, each key once: the rows inserted come back (a key taken already
+/// inserts nothing).
+fn insert_statement(rows: usize) -> String {
+    let values = values(rows, INSERT_WIDTH, |p| {
+        let [
+            key,
+            kind,
+            rh,
+            net,
+            chain,
+            token,
+            payer,
+            to,
+            amount,
+            fee,
+            memo,
+            nonce,
+            vb,
+            request,
+            at,
+            resource,
+            claim,
+        ] = std::array::from_fn::<usize, INSERT_WIDTH, _>(|i| p + i);
+        format!(
+            "(${key}, ${kind}, ${rh}, ${net}, ${chain}, ${token}, ${payer}, ${to}, ${amount}, ${fee}, \
+             ${memo}, ${nonce}, ${vb}, ${request}, 'received', ${at}, ${at}, ${resource}, ${claim})"
+        )
+    });
+    format!(
+        "INSERT INTO settlements ({INSERT_COLUMNS}) VALUES {values} ON CONFLICT (key) DO NOTHING \
+         RETURNING {}",
+        settlement_columns!()
+    )
+}
 
 const SELECT_BY_KEY: &str = concat!(
     "SELECT ",
@@ -37,62 +75,74 @@ const MARK_SUBMITTED: &str = "UPDATE settlements SET status = 'submitted', tx_ha
 const MARK_PENDING: &str = "UPDATE settlements SET status = 'pending', updated_at = $2 \
      WHERE key = $1 AND status IN ('received', 'submitted')";
 
-// The chain is the truth: a confirmation overrides a failure, but never another confirmation.
-// Only the row of this very payment: its key, request and fee (what its event reports).
-macro_rules! mark_confirmed {
-    () => {
-        concat!(
-            "UPDATE settlements SET status = 'confirmed', tx_hash = $2, block = $3, proof = $4, \
-             error = NULL, updated_at = $5 \
-             WHERE key = $1 AND request_hash = $6 AND fee = $7 AND status <> 'confirmed' \
-             RETURNING ",
-            settlement_columns!()
-        )
-    };
-}
+/// SQLite's confirmation: (key, tx hash, block, proof, at, request hash, fee). The chain is the
+/// truth: a confirmation overrides a failure, but never another confirmation. Only the row of
+/// this very payment: its key, request and fee (what its event reports). PostgreSQL's
+/// [`CONFIRM_POSTGRES`] updates the same way.
+const MARK_CONFIRMED: &str = concat!(
+    "UPDATE settlements SET status = 'confirmed', tx_hash = $2, block = $3, proof = $4, \
+     error = NULL, updated_at = $5 \
+     WHERE key = $1 AND request_hash = $6 AND fee = $7 AND status <> 'confirmed' \
+     RETURNING ",
+    settlement_columns!()
+);
 
-/// (key, tx hash, block, proof, at, request hash, fee).
-const MARK_CONFIRMED: &str = mark_confirmed!();
+/// The arguments of one confirmation on PostgreSQL ([`CONFIRM_POSTGRES`]).
+const CONFIRM_WIDTH: usize = 14;
 
-/// PostgreSQL's one statement for a confirmation and what it records with it (the outbox): its
-/// `payment.settled` event, a pending delivery per endpoint taking it, and both rollups, each
-/// only when the confirmation changed the row. On SQLite, which has no data-modifying `WITH`,
-/// these are the five statements of [`MARK_CONFIRMED`], `webhooks::emit` and
+/// PostgreSQL's one statement for `rows` confirmations (each key once) and what they record
+/// with them (the outbox): for each row it changes, its `payment.settled` event, a pending
+/// delivery per endpoint taking it, and its share of both rollups (summed per rollup row, which
+/// one statement may change only once). On SQLite, which has no data-modifying `WITH`, each
+/// confirmation is the five statements of [`MARK_CONFIRMED`], `webhooks::emit` and
 /// `analytics::write_rollup`, with the same effects: the event is inserted once per id (a
 /// repeat fans out nothing) and the rollups take the row's payee, network, resource and payer.
-/// One statement is one round trip instead of five, in the single writer that every
-/// confirmation of a replica goes through. (A payment event books no subscription revenue, so
-/// `analytics::book_revenue` has nothing to add.)
-///
-/// (key, tx hash, block, proof, at, request hash, fee, event id, event type, event data, hour,
-/// gross, fees, day)
-const CONFIRM_POSTGRES: &str = concat!(
-    "WITH s AS (",
-    mark_confirmed!(),
-    "), ev AS (INSERT INTO events (id, provider, type, data, created_at) \
-     SELECT $8, s.pay_to, $9, $10, $5 FROM s ON CONFLICT (id) DO NOTHING RETURNING seq, provider), \
-     fan AS (INSERT INTO webhook_deliveries \
-     (endpoint_id, event_seq, state, attempts, next_attempt_at, updated_at) \
-     SELECT w.id, ev.seq, 'pending', 0, $5, $5 FROM ev JOIN webhook_endpoints w \
-     ON w.provider = ev.provider WHERE w.enabled = 1 \
-     AND (w.events = '*' OR strpos(',' || w.events || ',', ',' || $9 || ',') > 0)), \
-     vol AS (INSERT INTO volume_rollups (pay_to, hour, network, resource, payments, gross, fees) \
-     SELECT s.pay_to, $11, s.network, COALESCE(s.resource, ''), 1, $12, $13 FROM s \
-     ON CONFLICT (pay_to, hour, network, resource) DO UPDATE SET \
-     payments = volume_rollups.payments + 1, ",
-    saturating_add!("volume_rollups", "gross"),
-    ", ",
-    saturating_add!("volume_rollups", "fees"),
-    "), pay AS (INSERT INTO payer_rollups (pay_to, day, payer, payments, gross, fees) \
-     SELECT s.pay_to, $14, s.payer, 1, $12, $13 FROM s \
-     ON CONFLICT (pay_to, day, payer) DO UPDATE SET payments = payer_rollups.payments + 1, ",
-    saturating_add!("payer_rollups", "gross"),
-    ", ",
-    saturating_add!("payer_rollups", "fees"),
-    ") SELECT ",
-    settlement_columns!(),
-    " FROM s"
-);
+/// One statement is one round trip instead of five per confirmation, in the single writer that
+/// every confirmation of a replica goes through. (A payment event books no subscription
+/// revenue, so `analytics::book_revenue` has nothing to add.) The rows that changed come back.
+fn confirm_statement(rows: usize) -> String {
+    let values = values(rows, CONFIRM_WIDTH, |p| {
+        let params: Vec<String> = (p..p + CONFIRM_WIDTH).map(|i| format!("${i}")).collect();
+        format!("({})", params.join(", "))
+    });
+    format!(
+        "WITH v (v_key, v_tx, v_block, v_proof, v_at, v_request_hash, v_fee, v_event, v_type, \
+         v_data, v_hour, v_gross, v_fees, v_day) AS (VALUES {values}), \
+         s AS (UPDATE settlements SET status = 'confirmed', tx_hash = v_tx, block = v_block, \
+         proof = v_proof, error = NULL, updated_at = v_at FROM v \
+         WHERE key = v_key AND request_hash = v_request_hash AND fee = v_fee \
+         AND status <> 'confirmed' \
+         RETURNING {columns}, v_event, v_type, v_data, v_at, v_hour, v_gross, v_fees, v_day), \
+         ev AS (INSERT INTO events (id, provider, type, data, created_at) \
+         SELECT v_event, pay_to, v_type, v_data, v_at FROM s ON CONFLICT (id) DO NOTHING \
+         RETURNING seq, provider, type, created_at), \
+         fan AS (INSERT INTO webhook_deliveries \
+         (endpoint_id, event_seq, state, attempts, next_attempt_at, updated_at) \
+         SELECT w.id, ev.seq, 'pending', 0, ev.created_at, ev.created_at \
+         FROM ev JOIN webhook_endpoints w ON w.provider = ev.provider WHERE w.enabled = 1 \
+         AND (w.events = '*' OR strpos(',' || w.events || ',', ',' || ev.type || ',') > 0)), \
+         vol AS (INSERT INTO volume_rollups (pay_to, hour, network, resource, payments, gross, fees) \
+         SELECT pay_to, v_hour, network, COALESCE(resource, ''), COUNT(*), {gross}, {fees} FROM s \
+         GROUP BY pay_to, v_hour, network, COALESCE(resource, '') \
+         ON CONFLICT (pay_to, hour, network, resource) DO UPDATE SET \
+         payments = volume_rollups.payments + excluded.payments, {vol_gross}, {vol_fees}), \
+         pay AS (INSERT INTO payer_rollups (pay_to, day, payer, payments, gross, fees) \
+         SELECT pay_to, v_day, payer, COUNT(*), {gross}, {fees} FROM s \
+         GROUP BY pay_to, v_day, payer \
+         ON CONFLICT (pay_to, day, payer) DO UPDATE SET \
+         payments = payer_rollups.payments + excluded.payments, {pay_gross}, {pay_fees}) \
+         SELECT {columns} FROM s",
+        columns = settlement_columns!(),
+        gross = "LEAST(SUM(v_gross), 9223372036854775807)",
+        fees = "LEAST(SUM(v_fees), 9223372036854775807)",
+        vol_gross = saturating_add!("volume_rollups", "gross"),
+        vol_fees = saturating_add!("volume_rollups", "fees"),
+        pay_gross = saturating_add!("payer_rollups", "gross"),
+        pay_fees = saturating_add!("payer_rollups", "fees"),
+    )
+}
+
+static CONFIRM_POSTGRES: MultiRow = MultiRow::new(confirm_statement);
 
 // The first failure's reason stays.
 const MARK_FAILED: &str = concat!(
@@ -120,42 +170,101 @@ const REBIND_ID: &str = "UPDATE payment_identifiers SET settlement_key = $3, cre
 
 const COUNT_BY_STATUS: &str = "SELECT status, COUNT(*) FROM settlements GROUP BY status";
 
-/// [`crate::Store::insert_settlement`].
-pub(crate) async fn insert(c: &mut impl Conn, new: &NewSettlement) -> StoreResult<Recorded> {
-    let row = NewRow::encode(new)?;
-    let inserted: Option<SettlementRow> = c
-        .fetch_optional(
-            INSERT,
-            args![
-                &row.key,
-                row.kind,
-                &row.request_hash,
-                &new.network,
-                row.chain_id,
-                &row.token,
-                &row.payer,
-                &row.pay_to,
-                &row.amount,
-                &row.fee,
-                &row.memo,
-                &row.nonce,
-                row.valid_before,
-                &new.request,
-                row.created_at,
-                &row.resource,
-                &row.claim_hash,
-            ],
-        )
-        .await?;
-    let (stored, inserted) = match inserted {
-        Some(stored) => (stored, true),
-        // The key was there already (on PostgreSQL a concurrent insert of it made this one wait
-        // for its commit): rows are never deleted, so it is still there.
-        None => (c.fetch_one(SELECT_BY_KEY, args![&row.key]).await?, false),
-    };
-    Ok(Recorded {
-        row: stored.decode()?,
-        inserted,
+static INSERT: MultiRow = MultiRow::new(insert_statement);
+
+/// The arguments of one row of [`INSERT`].
+fn insert_args<'a>(row: &'a NewRow, new: &'a NewSettlement) -> [Arg<'a>; INSERT_WIDTH] {
+    [
+        Arg::from(&row.key),
+        Arg::from(row.kind),
+        Arg::from(&row.request_hash),
+        Arg::from(&new.network),
+        Arg::from(row.chain_id),
+        Arg::from(&row.token),
+        Arg::from(&row.payer),
+        Arg::from(&row.pay_to),
+        Arg::from(&row.amount),
+        Arg::from(&row.fee),
+        Arg::from(&row.memo),
+        Arg::from(&row.nonce),
+        Arg::from(row.valid_before),
+        Arg::from(&new.request),
+        Arg::from(row.created_at),
+        Arg::from(&row.resource),
+        Arg::from(&row.claim_hash),
+    ]
+}
+
+/// [`crate::Store::insert_settlement`]: a write that the group commit merges with the inserts
+/// waiting with it, into one multi-row statement.
+#[derive(Clone, Debug)]
+pub(crate) struct Insert(pub(crate) NewSettlement);
+
+impl<C: Conn + 'static> Merge<C> for Insert {
+    type Output = Recorded;
+
+    fn run_all<'c>(
+        items: Vec<Self>,
+        c: &'c mut C,
+    ) -> BoxFuture<'c, StoreResult<Vec<StoreResult<Recorded>>>> {
+        Box::pin(insert_all(c, items))
+    }
+}
+
+async fn insert_all(
+    c: &mut impl Conn,
+    items: Vec<Insert>,
+) -> StoreResult<Vec<StoreResult<Recorded>>> {
+    let mut results: Vec<Option<StoreResult<Recorded>>> = Vec::with_capacity(items.len());
+    let mut rows = Vec::with_capacity(items.len());
+    for Insert(new) in &items {
+        match NewRow::encode(new) {
+            Ok(row) => {
+                rows.push(Some(row));
+                results.push(None);
+            }
+            Err(e) => {
+                rows.push(None);
+                results.push(Some(Err(e)));
+            }
+        }
+    }
+    let keys = rows.iter().map(|r| r.as_ref().map(|r| r.key.as_str()));
+    for statement in in_statements(keys) {
+        let mut args = Vec::with_capacity(statement.len() * INSERT_WIDTH);
+        for &i in &statement {
+            if let Some(row) = &rows[i] {
+                args.extend(insert_args(row, &items[i].0));
+            }
+        }
+        let inserted: Vec<SettlementRow> = c.fetch_all(INSERT.get(statement.len()), &args).await?;
+        let mut inserted: HashMap<String, SettlementRow> = inserted
+            .into_iter()
+            .map(|row| (row.key().to_owned(), row))
+            .collect();
+        for i in statement {
+            let Some(row) = &rows[i] else { continue };
+            let (stored, inserted) = match inserted.remove(&row.key) {
+                Some(stored) => (stored, true),
+                // The key was there already (on PostgreSQL a concurrent insert of it made this
+                // one wait for its commit): rows are never deleted, so it is still there.
+                None => (c.fetch_one(SELECT_BY_KEY, args![&row.key]).await?, false),
+            };
+            results[i] = Some(Ok(Recorded {
+                row: stored.decode()?,
+                inserted,
+            }));
+        }
+    }
+    Ok(results.into_iter().map(answered).collect())
+}
+
+/// An item's result, which every item of a merged write has once it ran.
+fn answered<T>(result: Option<StoreResult<T>>) -> StoreResult<T> {
+    result.unwrap_or_else(|| {
+        Err(crate::StoreError::Database(sqlx::Error::Protocol(
+            "a merged write left an item unanswered".into(),
+        )))
     })
 }
 
@@ -188,84 +297,192 @@ pub(crate) async fn mark_pending(c: &mut impl Conn, key: B256, at: u64) -> Store
     Ok(())
 }
 
-/// [`crate::Store::mark_confirmed`], inside the caller's transaction.
-pub(crate) async fn mark_confirmed<C: Conn>(
-    c: &mut C,
-    new: &NewSettlement,
-    tx_hash: B256,
-    block: u64,
-    proof: Option<&str>,
-    at: u64,
-) -> StoreResult<Settlement> {
-    let row = NewRow::encode(new)?;
-    let (key, request_hash, fee) = (&row.key, &row.request_hash, &row.fee);
-    let tx = codec::b256(&tx_hash);
-    let (block_int, at_int) = (codec::int("block", block)?, codec::int("updated_at", at)?);
-    let updated: Option<SettlementRow> = match C::DIALECT {
-        Dialect::Sqlite => {
-            c.fetch_optional(
-                MARK_CONFIRMED,
-                args![key, &tx, block_int, proof, at_int, request_hash, fee],
-            )
-            .await?
-        }
-        Dialect::Postgres => {
-            // The row as this confirmation leaves it (when it changes it): its event and
-            // rollup figures, computed here, go in with the update.
-            let after = Settlement {
-                new: new.clone(),
-                status: SettlementStatus::Confirmed,
-                tx_hash: Some(tx_hash),
-                block: Some(block),
-                proof: proof.map(str::to_owned),
-                error: None,
-                updated_at: at,
-            };
-            let event = webhooks::payment_event(&after, at);
-            let r = analytics::Rollup::of(&after);
-            c.fetch_optional(
-                CONFIRM_POSTGRES,
-                args![
-                    key,
-                    &tx,
-                    block_int,
-                    proof,
-                    at_int,
-                    request_hash,
-                    fee,
-                    &event.id,
-                    &event.r#type,
-                    &event.data,
-                    r.hour,
-                    r.gross,
-                    r.fees,
-                    r.day
-                ],
-            )
-            .await?
-        }
-    };
-    let stored: SettlementRow = match updated {
-        Some(stored) => {
-            let s = stored.decode()?;
-            if C::DIALECT == Dialect::Sqlite {
-                // The event and the rollups commit with the confirmation (the outbox).
-                webhooks::emit(c, &webhooks::payment_event(&s, s.updated_at)).await?;
-                analytics::write_rollup(c, &s).await?;
+/// [`crate::Store::mark_confirmed`]: a write that the group commit merges, on PostgreSQL, with
+/// the confirmations waiting with it, into one multi-row statement.
+#[derive(Clone, Debug)]
+pub(crate) struct Confirm {
+    pub(crate) new: NewSettlement,
+    pub(crate) tx_hash: B256,
+    pub(crate) block: u64,
+    pub(crate) proof: Option<String>,
+    pub(crate) at: u64,
+}
+
+impl<C: Conn + 'static> Merge<C> for Confirm {
+    type Output = Settlement;
+
+    fn run_all<'c>(
+        items: Vec<Self>,
+        c: &'c mut C,
+    ) -> BoxFuture<'c, StoreResult<Vec<StoreResult<Settlement>>>> {
+        Box::pin(async move {
+            match C::DIALECT {
+                Dialect::Postgres => confirm_all_postgres(c, items).await,
+                Dialect::Sqlite => {
+                    // One after the other; a failure fails them all (each then runs alone).
+                    let mut confirmed = Vec::with_capacity(items.len());
+                    for item in &items {
+                        confirmed.push(Ok(confirm_sqlite(c, item).await?));
+                    }
+                    Ok(confirmed)
+                }
             }
-            return Ok(s);
+        })
+    }
+}
+
+impl Confirm {
+    /// The row as this confirmation leaves it, when it changes it.
+    fn after(&self) -> Settlement {
+        Settlement {
+            new: self.new.clone(),
+            status: SettlementStatus::Confirmed,
+            tx_hash: Some(self.tx_hash),
+            block: Some(self.block),
+            proof: self.proof.clone(),
+            error: None,
+            updated_at: self.at,
         }
-        // Already confirmed (confirmed is final, so this reads the first proof; on PostgreSQL a
-        // concurrent confirmation held the row lock, and once it committed this statement
-        // re-checked `status` and skipped the row), or no such row: `sqlx::Error::RowNotFound`.
-        None => c.fetch_one(SELECT_BY_KEY, args![key]).await?,
+    }
+}
+
+/// A confirmation's values as bound.
+struct ConfirmRow {
+    row: NewRow,
+    tx: String,
+    block: i64,
+    at: i64,
+    event: webhooks::NewEvent,
+    rollup: analytics::Rollup,
+}
+
+impl ConfirmRow {
+    fn encode(item: &Confirm) -> StoreResult<Self> {
+        let after = item.after();
+        Ok(Self {
+            row: NewRow::encode(&item.new)?,
+            tx: codec::b256(&item.tx_hash),
+            block: codec::int("block", item.block)?,
+            at: codec::int("updated_at", item.at)?,
+            // Its event and rollup figures, computed here, go in with the update.
+            event: webhooks::payment_event(&after, item.at),
+            rollup: analytics::Rollup::of(&after),
+        })
+    }
+
+    fn args<'a>(&'a self, proof: Option<&'a str>) -> [Arg<'a>; CONFIRM_WIDTH] {
+        let (r, e) = (&self.rollup, &self.event);
+        [
+            Arg::from(&self.row.key),
+            Arg::from(&self.tx),
+            Arg::from(self.block),
+            Arg::from(proof),
+            Arg::from(self.at),
+            Arg::from(&self.row.request_hash),
+            Arg::from(&self.row.fee),
+            Arg::from(&e.id),
+            Arg::from(&e.r#type),
+            Arg::from(&e.data),
+            Arg::from(r.hour),
+            Arg::from(r.gross),
+            Arg::from(r.fees),
+            Arg::from(r.day),
+        ]
+    }
+}
+
+async fn confirm_all_postgres(
+    c: &mut impl Conn,
+    items: Vec<Confirm>,
+) -> StoreResult<Vec<StoreResult<Settlement>>> {
+    let mut results: Vec<Option<StoreResult<Settlement>>> = Vec::with_capacity(items.len());
+    let mut rows = Vec::with_capacity(items.len());
+    for item in &items {
+        match ConfirmRow::encode(item) {
+            Ok(row) => {
+                rows.push(Some(row));
+                results.push(None);
+            }
+            Err(e) => {
+                rows.push(None);
+                results.push(Some(Err(e)));
+            }
+        }
+    }
+    let keys = rows.iter().map(|r| r.as_ref().map(|r| r.row.key.as_str()));
+    for statement in in_statements(keys) {
+        let mut args = Vec::with_capacity(statement.len() * CONFIRM_WIDTH);
+        for &i in &statement {
+            if let Some(row) = &rows[i] {
+                args.extend(row.args(items[i].proof.as_deref()));
+            }
+        }
+        let changed: Vec<SettlementRow> = c
+            .fetch_all(CONFIRM_POSTGRES.get(statement.len()), &args)
+            .await?;
+        let mut changed: HashMap<String, SettlementRow> = changed
+            .into_iter()
+            .map(|row| (row.key().to_owned(), row))
+            .collect();
+        for i in statement {
+            let Some(row) = &rows[i] else { continue };
+            results[i] = Some(match changed.remove(&row.row.key) {
+                Some(stored) => stored.decode(),
+                None => confirmed_before(c, &items[i].new).await,
+            });
+        }
+    }
+    Ok(results.into_iter().map(answered).collect())
+}
+
+/// A confirmation on SQLite: the update, then its event and rollups (the outbox).
+async fn confirm_sqlite(c: &mut impl Conn, item: &Confirm) -> StoreResult<Settlement> {
+    let row = NewRow::encode(&item.new)?;
+    let tx = codec::b256(&item.tx_hash);
+    let (block, at) = (
+        codec::int("block", item.block)?,
+        codec::int("updated_at", item.at)?,
+    );
+    let args = args![
+        &row.key,
+        &tx,
+        block,
+        item.proof.as_deref(),
+        at,
+        &row.request_hash,
+        &row.fee
+    ];
+    let Some(stored) = c
+        .fetch_optional::<SettlementRow>(MARK_CONFIRMED, args)
+        .await?
+    else {
+        return confirmed_before(c, &item.new).await;
     };
     let s = stored.decode()?;
-    if s.status != SettlementStatus::Confirmed {
-        // The key's row is another request's (or fee's): not this payment's to confirm.
-        return Err(sqlx::Error::RowNotFound.into());
-    }
+    webhooks::emit(c, &webhooks::payment_event(&s, s.updated_at)).await?;
+    analytics::write_rollup(c, &s).await?;
     Ok(s)
+}
+
+/// The row of a confirmation that changed nothing: confirmed already (confirmed is final, so
+/// this reads the first proof; on PostgreSQL a concurrent confirmation held the row lock, and
+/// once it committed the update re-checked `status` and skipped the row). No such row, or the
+/// key's row another request's or fee's (not this payment's: neither to confirm nor to answer
+/// with its proof), is `sqlx::Error::RowNotFound`.
+async fn confirmed_before(c: &mut impl Conn, new: &NewSettlement) -> StoreResult<Settlement> {
+    let stored: Option<SettlementRow> = c
+        .fetch_optional(SELECT_BY_KEY, args![&codec::b256(&new.key)])
+        .await?;
+    match stored.map(SettlementRow::decode).transpose()? {
+        Some(s)
+            if s.status == SettlementStatus::Confirmed
+                && s.new.request_hash == new.request_hash
+                && s.new.fee == new.fee =>
+        {
+            Ok(s)
+        }
+        _ => Err(sqlx::Error::RowNotFound.into()),
+    }
 }
 
 /// [`crate::Store::mark_failed`], inside the caller's transaction.

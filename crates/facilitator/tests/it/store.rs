@@ -190,6 +190,7 @@ on_both!(
     first_proof_wins_under_concurrency,
     unknown_keys,
     a_confirmation_records_its_event_for_the_endpoints_taking_it,
+    payments_written_at_once_are_each_recorded_once,
     unfinished_oldest_first_and_counts,
     api_keys,
     migrate_twice_and_ping,
@@ -689,6 +690,155 @@ async fn a_confirmation_records_its_event_for_the_endpoints_taking_it(db: Db) {
         if let Some(d) = deliveries.first() {
             assert_eq!((d.event.seq, d.next_attempt_at), (events[0].seq, T0 + 6));
         }
+    }
+}
+
+/// Many payments written at once, which each batch runs as few statements as it can (one
+/// multi-row insert, and on PostgreSQL one multi-row confirmation): each key is inserted by
+/// exactly one caller, every caller gets the stored row, a repeat in the same batch and a
+/// confirmation of another request get their own answers, and what the confirmations record
+/// adds up: one event and one delivery per payment, the rollups summed per row.
+async fn payments_written_at_once_are_each_recorded_once(db: Db) {
+    const N: u64 = 150;
+    let pay_to = Address::parse_checksummed(PAY_TO, None).unwrap();
+    db.store
+        .insert_webhook_endpoint(&store::Endpoint {
+            id: "all".into(),
+            provider: pay_to,
+            url: "https://hooks.example/all".into(),
+            events: "*".into(),
+            description: String::new(),
+            secret: "sealed".into(),
+            old_secret: None,
+            old_secret_expires_at: None,
+            enabled: true,
+            disabled_reason: None,
+            created_at: T0,
+            updated_at: T0,
+        })
+        .await
+        .unwrap();
+    let news: Vec<NewSettlement> = (0..N)
+        .map(|n| NewSettlement {
+            payer: Address::repeat_byte(1 + (n % 3) as u8),
+            resource: Some(format!("https://api.example/r{}", n % 2)),
+            amount: Amount::from_units(1_000 + n),
+            ..new_settlement(n)
+        })
+        .collect();
+
+    // Each payment inserted three times at once: twice itself, once under other terms.
+    let mut inserts = Vec::new();
+    for (n, new) in (0u64..).zip(&news) {
+        let other = NewSettlement {
+            request_hash: h(900_000 + n),
+            ..new.clone()
+        };
+        for new in [new.clone(), new.clone(), other] {
+            let store = db.store.clone();
+            inserts.push(tokio::spawn(async move {
+                let recorded = store.insert_settlement(&new).await.unwrap();
+                (new, recorded)
+            }));
+        }
+    }
+    let mut stored = std::collections::HashMap::new();
+    let mut inserted = std::collections::HashMap::new();
+    for task in inserts {
+        let (new, recorded) = task.await.unwrap();
+        if recorded.inserted {
+            *inserted.entry(new.key).or_insert(0) += 1;
+            assert_eq!(recorded.row, received(&new), "the inserter's own row");
+        }
+        let row = stored
+            .entry(new.key)
+            .or_insert_with(|| recorded.row.clone());
+        assert_eq!(*row, recorded.row, "every caller gets the stored row");
+    }
+    assert_eq!(inserted.len(), N as usize);
+    assert!(inserted.values().all(|&n| n == 1), "one insert per key");
+
+    // Each confirmed twice at once (the first proof wins), and once for another request.
+    let mut confirms = Vec::new();
+    for (n, row) in (0u64..).zip(stored.values()) {
+        for (i, new) in [
+            row.new.clone(),
+            row.new.clone(),
+            NewSettlement {
+                request_hash: h(800_000 + n),
+                ..row.new.clone()
+            },
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let store = db.store.clone();
+            let block = 1_000 + 10 * n + i as u64;
+            confirms.push(tokio::spawn(async move {
+                let proof = format!("proof-{block}");
+                let confirmed = store
+                    .mark_confirmed(&new, h(block), block, Some(&proof), T0 + 100)
+                    .await;
+                (new, i, confirmed)
+            }));
+        }
+    }
+    let mut confirmed = std::collections::HashMap::new();
+    for task in confirms {
+        let (new, i, outcome) = task.await.unwrap();
+        if i == 2 {
+            assert!(
+                matches!(outcome, Err(StoreError::Database(sqlx::Error::RowNotFound))),
+                "another request's confirmation: {outcome:?}"
+            );
+            continue;
+        }
+        let row = outcome.unwrap();
+        assert_eq!((row.status, &row.new), (SettlementStatus::Confirmed, &new));
+        let first = confirmed.entry(new.key).or_insert_with(|| row.clone());
+        assert_eq!(*first, row, "both confirmations see the first proof");
+        assert_eq!(row.proof, Some(format!("proof-{}", row.block.unwrap())));
+    }
+    assert_eq!(confirmed.len(), N as usize);
+    for row in confirmed.values() {
+        assert_eq!(get(&db, row.new.key).await, *row);
+    }
+
+    let count = |sql| db.raw.count(sql);
+    assert_eq!(count("SELECT COUNT(*) FROM events").await, N as i64);
+    assert_eq!(
+        count("SELECT COUNT(*) FROM webhook_deliveries").await,
+        N as i64
+    );
+    let gross: u64 = stored
+        .values()
+        .map(|s| u64::try_from(s.new.amount.get()).unwrap())
+        .sum();
+    let fees: u64 = stored
+        .values()
+        .map(|s| u64::try_from(s.new.fee.get()).unwrap())
+        .sum();
+    // One hour, two resources, three payers: a rollup row each.
+    assert_eq!(count("SELECT COUNT(*) FROM volume_rollups").await, 2);
+    assert_eq!(count("SELECT COUNT(*) FROM payer_rollups").await, 3);
+    for (sql, expected) in [
+        (
+            "SELECT CAST(SUM(payments) AS BIGINT) FROM volume_rollups",
+            N,
+        ),
+        ("SELECT CAST(SUM(payments) AS BIGINT) FROM payer_rollups", N),
+        (
+            "SELECT CAST(SUM(gross) AS BIGINT) FROM volume_rollups",
+            gross,
+        ),
+        (
+            "SELECT CAST(SUM(gross) AS BIGINT) FROM payer_rollups",
+            gross,
+        ),
+        ("SELECT CAST(SUM(fees) AS BIGINT) FROM volume_rollups", fees),
+        ("SELECT CAST(SUM(fees) AS BIGINT) FROM payer_rollups", fees),
+    ] {
+        assert_eq!(count(sql).await, expected as i64, "{sql}");
     }
 }
 

@@ -24,7 +24,7 @@ use sqlx::{
 use crate::{
     DeductOutcome, Deduction, StoreError, StoreResult,
     backend::{Backend, BoxFuture},
-    group::{self, Writer},
+    group::{self, Merge, Writer},
     metering,
 };
 
@@ -120,6 +120,11 @@ impl Backend for PostgresStore {
             + 'static,
     {
         self.writer.write(op).await
+    }
+
+    /// In the next group commit.
+    async fn write_merged<M: Merge<PgConnection>>(&self, item: M) -> StoreResult<M::Output> {
+        self.writer.write_merged(item).await
     }
 
     async fn deduct(&self, d: &Deduction) -> StoreResult<DeductOutcome> {

@@ -28,7 +28,7 @@ use sqlx::{
 use crate::{
     DeductOutcome, Deduction, StoreError, StoreResult,
     backend::{Backend, BoxFuture},
-    group::{self, Writer},
+    group::{self, Merge, Writer},
     metering,
 };
 
@@ -213,6 +213,11 @@ impl Backend for SqliteStore {
             + 'static,
     {
         self.jobs.write(op).await
+    }
+
+    /// In the next group commit.
+    async fn write_merged<M: Merge<SqliteConnection>>(&self, item: M) -> StoreResult<M::Output> {
+        self.jobs.write_merged(item).await
     }
 
     async fn deduct(&self, d: &Deduction) -> StoreResult<DeductOutcome> {

@@ -289,12 +289,12 @@ async fn x402(n: usize) {
     for _ in 0..rounds {
         let url = format!("{}/verify", net.url);
         let (h, b) = (http.clone(), bodies.clone());
-        let before = rpc.calls();
+        let before = (rpc.calls(), rpc.http_requests());
         let ours = drive("/verify anvil (x402 V1)", n, 16, move |i| {
             post_json(h.clone(), url.clone(), b[i].clone(), "isValid")
         })
         .await;
-        print_rpc_calls(&before, &rpc.calls(), n, "verify");
+        print_rpc_calls(before, &rpc, n, "verify");
         if let (Some(peer), Some(peer_bodies)) = (&peer, &peer_bodies) {
             let url = format!("{}/verify", peer.url);
             let (h, b) = (http.clone(), peer_bodies.clone());
@@ -308,24 +308,25 @@ async fn x402(n: usize) {
     drop(peer);
     let url = format!("{}/settle", net.url);
     let (h, b) = (http.clone(), bodies.clone());
-    let before = rpc.calls();
+    let before = (rpc.calls(), rpc.http_requests());
     drive("/settle anvil (x402 V1)", n, 8, move |i| {
         post_json(h.clone(), url.clone(), b[i].clone(), "success")
     })
     .await;
-    print_rpc_calls(&before, &rpc.calls(), n, "settle");
+    print_rpc_calls(before, &rpc, n, "settle");
 }
 
-/// The JSON-RPC requests the facilitator sent to the node during a phase, per request served.
+/// The JSON-RPC requests the facilitator sent to the node during a phase, per request served,
+/// and the HTTP requests they took (concurrent `eth_call`s go as one batch).
 fn print_rpc_calls(
-    before: &std::collections::BTreeMap<&'static str, u64>,
-    after: &std::collections::BTreeMap<&'static str, u64>,
+    (before, posted_before): (std::collections::BTreeMap<&'static str, u64>, u64),
+    rpc: &tollgate_chain::rpc::RpcChain,
     n: usize,
     path: &str,
 ) {
     let mut total = 0;
     let mut parts = Vec::new();
-    for (method, count) in after {
+    for (method, count) in rpc.calls() {
         let d = count - before.get(method).copied().unwrap_or(0);
         if d > 0 {
             total += d;
@@ -333,9 +334,10 @@ fn print_rpc_calls(
         }
     }
     println!(
-        "    RPC calls per /{path}: {:.2} ({})",
+        "    RPC calls per /{path}: {:.2} ({}); HTTP requests: {:.2}",
         total as f64 / n as f64,
-        parts.join(", ")
+        parts.join(", "),
+        (rpc.http_requests() - posted_before) as f64 / n as f64
     );
 }
 

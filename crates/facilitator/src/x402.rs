@@ -21,7 +21,7 @@ use alloy::{
 };
 use tollgate_chain::{
     Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
-    authorization::{TransferWithAuthorization, recover},
+    authorization::{TransferWithAuthorization, parse_signature, recover},
     contracts::{self, Token},
 };
 use tollgate_protocol::{
@@ -120,27 +120,22 @@ impl Facilitator {
         {
             return Err(ErrorReason::InvalidPaymentRequirements);
         }
-        let domain = &net.domain;
-        let typed = TransferWithAuthorization {
-            from: auth.from,
-            to: auth.to,
-            value: auth.value.get(),
-            validAfter: auth.valid_after.get(),
-            validBefore: auth.valid_before.get(),
-            nonce: auth.nonce,
-        };
-        match recover(&typed, domain, &payload.payload.signature) {
-            Ok(signer) if signer == auth.from => {}
-            _ => return Err(ErrorReason::InvalidExactEvmPayloadSignature),
-        }
         if simulate {
             // One `eth_call` runs the transfer itself: signature, validity window, nonce and
-            // balance as the token checks them.
+            // balance as the token checks them. The signature's form is checked here (65
+            // bytes, v, no malleable s: what `/settle` accepts); its signer by the token, under
+            // its real domain, so the recovery (most of a verification's own CPU) is not done
+            // twice. A refusal the token does not name is named by recovering it then.
+            if parse_signature(&payload.payload.signature).is_err() {
+                return Err(ErrorReason::InvalidExactEvmPayloadSignature);
+            }
             match self.x402_simulate(net, payload, None).await {
                 Simulated::Passes => {}
                 Simulated::Used => return Err(ErrorReason::InvalidTransactionState),
                 Simulated::Refused(reason) => return Err(reason),
             }
+        } else if !signed_by_payer(net, payload) {
+            return Err(ErrorReason::InvalidExactEvmPayloadSignature);
         }
         Ok(Verified {
             net,
@@ -505,6 +500,9 @@ impl Facilitator {
         if named != ErrorReason::UnexpectedSettleError {
             return Simulated::Refused(named);
         }
+        if !signed_by_payer(net, payload) {
+            return Simulated::Refused(ErrorReason::InvalidExactEvmPayloadSignature);
+        }
         let auth = &payload.payload.authorization;
         let token = net.spec.token;
         let state = Token::authorizationStateCall {
@@ -679,6 +677,21 @@ fn transfers_exactly(receipt: &Receipt, new: &NewSettlement) -> bool {
                 t.from == new.payer && t.to == new.pay_to && t.value == new.amount.get()
             })
     })
+}
+
+/// Whether the payload's signature recovers to its payer under the token's configured EIP-712
+/// domain (a plain 65-byte signature; an account's EIP-1271 signature cannot be checked here).
+fn signed_by_payer(net: &Network, payload: &PaymentPayload) -> bool {
+    let auth = &payload.payload.authorization;
+    let typed = TransferWithAuthorization {
+        from: auth.from,
+        to: auth.to,
+        value: auth.value.get(),
+        validAfter: auth.valid_after.get(),
+        validBefore: auth.valid_before.get(),
+        nonce: auth.nonce,
+    };
+    matches!(recover(&typed, &net.domain, &payload.payload.signature), Ok(signer) if signer == auth.from)
 }
 
 fn revert_reason(r: &Revert) -> ErrorReason {

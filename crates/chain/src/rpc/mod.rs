@@ -20,10 +20,12 @@
 //!   own HTTP transport records the whole URL in a debug-level span and reqwest's errors print
 //!   it, so the requests go through a transport of our own here instead.
 //!
-//! This module holds [`RpcChain`] and its reads; `send` the fees, gas and relayer nonces;
+//! This module holds [`RpcChain`] and its reads; `calls` the `eth_call`s (batched when they come
+//! together); `send` the fees, gas and relayer nonces;
 //! `receipts` the receipts and the wait for depth; `transport` the HTTP transport; `errors` the
 //! reading of the node's errors ([`map_rpc_error`]).
 
+mod calls;
 mod errors;
 mod receipts;
 mod send;
@@ -36,13 +38,13 @@ use std::{
     future::IntoFuture,
     sync::{
         Arc, Mutex, MutexGuard,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::{Duration, Instant},
 };
 
 use alloy::{
-    eips::{BlockId, BlockNumberOrTag},
+    eips::BlockNumberOrTag,
     network::TransactionBuilder,
     primitives::{Address, B256, Bytes, U256},
     providers::{Provider, RootProvider},
@@ -95,6 +97,8 @@ impl Default for RpcOptions {
 /// A [`Chain`] over an EVM node's JSON-RPC endpoint. Create it with [`RpcChain::connect`].
 pub struct RpcChain {
     provider: RootProvider,
+    /// `eth_call`s, sent together when they come together.
+    calls_out: calls::Calls,
     /// The endpoint without path, query or credentials (hosted nodes put API keys there).
     endpoint: String,
     chain_id: u64,
@@ -107,6 +111,8 @@ pub struct RpcChain {
     timestamps: Mutex<HashMap<B256, u64>>,
     /// Requests sent, by JSON-RPC method ([`RpcChain::calls`]).
     calls: Mutex<BTreeMap<&'static str, u64>>,
+    /// HTTP requests sent ([`RpcChain::http_requests`]).
+    posts: Arc<AtomicU64>,
     /// The blocks seen, for the chain's block time (receipt polling follows it).
     block_clock: Mutex<Option<receipts::BlockClock>>,
     /// Per confirmation depth, how long waits for it took lately (receipt polling follows it).
@@ -179,13 +185,16 @@ impl RpcChain {
         // process (an error only means one is installed already).
         crate::install_crypto_provider();
         let is_local = guess_local_url(&parsed);
+        let posts = Arc::new(AtomicU64::new(0));
         let transport = NodeTransport {
             client: reqwest::Client::new(),
             url: Arc::new(parsed),
             endpoint: endpoint.clone().into(),
+            posts: Arc::clone(&posts),
         };
         let provider = RootProvider::new(RpcClient::new(transport, is_local));
         Ok(Self {
+            calls_out: calls::Calls::new(provider.clone(), options.request_timeout),
             provider,
             endpoint,
             chain_id: 0,
@@ -196,6 +205,7 @@ impl RpcChain {
             fees: Mutex::default(),
             timestamps: Mutex::default(),
             calls: Mutex::default(),
+            posts,
             block_clock: Mutex::default(),
             waits: Mutex::default(),
         })
@@ -227,6 +237,12 @@ impl RpcChain {
     /// facilitator's work costs there (the benches report it per settlement).
     pub fn calls(&self) -> BTreeMap<&'static str, u64> {
         lock(&self.calls).clone()
+    }
+
+    /// The HTTP requests sent to the node so far: fewer than [`calls`](Self::calls) when
+    /// concurrent `eth_call`s went together as JSON-RPC batches.
+    pub fn http_requests(&self) -> u64 {
+        self.posts.load(Ordering::Relaxed)
     }
 
     /// Bounds a request by the request timeout and maps its error; the node's chain id is
@@ -300,11 +316,7 @@ impl Chain for RpcChain {
         if let Some(from) = from {
             request = request.with_from(from);
         }
-        self.request(
-            "eth_call",
-            self.provider.call(request).block(BlockId::latest()),
-        )
-        .await
+        self.request("eth_call", self.calls_out.call(request)).await
     }
 
     async fn send(&self, tx: TxRequest) -> Result<B256> {

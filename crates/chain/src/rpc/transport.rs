@@ -21,6 +21,8 @@ pub(super) struct NodeTransport {
     pub(super) url: Arc<Url>,
     /// [`redacted`] URL.
     pub(super) endpoint: Arc<str>,
+    /// HTTP requests sent (a batch of calls is one).
+    pub(super) posts: Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl fmt::Debug for NodeTransport {
@@ -95,6 +97,8 @@ impl tower_service::Service<RequestPacket> for NodeTransport {
     }
 
     fn call(&mut self, packet: RequestPacket) -> Self::Future {
+        self.posts
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let span = tracing::debug_span!("node", endpoint = %self.endpoint);
         Box::pin(self.clone().post(packet).instrument(span))
     }

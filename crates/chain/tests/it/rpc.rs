@@ -353,3 +353,64 @@ async fn devnet_fixture_matches() {
     .await;
     assert_eq!(balance, DEV_TOKENS);
 }
+
+/// `eth_call`s made at once go to the node in fewer HTTP requests (JSON-RPC batches), and each
+/// caller still gets its own answer: a balance, or the revert of its own call.
+async fn concurrent_calls_share_requests(backend: Backend) {
+    let fx = Fixture::new(backend).await.expect("fixture");
+    let url = fx.rpc_url().expect("an RPC backend");
+    let chain = Arc::new(
+        tollgate_testkit::connect(url, fx.chain.chain_id(), &fx.accounts)
+            .await
+            .unwrap(),
+    );
+    let token = fx.deployment.token;
+    let [rich, poor] = [fx.accounts[1].address, Address::repeat_byte(0x99)];
+    let (calls, posts) = (chain.calls(), chain.http_requests());
+    let tasks: Vec<_> = (0..120u64)
+        .map(|i| {
+            let chain = Arc::clone(&chain);
+            tokio::spawn(async move {
+                if i % 3 == 0 {
+                    // A transfer that cannot go through: the token's revert, for this call only.
+                    let call = Token::transferCall {
+                        to: rich,
+                        value: U256::from(1 + i),
+                    };
+                    let reverted = chain
+                        .call(Some(poor), token, call.abi_encode().into())
+                        .await;
+                    assert!(matches!(reverted, Err(Error::Revert(_))), "{reverted:?}");
+                } else {
+                    let account = if i % 3 == 1 { rich } else { poor };
+                    let expected = if account == rich {
+                        DEV_TOKENS
+                    } else {
+                        U256::ZERO
+                    };
+                    assert_eq!(token_balance(&*chain, token, account).await, expected);
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let sent = chain.calls()["eth_call"] - calls.get("eth_call").copied().unwrap_or(0);
+    let posted = chain.http_requests() - posts;
+    assert_eq!(sent, 120, "each call counted");
+    assert!(
+        posted < 120,
+        "{posted} HTTP requests for 120 calls made at once"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anvil_concurrent_calls_share_requests() {
+    concurrent_calls_share_requests(Backend::Anvil).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn devnet_rpc_concurrent_calls_share_requests() {
+    concurrent_calls_share_requests(Backend::DevnetRpc).await;
+}

@@ -2,10 +2,10 @@
 //! or a final failure records its webhook event (and a confirmation its analytics rollups) in
 //! the same transaction.
 
+use std::collections::HashMap;
+
 use alloy::primitives::B256;
 use tollgate_protocol::SettlementStatus;
-
-use std::collections::HashMap;
 
 use crate::{
     NewSettlement, Recorded, Settlement, StoreResult,

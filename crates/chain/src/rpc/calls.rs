@@ -86,7 +86,9 @@ impl Calls {
             },
             None => waiting,
         };
-        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Some(waiting);
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         runtime.spawn(work(self.provider.clone(), self.timeout, rx));
         let sent = tx.send(waiting);

@@ -215,48 +215,78 @@ async fn insert_all(
     c: &mut impl Conn,
     items: Vec<Insert>,
 ) -> StoreResult<Vec<StoreResult<Recorded>>> {
-    let mut results: Vec<Option<StoreResult<Recorded>>> = Vec::with_capacity(items.len());
-    let mut rows = Vec::with_capacity(items.len());
-    for Insert(new) in &items {
-        match NewRow::encode(new) {
-            Ok(row) => {
-                rows.push(Some(row));
-                results.push(None);
-            }
-            Err(e) => {
-                rows.push(None);
-                results.push(Some(Err(e)));
-            }
-        }
+    let (rows, mut results) = encode_each(&items, |Insert(new)| NewRow::encode(new));
+    let came = run_rows(
+        c,
+        &rows,
+        |row| row.key.as_str(),
+        |i, row| insert_args(row, &items[i].0),
+        &INSERT,
+    )
+    .await?;
+    for (i, came) in came.into_iter().enumerate() {
+        let Some(row) = &rows[i] else { continue };
+        let (stored, inserted) = match came {
+            Some(stored) => (stored, true),
+            // The key was there already (on PostgreSQL a concurrent insert of it made this one
+            // wait for its commit): rows are never deleted, so it is still there.
+            None => (c.fetch_one(SELECT_BY_KEY, args![&row.key]).await?, false),
+        };
+        results[i] = Some(Ok(Recorded {
+            row: stored.decode()?,
+            inserted,
+        }));
     }
-    let keys = rows.iter().map(|r| r.as_ref().map(|r| r.key.as_str()));
-    for statement in in_statements(keys) {
-        let mut args = Vec::with_capacity(statement.len() * INSERT_WIDTH);
-        for &i in &statement {
+    Ok(results.into_iter().map(answered).collect())
+}
+
+/// Each item of a merged write encoded, and the answer of each that cannot be (its own error:
+/// it takes no part and changes nothing).
+type Encoded<R, T> = (Vec<Option<R>>, Vec<Option<StoreResult<T>>>);
+
+fn encode_each<I, R, T>(items: &[I], encode: impl Fn(&I) -> StoreResult<R>) -> Encoded<R, T> {
+    items
+        .iter()
+        .map(|item| match encode(item) {
+            Ok(row) => (Some(row), None),
+            Err(e) => (None, Some(Err(e))),
+        })
+        .unzip()
+}
+
+/// Runs the encoded `rows` through the multi-row `statement`, in statements in which no key
+/// repeats ([`in_statements`]; `bind` gives a row's arguments), and gives, for each item, the
+/// row that came back for its key, if one did.
+async fn run_rows<'a, R, A>(
+    c: &mut impl Conn,
+    rows: &'a [Option<R>],
+    key: impl Fn(&'a R) -> &'a str,
+    bind: impl Fn(usize, &'a R) -> A,
+    statement: &'static MultiRow,
+) -> StoreResult<Vec<Option<SettlementRow>>>
+where
+    A: IntoIterator<Item = Arg<'a>>,
+{
+    let mut came: Vec<Option<SettlementRow>> = rows.iter().map(|_| None).collect();
+    for group in in_statements(rows.iter().map(|r| r.as_ref().map(&key))) {
+        let mut args = Vec::new();
+        for &i in &group {
             if let Some(row) = &rows[i] {
-                args.extend(insert_args(row, &items[i].0));
+                args.extend(bind(i, row));
             }
         }
-        let inserted: Vec<SettlementRow> = c.fetch_all(INSERT.get(statement.len()), &args).await?;
-        let mut inserted: HashMap<String, SettlementRow> = inserted
+        let back: Vec<SettlementRow> = c.fetch_all(statement.get(group.len()), &args).await?;
+        let mut back: HashMap<String, SettlementRow> = back
             .into_iter()
             .map(|row| (row.key().to_owned(), row))
             .collect();
-        for i in statement {
-            let Some(row) = &rows[i] else { continue };
-            let (stored, inserted) = match inserted.remove(&row.key) {
-                Some(stored) => (stored, true),
-                // The key was there already (on PostgreSQL a concurrent insert of it made this
-                // one wait for its commit): rows are never deleted, so it is still there.
-                None => (c.fetch_one(SELECT_BY_KEY, args![&row.key]).await?, false),
-            };
-            results[i] = Some(Ok(Recorded {
-                row: stored.decode()?,
-                inserted,
-            }));
+        for i in group {
+            if let Some(row) = &rows[i] {
+                came[i] = back.remove(key(row));
+            }
         }
     }
-    Ok(results.into_iter().map(answered).collect())
+    Ok(came)
 }
 
 /// An item's result, which every item of a merged write has once it ran.
@@ -395,42 +425,23 @@ async fn confirm_all_postgres(
     c: &mut impl Conn,
     items: Vec<Confirm>,
 ) -> StoreResult<Vec<StoreResult<Settlement>>> {
-    let mut results: Vec<Option<StoreResult<Settlement>>> = Vec::with_capacity(items.len());
-    let mut rows = Vec::with_capacity(items.len());
-    for item in &items {
-        match ConfirmRow::encode(item) {
-            Ok(row) => {
-                rows.push(Some(row));
-                results.push(None);
-            }
-            Err(e) => {
-                rows.push(None);
-                results.push(Some(Err(e)));
-            }
+    let (rows, mut results) = encode_each(&items, ConfirmRow::encode);
+    let came = run_rows(
+        c,
+        &rows,
+        |row| row.row.key.as_str(),
+        |i, row| row.args(items[i].proof.as_deref()),
+        &CONFIRM_POSTGRES,
+    )
+    .await?;
+    for (i, came) in came.into_iter().enumerate() {
+        if rows[i].is_none() {
+            continue;
         }
-    }
-    let keys = rows.iter().map(|r| r.as_ref().map(|r| r.row.key.as_str()));
-    for statement in in_statements(keys) {
-        let mut args = Vec::with_capacity(statement.len() * CONFIRM_WIDTH);
-        for &i in &statement {
-            if let Some(row) = &rows[i] {
-                args.extend(row.args(items[i].proof.as_deref()));
-            }
-        }
-        let changed: Vec<SettlementRow> = c
-            .fetch_all(CONFIRM_POSTGRES.get(statement.len()), &args)
-            .await?;
-        let mut changed: HashMap<String, SettlementRow> = changed
-            .into_iter()
-            .map(|row| (row.key().to_owned(), row))
-            .collect();
-        for i in statement {
-            let Some(row) = &rows[i] else { continue };
-            results[i] = Some(match changed.remove(&row.row.key) {
-                Some(stored) => stored.decode(),
-                None => confirmed_before(c, &items[i].new).await,
-            });
-        }
+        results[i] = Some(match came {
+            Some(stored) => stored.decode(),
+            None => confirmed_before(c, &items[i].new).await,
+        });
     }
     Ok(results.into_iter().map(answered).collect())
 }

@@ -22,6 +22,25 @@ interface IAuthorizationToken {
         bytes memory signature
     ) external;
 
+    /// @notice EIP-3009 transferWithAuthorization, bytes-signature form (what x402's `exact`
+    ///         scheme settles).
+    /// @param from The payer and signer.
+    /// @param to The payee.
+    /// @param value The amount.
+    /// @param validAfter Valid strictly after this timestamp.
+    /// @param validBefore Valid strictly before this timestamp.
+    /// @param nonce The authorization nonce.
+    /// @param signature The payer's signature.
+    function transferWithAuthorization(
+        address from,
+        address to,
+        uint256 value,
+        uint256 validAfter,
+        uint256 validBefore,
+        bytes32 nonce,
+        bytes memory signature
+    ) external;
+
     /// @notice ERC-20 transfer.
     /// @param to The recipient.
     /// @param value The amount.
@@ -36,6 +55,21 @@ interface IAuthorizationToken {
 ///      payer's signature binds the payee, the memo and the fee: anyone may submit `settle`, and a
 ///      front-runner can only perform exactly the payment the payer signed. Tokens only pass through.
 contract PaymentRouter {
+    /// @notice One x402 payment: an EIP-3009 `TransferWithAuthorization` signed by `from`.
+    struct Transfer {
+        address from;
+        address to;
+        uint256 value;
+        uint256 validAfter;
+        uint256 validBefore;
+        bytes32 nonce;
+        bytes signature;
+    }
+
+    /// @notice Gas forwarded to each transfer of `settleTransfers`: one transfer (a plain
+    ///         signature's costs about 60-90k) cannot use up the gas of the others.
+    uint256 public constant TRANSFER_GAS = 200_000;
+
     /// @notice The token payments are made in.
     address public immutable token;
 
@@ -111,6 +145,27 @@ contract PaymentRouter {
         }
         _pay(feeRecipient, fee);
         emit PaymentSettled(memo, from, payTo, amount, fee);
+    }
+
+    /// @notice Settles several x402 payments in one transaction: each transfer is the token's own
+    ///         `transferWithAuthorization`, called with at most `TRANSFER_GAS`; one that fails
+    ///         (used nonce, expiry, funds, signature) is skipped and the others go through.
+    /// @dev The token moves each payment from its payer to its payee directly and emits its own
+    ///      `AuthorizationUsed` and `Transfer`: those logs, not this call's success, say which
+    ///      payments were settled. Nothing passes through this contract; anyone may call it, and
+    ///      can only carry out transfers their payers signed.
+    /// @param transfers The payments.
+    /// @return settled How many of them went through.
+    function settleTransfers(Transfer[] calldata transfers) external returns (uint256 settled) {
+        IAuthorizationToken t = IAuthorizationToken(token);
+        for (uint256 i = 0; i < transfers.length; ++i) {
+            Transfer calldata p = transfers[i];
+            try t.transferWithAuthorization{gas: TRANSFER_GAS}(
+                p.from, p.to, p.value, p.validAfter, p.validBefore, p.nonce, p.signature
+            ) {
+                ++settled;
+            } catch {}
+        }
     }
 
     /// @dev Transfers `value` of the token to `to`, skipping zero amounts.

@@ -20,6 +20,7 @@ pub mod failover;
 pub mod proof;
 pub mod rpc;
 mod wallet;
+pub mod worker;
 
 pub use backend::{Chain, ChainLog, Confirmation, LogFilter, Receipt, TxRequest, WaitOptions};
 pub use contracts::{Deployment, Revert};

@@ -16,6 +16,7 @@
 //! `TOLLGATE_BENCH_SIGNER_KEY` in its environment) must start it and print `LISTENING <port>`;
 //! `TOLLGATE_BENCH_PEER_NETWORK` names the network in its payloads if it calls the chain
 //! otherwise than `tollgate-devnet`. Both count a request as served only on `isValid: true`.
+//! `/settle` runs 8 clients at once, or `TOLLGATE_BENCH_SETTLE_C`.
 //!
 //! `x402v2` runs x402 V1 and V2 `/verify` and `/settle` against one anvil, then the same V2 bodies
 //! against the V2 reference facilitator (`tests/interop/x402v2-facilitator.mjs`: `@x402/core` +
@@ -309,7 +310,8 @@ async fn x402(n: usize) {
     let url = format!("{}/settle", net.url);
     let (h, b) = (http.clone(), bodies.clone());
     let before = (rpc.calls(), rpc.http_requests());
-    drive("/settle anvil (x402 V1)", n, 8, move |i| {
+    let c = support::size("TOLLGATE_BENCH_SETTLE_C", 8);
+    drive("/settle anvil (x402 V1)", n, c, move |i| {
         post_json(h.clone(), url.clone(), b[i].clone(), "success")
     })
     .await;

@@ -123,6 +123,8 @@ pub(crate) struct Network {
     pub(crate) spec: NetworkSpec,
     pub(crate) chain: Arc<dyn Chain>,
     pub(crate) domain: Eip712Domain,
+    /// x402 transfers settled together ([`crate::batch`]).
+    pub(crate) batches: crate::batch::Batches,
     /// Last chain timestamp seen and when, to keep "now" on the chain's clock without a round
     /// trip per request.
     clock: Mutex<(u64, Instant)>,
@@ -316,10 +318,19 @@ impl Facilitator {
                 spec.token,
             );
             let name = spec.name.clone();
+            let batches = crate::batch::Batches::new(crate::batch::Target {
+                chain: Arc::clone(&chain),
+                router: spec.router,
+                wait: tollgate_chain::WaitOptions {
+                    confirmations: spec.confirmations,
+                    timeout: settings.confirmation_timeout,
+                },
+            });
             let network = Network {
                 spec,
                 chain,
                 domain,
+                batches,
                 clock: Mutex::new((0, Instant::now())),
             };
             if map.insert(name.clone(), network).is_some() {

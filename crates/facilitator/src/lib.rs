@@ -15,6 +15,7 @@
 
 pub mod analytics;
 mod api;
+mod batch;
 pub mod config;
 pub mod error;
 mod facilitator;

@@ -22,7 +22,7 @@ use alloy::{
 use tollgate_chain::{
     Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
     authorization::{TransferWithAuthorization, parse_signature, recover},
-    contracts::{self, Token},
+    contracts::{self, PaymentRouter, Token},
 };
 use tollgate_protocol::{
     Amount, SettlementStatus,
@@ -33,6 +33,7 @@ use tollgate_protocol::{
 };
 
 use crate::{
+    batch::Batched,
     facilitator::{Facilitator, Network, unix_now},
     metrics::{SettlementOutcome, SettlementPath},
     settle::settlement_key,
@@ -53,10 +54,10 @@ enum Simulated {
     Refused(ErrorReason),
 }
 
-/// The calldata of a payload's `transferWithAuthorization`.
-fn transfer_call(payload: &PaymentPayload) -> Bytes {
+/// A payload's transfer, as the router's `settleTransfers` takes it.
+fn router_transfer(payload: &PaymentPayload) -> PaymentRouter::Transfer {
     let auth = &payload.payload.authorization;
-    Token::transferWithAuthorization_0Call {
+    PaymentRouter::Transfer {
         from: auth.from,
         to: auth.to,
         value: auth.value.get(),
@@ -65,8 +66,31 @@ fn transfer_call(payload: &PaymentPayload) -> Bytes {
         nonce: auth.nonce,
         signature: payload.payload.signature.clone(),
     }
+}
+
+/// The calldata of a payload's `transferWithAuthorization`.
+fn transfer_call(payload: &PaymentPayload) -> Bytes {
+    let t = router_transfer(payload);
+    Token::transferWithAuthorization_0Call {
+        from: t.from,
+        to: t.to,
+        value: t.value,
+        validAfter: t.validAfter,
+        validBefore: t.validBefore,
+        nonce: t.nonce,
+        signature: t.signature,
+    }
     .abi_encode()
     .into()
+}
+
+/// Whether a settlement's transfer may go in a batch with others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Sending {
+    /// In the next batch (or alone, when no other waits with it).
+    Together,
+    /// Alone: it did not go through in a batch.
+    Alone,
 }
 
 /// What verification established about a payload.
@@ -300,18 +324,21 @@ impl Facilitator {
             return Err((ErrorReason::UnexpectedSettleError, None));
         }
         crate::fault::hit("settle.after-insert");
-        self.x402_send(net, new, payload, Some(relayer)).await
+        self.x402_send(net, new, payload, Some(relayer), Sending::Together)
+            .await
     }
 
     /// Broadcasts the `transferWithAuthorization` of a recorded settlement and waits for it.
     /// `simulated`: the relayer whose simulation of this transfer just passed (the first
     /// send); `None` simulates again first (a resend, when the chain may have moved on).
+    /// `sending`: whether it may go in a batch with others ([`crate::batch`]).
     async fn x402_send(
         &self,
         net: &Network,
         new: &NewSettlement,
         payload: &PaymentPayload,
         simulated: Option<Address>,
+        sending: Sending,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         let data = transfer_call(payload);
         let relayer = match simulated {
@@ -333,6 +360,21 @@ impl Facilitator {
                     .await
             }
         };
+        // A plain signature's transfer may go with others in one transaction. One that waited
+        // alone is sent below, holding its slot among the transactions on their way.
+        let mut slot = None;
+        if simulation.is_ok() && sending == Sending::Together && payload.payload.signature.len() == 65 {
+            match net.batches.settle(relayer, router_transfer(payload)).await {
+                Batched::Alone(permit) => slot = permit,
+                Batched::Sent(confirmation) => {
+                    return self.x402_mined(net, new, payload, confirmation).await;
+                }
+                // Perhaps mined all the same: simulated again, and sent alone if it can go.
+                Batched::Failed => {
+                    return Box::pin(self.x402_send(net, new, payload, None, Sending::Alone)).await;
+                }
+            }
+        }
         let sent = match simulation {
             Ok(_) => {
                 let mut tx = TxRequest::call(relayer, net.spec.token, data);
@@ -358,7 +400,9 @@ impl Facilitator {
             Err(e) => return Err((verify_chain_error(&e), None)),
         };
         crate::fault::hit("settle.after-broadcast");
-        self.x402_wait(net, new, tx_hash).await
+        let waited = self.x402_wait(net, new, payload, tx_hash).await;
+        drop(slot);
+        waited
     }
 
     /// Waits for a settlement transaction: confirmed and checked, or still pending.
@@ -366,6 +410,7 @@ impl Facilitator {
         &self,
         net: &Network,
         new: &NewSettlement,
+        payload: &PaymentPayload,
         tx_hash: B256,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         let opts = WaitOptions {
@@ -373,21 +418,45 @@ impl Facilitator {
             timeout: self.inner.settings.confirmation_timeout,
         };
         match net.chain.wait(tx_hash, opts).await {
-            Ok(Confirmation::Confirmed(receipt)) if receipt.success => {
-                self.x402_confirmed(new, &receipt).await
-            }
-            Ok(Confirmation::Confirmed(receipt)) => {
-                // Reverted: perhaps another transaction carrying this payment came first.
-                if let Ok(Some(r)) = self.find_transfer(net, new, net.spec.confirmations).await {
-                    return self.x402_confirmed(new, &r).await;
-                }
-                self.x402_failed(new.key, "unexpected_settle_error: the transfer reverted")
-                    .await;
-                Err((ErrorReason::UnexpectedSettleError, Some(receipt.tx_hash)))
-            }
-            Ok(Confirmation::Pending { tx_hash }) => Err(self.x402_pending(new.key, tx_hash).await),
+            Ok(confirmation) => self.x402_mined(net, new, payload, confirmation).await,
             Err(e) => Err((verify_chain_error(&e), Some(tx_hash))),
         }
+    }
+
+    /// What a settlement's transaction (alone or a batch) came to: this payment's transfer
+    /// in its receipt (confirmed), elsewhere, not made, or still pending.
+    async fn x402_mined(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+        payload: &PaymentPayload,
+        confirmation: Confirmation,
+    ) -> Result<B256, (ErrorReason, Option<B256>)> {
+        let receipt = match confirmation {
+            Confirmation::Confirmed(receipt) => receipt,
+            Confirmation::Pending { tx_hash } => return Err(self.x402_pending(new.key, tx_hash).await),
+        };
+        if receipt.success && transfers_exactly(&receipt, new) {
+            return self.x402_confirmed(new, &receipt).await;
+        }
+        // Reverted, or a batch whose transfer of this payment failed: perhaps another
+        // transaction carrying this payment came first.
+        if let Ok(Some(r)) = self.find_transfer(net, new, net.spec.confirmations).await {
+            return self.x402_confirmed(new, &r).await;
+        }
+        if receipt.to == Some(net.spec.router) {
+            // A batch that did not carry it (its nonce used meanwhile, the payer's balance
+            // spent by another payment in the batch, the batch out of gas or refused as a
+            // whole): simulated again and, if it can still go through, sent alone.
+            return Box::pin(self.x402_send(net, new, payload, None, Sending::Alone)).await;
+        }
+        if receipt.success {
+            tracing::error!(tx = %receipt.tx_hash, "settlement receipt lacks this payment's transfer");
+            return Err((ErrorReason::UnexpectedSettleError, None));
+        }
+        self.x402_failed(new.key, "unexpected_settle_error: the transfer reverted")
+            .await;
+        Err((ErrorReason::UnexpectedSettleError, Some(receipt.tx_hash)))
     }
 
     /// A stored settlement with this key: answered only for the very payload it records.
@@ -459,7 +528,9 @@ impl Facilitator {
             return self.x402_confirmed(&row.new, &receipt).await;
         }
         match row.tx_hash {
-            Some(h) if !self.x402_dropped(net, h).await? => self.x402_wait(net, &row.new, h).await,
+            Some(h) if !self.x402_dropped(net, h).await? => {
+                self.x402_wait(net, &row.new, payload, h).await
+            }
             _ if net.now().await >= row.new.valid_before => {
                 self.x402_failed(
                     row.new.key,
@@ -470,7 +541,10 @@ impl Facilitator {
             }
             // Never broadcast (a crash after recording), or dropped by the node: the token takes
             // an authorization once, so sending it again cannot pay twice.
-            _ => self.x402_send(net, &row.new, payload, None).await,
+            _ => {
+                self.x402_send(net, &row.new, payload, None, Sending::Together)
+                    .await
+            }
         }
     }
 

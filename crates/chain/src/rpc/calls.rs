@@ -12,10 +12,7 @@
 //! counted, and bounded by the request timeout, by its caller ([`super::RpcChain`]); hosted
 //! nodes bill a batch per call in it.
 
-use std::{
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use alloy::{
     eips::BlockId,
@@ -25,6 +22,8 @@ use alloy::{
     transports::{RpcError, TransportErrorKind, TransportResult},
 };
 use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::worker::WorkerQueue;
 
 /// Most calls in one batch (hosted nodes cap batches; 50 is a common limit).
 pub(super) const MAX_BATCH: usize = 32;
@@ -46,56 +45,32 @@ struct Waiting {
 #[derive(Debug)]
 pub(super) struct Calls {
     provider: RootProvider,
-    /// How long a batch may take: past it, the batch is dropped (its callers have given up by
-    /// then, each bounded by the same timeout) and its slot freed, so a node that hangs cannot
-    /// hold the batches back once it answers again.
-    timeout: Duration,
-    /// The worker's queue, started on the first call (on the caller's runtime) and again if
-    /// that runtime has gone since.
-    queue: Mutex<Option<mpsc::UnboundedSender<Waiting>>>,
+    /// The worker's queue (see [`work`]).
+    queue: WorkerQueue<Waiting>,
 }
 
 impl Calls {
+    /// `timeout`: how long a batch may take. Past it, the batch is dropped (its callers have
+    /// given up by then, each bounded by the same timeout) and its slot freed, so a node that
+    /// hangs cannot hold the batches back once it answers again.
     pub(super) fn new(provider: RootProvider, timeout: Duration) -> Self {
+        let worker = provider.clone();
         Self {
             provider,
-            timeout,
-            queue: Mutex::new(None),
+            queue: WorkerQueue::new(move |rx| work(worker.clone(), timeout, rx)),
         }
     }
 
     /// Runs `request` at the latest block, in the next batch.
     pub(super) async fn call(&self, request: TransactionRequest) -> TransportResult<Bytes> {
         let (reply, answer) = oneshot::channel();
-        let waiting = Waiting { request, reply };
-        let Some(waiting) = self.enqueue(waiting) else {
-            return answer
+        match self.queue.push(Waiting { request, reply }) {
+            Ok(()) => answer
                 .await
-                .unwrap_or_else(|_| Err(TransportErrorKind::backend_gone()));
-        };
-        // No worker can take it (none can be started here): alone.
-        call_alone(&self.provider, waiting.request).await
-    }
-
-    /// Queues `waiting` for the worker (started if there is none); gives it back if it cannot.
-    fn enqueue(&self, waiting: Waiting) -> Option<Waiting> {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        let waiting = match queue.as_ref() {
-            Some(worker) => match worker.send(waiting) {
-                Ok(()) => return None,
-                // The worker's runtime has shut down: start another on this one.
-                Err(mpsc::error::SendError(waiting)) => waiting,
-            },
-            None => waiting,
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return Some(waiting);
-        };
-        let (tx, rx) = mpsc::unbounded_channel();
-        runtime.spawn(work(self.provider.clone(), self.timeout, rx));
-        let sent = tx.send(waiting);
-        *queue = Some(tx);
-        sent.err().map(|mpsc::error::SendError(w)| w)
+                .unwrap_or_else(|_| Err(TransportErrorKind::backend_gone())),
+            // No worker can take it (none can be started here): alone.
+            Err(waiting) => call_alone(&self.provider, waiting.request).await,
+        }
     }
 }
 

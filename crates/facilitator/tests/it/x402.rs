@@ -1,6 +1,9 @@
 //! The x402 V1 facilitator API with the exact V1 shapes.
 
-use alloy::primitives::{B256, U256};
+use alloy::{
+    primitives::{B256, U256},
+    sol_types::SolEvent,
+};
 use serde_json::json;
 
 use crate::support::{Backend, Harness, NETWORK};
@@ -386,7 +389,74 @@ async fn only_real_payments_are_stored_or_confirmed(backend: Backend) {
     assert_eq!(h.token_balance(pay_to).await, before);
 }
 
+/// Many payments settled at once (batched into shared transactions when they come together):
+/// each answered success once, with a transaction whose receipt carries its own transfer, and
+/// the balances moved by exactly the payments.
+async fn payments_settled_at_once_each_move_once(backend: Backend) {
+    let h = std::sync::Arc::new(Harness::new(backend).await);
+    let pay_to = h.account(7).address;
+    let payers = [1usize, 2, 3, 4];
+    let mut before = Vec::new();
+    for &p in &payers {
+        before.push(h.token_balance(h.account(p).address).await);
+    }
+    let payee_before = h.token_balance(pay_to).await;
+    let mut bodies = Vec::new();
+    for i in 0..24u64 {
+        let payer = payers[i as usize % payers.len()];
+        let amount = 1_000 + i;
+        let mut nonce = [0x5a; 32];
+        nonce[31] = i as u8;
+        let payload = h
+            .x402_payload(payer, pay_to, amount, B256::from(nonce))
+            .await;
+        let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
+        bodies.push((payer, amount, body));
+    }
+    let mut tasks = Vec::new();
+    for (_, _, body) in &bodies {
+        let (h, body) = (h.clone(), body.clone());
+        tasks.push(tokio::spawn(async move { h.post("/settle", &body).await.1 }));
+    }
+    let mut txs = std::collections::HashSet::new();
+    for ((payer, amount, _), task) in bodies.iter().zip(tasks) {
+        let r = task.await.unwrap();
+        assert_eq!(r["success"], true, "{r}");
+        let tx: B256 = r["transaction"].as_str().unwrap().parse().unwrap();
+        let receipt = h.fixture.chain.receipt(tx).await.unwrap().unwrap();
+        let carried = receipt.logs.iter().any(|l| {
+            tollgate_chain::contracts::Token::Transfer::decode_log(l).is_ok_and(|t| {
+                t.from == h.account(*payer).address
+                    && t.to == pay_to
+                    && t.value == U256::from(*amount)
+            })
+        });
+        assert!(carried, "the receipt of {tx} carries this payment's transfer");
+        txs.insert(tx);
+    }
+    eprintln!("24 payments settled in {} transactions", txs.len());
+    let total: u64 = bodies.iter().map(|(_, a, _)| a).sum();
+    assert_eq!(h.token_balance(pay_to).await, payee_before + U256::from(total));
+    for (i, &p) in payers.iter().enumerate() {
+        let paid: u64 = bodies
+            .iter()
+            .filter(|(payer, _, _)| *payer == p)
+            .map(|(_, a, _)| a)
+            .sum();
+        assert_eq!(
+            h.token_balance(h.account(p).address).await,
+            before[i] - U256::from(paid)
+        );
+    }
+    // Each answered success once.
+    for (_, _, body) in &bodies {
+        let (_, again) = h.post("/settle", body).await;
+        assert_eq!(again["errorReason"], "duplicate_settlement", "{again}");
+    }
+}
+
 crate::on_backends!(
+    payments_settled_at_once_each_move_once,
     verify_then_settle_once,
     invalid_payments_get_v1_reasons,
     concurrent_settles_transfer_once,
@@ -459,4 +529,90 @@ async fn a_pending_settlement_is_answered_to_its_first_settler() {
     assert_eq!(first["success"], true, "{first}");
     assert_eq!(first["transaction"], tx.as_str());
     assert_eq!(h.token_balance(pay_to).await, before + U256::from(10_000));
+}
+
+/// Payments that wait while a transaction is on its way go in one batch. In it, one
+/// payment can fail while the others go through (here two payments of one payer whose balance
+/// covers one): the failed one is answered for itself (`insufficient_funds`, nothing moved),
+/// and the others with the batch's transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
+    let h = std::sync::Arc::new(Harness::new(Backend::Anvil).await);
+    let pay_to = h.account(7).address;
+    let payee_before = h.token_balance(pay_to).await;
+    let rpc = h.fixture.rpc_url().expect("anvil").to_owned();
+    let anvil = |method: &'static str, params: serde_json::Value| {
+        let (http, rpc) = (h.http.clone(), rpc.clone());
+        async move {
+            let r: serde_json::Value = http
+                .post(&rpc)
+                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert!(r.get("error").is_none(), "{method}: {r}");
+        }
+    };
+    let settle = |payer: usize, amount: u64, nonce: u8| {
+        let h = h.clone();
+        async move {
+            let payload = h
+                .x402_payload(payer, pay_to, amount, B256::repeat_byte(nonce))
+                .await;
+            let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
+            tokio::spawn(async move { h.post("/settle", &body).await.1 })
+        }
+    };
+    let spender = h.account(4).address;
+    let half: u64 = (h.token_balance(spender).await * U256::from(6) / U256::from(10))
+        .try_into()
+        .unwrap();
+
+    // Blocks wait: the first payment goes alone and stays unmined.
+    anvil("evm_setAutomine", json!([false])).await;
+    let first = settle(1, 1_000, 0x61).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    // These three wait for it to be mined, together.
+    let third = settle(3, 3_000, 0x63).await;
+    let spend_a = settle(4, half, 0x64).await;
+    let spend_b = settle(4, half, 0x65).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    anvil("evm_mine", json!([])).await;
+    anvil("evm_setAutomine", json!([true])).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    anvil("evm_mine", json!([])).await;
+
+    let mut answers = Vec::new();
+    for task in [first, third, spend_a, spend_b] {
+        answers.push(task.await.unwrap());
+    }
+    for r in &answers[..2] {
+        assert_eq!(r["success"], true, "{r}");
+    }
+    let spent: Vec<_> = answers[2..].iter().filter(|r| r["success"] == true).collect();
+    let refused: Vec<_> = answers[2..].iter().filter(|r| r["success"] != true).collect();
+    assert_eq!((spent.len(), refused.len()), (1, 1), "{answers:?}");
+    assert_eq!(refused[0]["errorReason"], "insufficient_funds", "{}", refused[0]);
+    assert!(refused[0].get("transaction").is_none_or(|t| t == ""), "{}", refused[0]);
+
+    // The three that waited together went in one router transaction.
+    assert_eq!(answers[1]["transaction"], spent[0]["transaction"], "{answers:?}");
+    let batch: B256 = answers[1]["transaction"].as_str().unwrap().parse().unwrap();
+    let receipt = h.fixture.chain.receipt(batch).await.unwrap().unwrap();
+    assert_eq!(receipt.to, Some(h.fixture.deployment.router));
+    assert_ne!(answers[0]["transaction"], answers[1]["transaction"]);
+
+    assert_eq!(
+        h.token_balance(pay_to).await,
+        payee_before + U256::from(1_000 + 3_000 + half)
+    );
+    // The refused payment stays refused.
+    let refused_again = settle(4, half, if answers[2]["success"] == true { 0x65 } else { 0x64 })
+        .await
+        .await
+        .unwrap();
+    assert_eq!(refused_again["errorReason"], "insufficient_funds", "{refused_again}");
 }

@@ -37,7 +37,7 @@ use crate::{
     facilitator::{Facilitator, Network, unix_now},
     metrics::{SettlementOutcome, SettlementPath},
     settle::settlement_key,
-    store::{NewSettlement, Settlement, SettlementKind},
+    store::{NewSettlement, Settlement, SettlementKind, StoreError},
 };
 
 /// The gas limit of an x402 settlement signed by a 65-byte (EOA) signature: USDC's and the
@@ -675,25 +675,32 @@ impl Facilitator {
             tracing::error!(tx = %receipt.tx_hash, "settlement receipt lacks this payment's transfer");
             return Err((ErrorReason::UnexpectedSettleError, None));
         }
-        let stored = self.inner.store.insert_settlement(new).await;
-        match stored {
-            // The row this key holds must be this very payment (the caller checked it under the
-            // lock; this guards the row inserted just now by another writer).
-            Ok(recorded) if recorded.row.new.request_hash != new.request_hash => {
-                return Err((ErrorReason::InvalidTransactionState, None));
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "store unavailable recording a settlement");
-                return Err((ErrorReason::UnexpectedSettleError, Some(receipt.tx_hash)));
+        // The row is there (recorded before the send, or read under the lock): confirmed in
+        // one write. The store refuses a row recorded for another payment.
+        let confirm = || {
+            self.inner.store.mark_confirmed(
+                new,
+                receipt.tx_hash,
+                receipt.block_number,
+                None,
+                unix_now(),
+            )
+        };
+        let mut confirmed = confirm().await;
+        if confirmed.as_ref().is_err_and(StoreError::is_row_not_found) {
+            // No row for this very payment: recorded now, unless the key holds another.
+            match self.inner.store.insert_settlement(new).await {
+                Ok(recorded) if recorded.row.new.request_hash != new.request_hash => {
+                    return Err((ErrorReason::InvalidTransactionState, None));
+                }
+                Ok(_) => confirmed = confirm().await,
+                Err(e) => {
+                    tracing::error!(error = %e, "store unavailable recording a settlement");
+                    return Err((ErrorReason::UnexpectedSettleError, Some(receipt.tx_hash)));
+                }
             }
         }
-        match self
-            .inner
-            .store
-            .mark_confirmed(new, receipt.tx_hash, receipt.block_number, None, unix_now())
-            .await
-        {
+        match confirmed {
             Ok(row) => {
                 crate::fault::hit("settle.after-confirm");
                 Ok(row.tx_hash.unwrap_or(receipt.tx_hash))

@@ -19,5 +19,13 @@ pub enum StoreError {
     UnsupportedUrl(String),
 }
 
+impl StoreError {
+    /// Whether the row a call needed is not there (or is not the one the call named): what
+    /// [`crate::Store::mark_confirmed`] answers for a key with no row for that payment.
+    pub fn is_row_not_found(&self) -> bool {
+        matches!(self, Self::Database(sqlx::Error::RowNotFound))
+    }
+}
+
 /// Store result.
 pub type StoreResult<T> = Result<T, StoreError>;

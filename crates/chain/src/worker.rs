@@ -74,11 +74,13 @@ mod tests {
     type Doubling = WorkerQueue<(u64, oneshot::Sender<u64>)>;
 
     fn doubling() -> Doubling {
-        WorkerQueue::new(|mut rx: mpsc::UnboundedReceiver<(u64, oneshot::Sender<u64>)>| async move {
-            while let Some((n, reply)) = rx.recv().await {
-                let _ = reply.send(n * 2);
-            }
-        })
+        WorkerQueue::new(
+            |mut rx: mpsc::UnboundedReceiver<(u64, oneshot::Sender<u64>)>| async move {
+                while let Some((n, reply)) = rx.recv().await {
+                    let _ = reply.send(n * 2);
+                }
+            },
+        )
     }
 
     async fn ask(queue: &Doubling, n: u64) -> Option<u64> {
@@ -96,7 +98,10 @@ mod tests {
                 .build()
                 .unwrap();
             let q = Arc::clone(&queue);
-            assert_eq!(runtime.block_on(async move { ask(&q, n).await }), Some(n * 2));
+            assert_eq!(
+                runtime.block_on(async move { ask(&q, n).await }),
+                Some(n * 2)
+            );
             // The runtime, and the worker on it, end here.
         }
     }

@@ -5,8 +5,8 @@
 //! must hold whatever happened:
 //!
 //! - every payment an agent was served for settled exactly once on-chain (one `PaymentSettled`
-//!   per memo), every x402 payment answered `success` is one successful transfer, and the payee's
-//!   balance moved by exactly those amounts;
+//!   per memo), every x402 payment answered `success` is its own successful transfer (batched
+//!   payments share a transaction), and the payee's balance moved by exactly those amounts;
 //! - every proof is served at most once by the gate fleet (each one replayed at every gate
 //!   replica is refused);
 //! - every x402 payload settles once: a repeat after its success is refused;
@@ -42,7 +42,7 @@ use tollgate_chain::{
     Chain, LogFilter, Wallet,
     accounts::dev_accounts,
     authorization::{TransferWithAuthorization, sign, token_domain},
-    contracts::PaymentRouter,
+    contracts::{PaymentRouter, Token},
     rpc::{RpcChain, RpcOptions},
 };
 use tollgate_protocol::{
@@ -122,8 +122,8 @@ struct Run {
     /// Memos of the payments agents were served for.
     paid: Vec<(B256, String, u64)>,
     paid_errors: Vec<String>,
-    /// x402 payments answered success: (transaction, amount).
-    x402: Vec<(B256, u64)>,
+    /// x402 payments answered success: (transaction, payer, nonce, amount).
+    x402: Vec<(B256, Address, B256, u64)>,
     x402_errors: Vec<String>,
     x402_retries: usize,
 }
@@ -291,20 +291,39 @@ async fn main() -> anyhow::Result<()> {
             missing
         ),
     );
-    // Every x402 success is one successful transfer, each its own.
+    // Every x402 success is its own transfer in a successful transaction (several may share
+    // one: the facilitators batch the payments that come together): the token's
+    // `AuthorizationUsed(payer, nonce)` followed by `Transfer(payer, payee, amount)`.
     let mut ok = 0;
-    for (tx, _) in &run.x402 {
-        if chain.receipt(*tx).await?.is_some_and(|r| r.success) {
+    for (tx, payer, nonce, amount) in &run.x402 {
+        let Some(receipt) = chain.receipt(*tx).await? else {
+            continue;
+        };
+        let logs: Vec<_> = receipt
+            .logs
+            .iter()
+            .filter(|l| l.address == args.token)
+            .collect();
+        let carried = logs.windows(2).any(|pair| {
+            Token::AuthorizationUsed::decode_log(pair[0])
+                .is_ok_and(|u| u.authorizer == *payer && u.nonce == *nonce)
+                && Token::Transfer::decode_log(pair[1]).is_ok_and(|t| {
+                    t.from == *payer && t.to == args.pay_to && t.value == U256::from(*amount)
+                })
+        });
+        if receipt.success && carried {
             ok += 1;
         }
     }
-    let distinct: BTreeSet<_> = run.x402.iter().map(|(tx, _)| *tx).collect();
+    let distinct: BTreeSet<_> = run.x402.iter().map(|(_, p, n, _)| (*p, *n)).collect();
+    let transactions: BTreeSet<_> = run.x402.iter().map(|(tx, ..)| *tx).collect();
     check(
         "x402 settlements are transfers that happened, once each",
         ok == run.x402.len() && distinct.len() == run.x402.len(),
         format!(
-            "{} answered success, {ok} mined successfully",
-            run.x402.len()
+            "{} answered success, {ok} transfers mined successfully, in {} transactions",
+            run.x402.len(),
+            transactions.len()
         ),
     );
     // The payee got exactly that.
@@ -314,7 +333,7 @@ async fn main() -> anyhow::Result<()> {
         .filter_map(|m| run.paid.iter().find(|(p, _, _)| p == m))
         .map(|(_, _, net)| *net)
         .sum();
-    let x402_total: u64 = run.x402.iter().map(|(_, a)| a).sum();
+    let x402_total: u64 = run.x402.iter().map(|(.., a)| a).sum();
     let subscribed = renewals
         .as_ref()
         .map_or(0, |r| u64::from(r.cycle) * PLAN_AMOUNT);
@@ -735,7 +754,9 @@ async fn x402_payments(
                 }
                 let mut run = run.lock().unwrap_or_else(|e| e.into_inner());
                 match outcome {
-                    Ok(tx) if repeat_refused => run.x402.push((tx, amount)),
+                    Ok(tx) if repeat_refused => {
+                        run.x402.push((tx, payer.address, nonce, amount));
+                    }
                     Ok(tx) => run.x402_errors.push(format!(
                         "x402 {i}: a repeat of settled {tx} answered success"
                     )),

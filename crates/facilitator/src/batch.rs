@@ -6,7 +6,8 @@
 //! bounded gas, skipping one that fails.
 //!
 //! A worker per network takes the waiting transfers (up to [`MAX_BATCH`]) when no transaction
-//! is on its way, or when enough wait to fill half a batch and fewer than [`IN_FLIGHT`] are,
+//! is on its way, or when fewer than [`IN_FLIGHT`] are and enough wait to fill half a batch
+//! or the first has waited [`HOLD`],
 //! a transaction being on its way until it is mined (or its wait times out). So the transfers
 //! that come while a transaction is mined go together in the next. One transfer that waits
 //! alone is handed back to its caller,
@@ -20,9 +21,12 @@
 //! through, sent alone: the token takes an authorization once, so sending it again cannot pay
 //! twice.
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, Ordering},
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
 };
 
 use alloy::{primitives::Address, sol_types::SolCall};
@@ -46,6 +50,12 @@ pub(crate) const IN_FLIGHT: usize = 4;
 /// [`IN_FLIGHT`] × [`MAX_BATCH`] transfers go per block from one replica.
 pub(crate) const FULL: usize = MAX_BATCH / 2;
 
+/// Longest a transfer waits for the transaction on its way before it goes in another (when
+/// fewer than [`IN_FLIGHT`] are): on a slow chain (2 s blocks) a payment is sent within this of
+/// coming, as before batching, rather than a block later; on anvil a transaction is mined
+/// long before.
+pub(crate) const HOLD: Duration = Duration::from_millis(250);
+
 /// Gas the router's `TRANSFER_GAS` per transfer leaves around it (the loop, the calldata read,
 /// the call's own cost).
 const GAS_PER_TRANSFER: u64 = 200_000 + 15_000;
@@ -54,6 +64,8 @@ const GAS_BASE: u64 = 60_000;
 
 /// A transfer waiting for its transaction.
 struct Waiting {
+    /// When it was handed over.
+    at: Instant,
     relayer: Address,
     transfer: PaymentRouter::Transfer,
     reply: oneshot::Sender<Batched>,
@@ -110,12 +122,14 @@ impl Batches {
         }
         let (reply, answer) = oneshot::channel();
         match self.queue.push(Waiting {
+            at: Instant::now(),
             relayer,
             transfer,
             reply,
         }) {
-            // A worker gone mid-batch (its runtime shutting down) answers nothing: alone.
-            Ok(()) => answer.await.unwrap_or(Batched::Alone(None)),
+            // A worker gone mid-batch (its runtime shutting down) answers nothing; the batch may
+            // have been sent.
+            Ok(()) => answer.await.unwrap_or(Batched::Failed),
             Err(_) => Batched::Alone(None),
         }
     }
@@ -151,12 +165,17 @@ async fn work(target: Target, off: Arc<AtomicBool>, mut queue: mpsc::UnboundedRe
             }
         }
         let on_their_way = IN_FLIGHT - slots.available_permits();
-        let may_go = on_their_way == 0 || (waiting.len() >= FULL && on_their_way < IN_FLIGHT);
+        let held_until = waiting[0].at + HOLD;
+        let may_go = on_their_way == 0
+            || (on_their_way < IN_FLIGHT
+                && (waiting.len() >= FULL || Instant::now() >= held_until));
         if !may_go {
-            // Until a transaction is mined (or its wait ends), or more transfers come.
+            // Until a transaction is mined (or its wait ends), more transfers come, or the
+            // first waiting has waited long enough.
             let room = MAX_BATCH - waiting.len();
             tokio::select! {
                 () = freed.notified() => {}
+                () = tokio::time::sleep_until(held_until.into()), if on_their_way < IN_FLIGHT => {}
                 n = queue.recv_many(&mut waiting, room), if room > 0 => {
                     if n == 0 {
                         return;

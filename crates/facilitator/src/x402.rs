@@ -363,7 +363,10 @@ impl Facilitator {
         // A plain signature's transfer may go with others in one transaction. One that waited
         // alone is sent below, holding its slot among the transactions on their way.
         let mut slot = None;
-        if simulation.is_ok() && sending == Sending::Together && payload.payload.signature.len() == 65 {
+        if simulation.is_ok()
+            && sending == Sending::Together
+            && payload.payload.signature.len() == 65
+        {
             match net.batches.settle(relayer, router_transfer(payload)).await {
                 Batched::Alone(permit) => slot = permit,
                 Batched::Sent(confirmation) => {
@@ -434,7 +437,9 @@ impl Facilitator {
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         let receipt = match confirmation {
             Confirmation::Confirmed(receipt) => receipt,
-            Confirmation::Pending { tx_hash } => return Err(self.x402_pending(new.key, tx_hash).await),
+            Confirmation::Pending { tx_hash } => {
+                return Err(self.x402_pending(new.key, tx_hash).await);
+            }
         };
         if receipt.success && transfers_exactly(&receipt, new) {
             return self.x402_confirmed(new, &receipt).await;

@@ -416,7 +416,9 @@ async fn payments_settled_at_once_each_move_once(backend: Backend) {
     let mut tasks = Vec::new();
     for (_, _, body) in &bodies {
         let (h, body) = (h.clone(), body.clone());
-        tasks.push(tokio::spawn(async move { h.post("/settle", &body).await.1 }));
+        tasks.push(tokio::spawn(
+            async move { h.post("/settle", &body).await.1 },
+        ));
     }
     let mut txs = std::collections::HashSet::new();
     for ((payer, amount, _), task) in bodies.iter().zip(tasks) {
@@ -431,12 +433,18 @@ async fn payments_settled_at_once_each_move_once(backend: Backend) {
                     && t.value == U256::from(*amount)
             })
         });
-        assert!(carried, "the receipt of {tx} carries this payment's transfer");
+        assert!(
+            carried,
+            "the receipt of {tx} carries this payment's transfer"
+        );
         txs.insert(tx);
     }
     eprintln!("24 payments settled in {} transactions", txs.len());
     let total: u64 = bodies.iter().map(|(_, a, _)| a).sum();
-    assert_eq!(h.token_balance(pay_to).await, payee_before + U256::from(total));
+    assert_eq!(
+        h.token_balance(pay_to).await,
+        payee_before + U256::from(total)
+    );
     for (i, &p) in payers.iter().enumerate() {
         let paid: u64 = bodies
             .iter()
@@ -563,7 +571,10 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
                 .x402_payload(payer, pay_to, amount, B256::repeat_byte(nonce))
                 .await;
             let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
-            tokio::spawn(async move { h.post("/settle", &body).await.1 })
+            tokio::spawn(async move {
+                let answer = h.post("/settle", &body).await.1;
+                (body, answer)
+            })
         }
     };
     let spender = h.account(4).address;
@@ -586,20 +597,40 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
     anvil("evm_mine", json!([])).await;
 
     let mut answers = Vec::new();
+    let mut bodies = Vec::new();
     for task in [first, third, spend_a, spend_b] {
-        answers.push(task.await.unwrap());
+        let (body, answer) = task.await.unwrap();
+        bodies.push(body);
+        answers.push(answer);
     }
     for r in &answers[..2] {
         assert_eq!(r["success"], true, "{r}");
     }
-    let spent: Vec<_> = answers[2..].iter().filter(|r| r["success"] == true).collect();
-    let refused: Vec<_> = answers[2..].iter().filter(|r| r["success"] != true).collect();
+    let spent: Vec<_> = answers[2..]
+        .iter()
+        .filter(|r| r["success"] == true)
+        .collect();
+    let refused: Vec<_> = answers[2..]
+        .iter()
+        .filter(|r| r["success"] != true)
+        .collect();
     assert_eq!((spent.len(), refused.len()), (1, 1), "{answers:?}");
-    assert_eq!(refused[0]["errorReason"], "insufficient_funds", "{}", refused[0]);
-    assert!(refused[0].get("transaction").is_none_or(|t| t == ""), "{}", refused[0]);
+    assert_eq!(
+        refused[0]["errorReason"], "insufficient_funds",
+        "{}",
+        refused[0]
+    );
+    assert!(
+        refused[0].get("transaction").is_none_or(|t| t == ""),
+        "{}",
+        refused[0]
+    );
 
     // The three that waited together went in one router transaction.
-    assert_eq!(answers[1]["transaction"], spent[0]["transaction"], "{answers:?}");
+    assert_eq!(
+        answers[1]["transaction"], spent[0]["transaction"],
+        "{answers:?}"
+    );
     let batch: B256 = answers[1]["transaction"].as_str().unwrap().parse().unwrap();
     let receipt = h.fixture.chain.receipt(batch).await.unwrap().unwrap();
     assert_eq!(receipt.to, Some(h.fixture.deployment.router));
@@ -610,9 +641,14 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
         payee_before + U256::from(1_000 + 3_000 + half)
     );
     // The refused payment stays refused.
-    let refused_again = settle(4, half, if answers[2]["success"] == true { 0x65 } else { 0x64 })
-        .await
-        .await
-        .unwrap();
-    assert_eq!(refused_again["errorReason"], "insufficient_funds", "{refused_again}");
+    let refused_body = if answers[2]["success"] == true {
+        &bodies[3]
+    } else {
+        &bodies[2]
+    };
+    let (_, refused_again) = h.post("/settle", refused_body).await;
+    assert_eq!(
+        refused_again["errorReason"], "insufficient_funds",
+        "{refused_again}"
+    );
 }

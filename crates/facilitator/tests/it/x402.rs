@@ -564,18 +564,17 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
             assert!(r.get("error").is_none(), "{method}: {r}");
         }
     };
+    // Each payment signed and settled on a task of its own: (its body, the answer).
     let settle = |payer: usize, amount: u64, nonce: u8| {
         let h = h.clone();
-        async move {
+        tokio::spawn(async move {
             let payload = h
                 .x402_payload(payer, pay_to, amount, B256::repeat_byte(nonce))
                 .await;
             let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
-            tokio::spawn(async move {
-                let answer = h.post("/settle", &body).await.1;
-                (body, answer)
-            })
-        }
+            let answer = h.post("/settle", &body).await.1;
+            (body, answer)
+        })
     };
     let spender = h.account(4).address;
     let half: u64 = (h.token_balance(spender).await * U256::from(6) / U256::from(10))
@@ -584,12 +583,12 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
 
     // Blocks wait: the first payment goes alone and stays unmined.
     anvil("evm_setAutomine", json!([false])).await;
-    let first = settle(1, 1_000, 0x61).await;
+    let first = settle(1, 1_000, 0x61);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // These three wait for it to be mined, together.
-    let third = settle(3, 3_000, 0x63).await;
-    let spend_a = settle(4, half, 0x64).await;
-    let spend_b = settle(4, half, 0x65).await;
+    let third = settle(3, 3_000, 0x63);
+    let spend_a = settle(4, half, 0x64);
+    let spend_b = settle(4, half, 0x65);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     anvil("evm_mine", json!([])).await;
     anvil("evm_setAutomine", json!([true])).await;

@@ -181,6 +181,25 @@ impl Harness {
             .await
     }
 
+    /// Calls `method` on this harness's anvil (e.g. `evm_setAutomine`, `evm_mine`); panics on an
+    /// error answer, or on the devnet.
+    pub async fn anvil(&self, method: &str, params: serde_json::Value) {
+        let rpc = self.fixture.rpc_url().expect("anvil");
+        let r: serde_json::Value = self
+            .http
+            .post(rpc)
+            .json(
+                &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(r.get("error").is_none(), "{method}: {r}");
+    }
+
     pub async fn post(&self, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
         let r = self
             .http

@@ -487,22 +487,6 @@ async fn a_pending_settlement_is_answered_to_its_first_settler() {
         .x402_payload(5, pay_to, 10_000, B256::repeat_byte(0x36))
         .await;
     let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, 10_000) });
-    let rpc = h.fixture.rpc_url().expect("anvil").to_owned();
-    let anvil = |method: &'static str, params: serde_json::Value| {
-        let (http, rpc) = (h.http.clone(), rpc.clone());
-        async move {
-            let r: serde_json::Value = http
-                .post(&rpc)
-                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            assert!(r.get("error").is_none(), "{method}: {r}");
-        }
-    };
     let settle = |key: Option<&'static str>| {
         let mut r = h.http.post(format!("{}/settle", h.url)).json(&body);
         if let Some(k) = key {
@@ -517,14 +501,14 @@ async fn a_pending_settlement_is_answered_to_its_first_settler() {
                 .unwrap()
         }
     };
-    anvil("evm_setAutomine", json!([false])).await;
+    h.anvil("evm_setAutomine", json!([false])).await;
     let pending = settle(Some("gate-1")).await;
     assert_eq!(pending["success"], false, "{pending}");
     assert_eq!(pending["errorReason"], "invalid_transaction_state");
     let tx = pending["transaction"].as_str().unwrap().to_owned();
     assert!(!tx.is_empty(), "the pending answer names its transaction");
-    anvil("evm_mine", json!([])).await;
-    anvil("evm_setAutomine", json!([true])).await;
+    h.anvil("evm_mine", json!([])).await;
+    h.anvil("evm_setAutomine", json!([true])).await;
 
     let other = settle(None).await;
     assert_eq!(
@@ -548,22 +532,6 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
     let h = std::sync::Arc::new(Harness::new(Backend::Anvil).await);
     let pay_to = h.account(7).address;
     let payee_before = h.token_balance(pay_to).await;
-    let rpc = h.fixture.rpc_url().expect("anvil").to_owned();
-    let anvil = |method: &'static str, params: serde_json::Value| {
-        let (http, rpc) = (h.http.clone(), rpc.clone());
-        async move {
-            let r: serde_json::Value = http
-                .post(&rpc)
-                .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            assert!(r.get("error").is_none(), "{method}: {r}");
-        }
-    };
     // Each payment signed and settled on a task of its own: (its body, the answer).
     let settle = |payer: usize, amount: u64, nonce: u8| {
         let h = h.clone();
@@ -582,7 +550,7 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
         .unwrap();
 
     // Blocks wait: the first payment goes alone and stays unmined.
-    anvil("evm_setAutomine", json!([false])).await;
+    h.anvil("evm_setAutomine", json!([false])).await;
     let first = settle(1, 1_000, 0x61);
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     // These three wait for it to be mined, together.
@@ -590,10 +558,10 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
     let spend_a = settle(4, half, 0x64);
     let spend_b = settle(4, half, 0x65);
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    anvil("evm_mine", json!([])).await;
-    anvil("evm_setAutomine", json!([true])).await;
+    h.anvil("evm_mine", json!([])).await;
+    h.anvil("evm_setAutomine", json!([true])).await;
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-    anvil("evm_mine", json!([])).await;
+    h.anvil("evm_mine", json!([])).await;
 
     let mut answers = Vec::new();
     let mut bodies = Vec::new();

@@ -271,15 +271,22 @@ pub(crate) fn in_statements<'k>(keys: impl Iterator<Item = Option<&'k str>>) -> 
         rounds[*round].push(i);
         *round += 1;
     }
-    let mut statements = Vec::new();
-    for round in rounds {
-        let mut rest = &round[..];
-        while !rest.is_empty() {
-            let n = MAX_ROWS.min(1 << rest.len().ilog2());
-            let (now, after) = rest.split_at(n);
-            statements.push(now.to_vec());
-            rest = after;
+    rounds
+        .iter()
+        .flat_map(|round| in_sizes(round).map(<[usize]>::to_vec))
+        .collect()
+}
+
+/// `rows` in the statement sizes a [`MultiRow`] has: powers of two up to [`MAX_ROWS`], largest
+/// first.
+pub(crate) fn in_sizes<T>(rows: &[T]) -> impl Iterator<Item = &[T]> {
+    let mut rest = rows;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
         }
-    }
-    statements
+        let (now, after) = rest.split_at(MAX_ROWS.min(1 << rest.len().ilog2()));
+        rest = after;
+        Some(now)
+    })
 }

@@ -75,17 +75,32 @@ const MARK_SUBMITTED: &str = "UPDATE settlements SET status = 'submitted', tx_ha
 const MARK_PENDING: &str = "UPDATE settlements SET status = 'pending', updated_at = $2 \
      WHERE key = $1 AND status IN ('received', 'submitted')";
 
-/// SQLite's confirmation: (key, tx hash, block, proof, at, request hash, fee). The chain is the
-/// truth: a confirmation overrides a failure, but never another confirmation. Only the row of
-/// this very payment: its key, request and fee (what its event reports). PostgreSQL's
-/// [`CONFIRM_POSTGRES`] updates the same way.
-const MARK_CONFIRMED: &str = concat!(
-    "UPDATE settlements SET status = 'confirmed', tx_hash = $2, block = $3, proof = $4, \
-     error = NULL, updated_at = $5 \
-     WHERE key = $1 AND request_hash = $6 AND fee = $7 AND status <> 'confirmed' \
-     RETURNING ",
-    settlement_columns!()
-);
+/// The arguments of one confirmation on SQLite ([`CONFIRM_SQLITE`]): the first of
+/// [`CONFIRM_POSTGRES`]'s.
+const CONFIRM_SQLITE_WIDTH: usize = 7;
+
+/// SQLite's update of `rows` confirmations (each key once), each (key, tx hash, block, proof,
+/// at, request hash, fee). The chain is the truth: a confirmation overrides a failure, but never
+/// another confirmation. Only the row of this very payment: its key, request and fee (what its
+/// event reports). PostgreSQL's [`CONFIRM_POSTGRES`] updates the same way. The rows that
+/// changed come back.
+fn confirm_sqlite_statement(rows: usize) -> String {
+    let values = values(rows, CONFIRM_SQLITE_WIDTH, |p| {
+        let params: Vec<String> = (p..p + CONFIRM_SQLITE_WIDTH)
+            .map(|i| format!("${i}"))
+            .collect();
+        format!("({})", params.join(", "))
+    });
+    format!(
+        "UPDATE settlements SET status = 'confirmed', tx_hash = v.column2, block = v.column3, \
+         proof = v.column4, error = NULL, updated_at = v.column5 FROM (VALUES {values}) AS v \
+         WHERE key = v.column1 AND request_hash = v.column6 AND fee = v.column7 \
+         AND status <> 'confirmed' RETURNING {columns}",
+        columns = settlement_columns!()
+    )
+}
+
+static CONFIRM_SQLITE: MultiRow = MultiRow::new(confirm_sqlite_statement);
 
 /// The arguments of one confirmation on PostgreSQL ([`CONFIRM_POSTGRES`]).
 const CONFIRM_WIDTH: usize = 14;
@@ -93,12 +108,12 @@ const CONFIRM_WIDTH: usize = 14;
 /// PostgreSQL's one statement for `rows` confirmations (each key once) and what they record
 /// with them (the outbox): for each row it changes, its `payment.settled` event, a pending
 /// delivery per endpoint taking it, and its share of both rollups (summed per rollup row, which
-/// one statement may change only once). On SQLite, which has no data-modifying `WITH`, each
-/// confirmation is the five statements of [`MARK_CONFIRMED`], `webhooks::emit` and
-/// `analytics::write_rollup`, with the same effects: the event is inserted once per id (a
-/// repeat fans out nothing) and the rollups take the row's payee, network, resource and payer.
-/// One statement is one round trip instead of five per confirmation, in the single writer that
-/// every confirmation of a replica goes through. (A payment event books no subscription
+/// one statement may change only once). On SQLite, which has no data-modifying `WITH`, a
+/// batch's confirmations are [`CONFIRM_SQLITE`], `webhooks::emit_all_sqlite` and
+/// `analytics::write_rollups` (`confirm_all_sqlite`), with the same effects: the event is
+/// inserted once per id (a repeat fans out nothing) and the rollups take the row's payee,
+/// network, resource and payer. One statement is one round trip instead of five per
+/// confirmation, in the single writer that every confirmation of a replica goes through. (A payment event books no subscription
 /// revenue, so `analytics::book_revenue` has nothing to add.) The rows that changed come back.
 fn confirm_statement(rows: usize) -> String {
     let values = values(rows, CONFIRM_WIDTH, |p| {
@@ -348,14 +363,7 @@ impl<C: Conn + 'static> Merge<C> for Confirm {
         Box::pin(async move {
             match C::DIALECT {
                 Dialect::Postgres => confirm_all_postgres(c, items).await,
-                Dialect::Sqlite => {
-                    // One after the other; a failure fails them all (each then runs alone).
-                    let mut confirmed = Vec::with_capacity(items.len());
-                    for item in &items {
-                        confirmed.push(Ok(confirm_sqlite(c, item).await?));
-                    }
-                    Ok(confirmed)
-                }
+                Dialect::Sqlite => confirm_all_sqlite(c, items).await,
             }
         })
     }
@@ -446,33 +454,43 @@ async fn confirm_all_postgres(
     Ok(results.into_iter().map(answered).collect())
 }
 
-/// A confirmation on SQLite: the update, then its event and rollups (the outbox).
-async fn confirm_sqlite(c: &mut impl Conn, item: &Confirm) -> StoreResult<Settlement> {
-    let row = NewRow::encode(&item.new)?;
-    let tx = codec::b256(&item.tx_hash);
-    let (block, at) = (
-        codec::int("block", item.block)?,
-        codec::int("updated_at", item.at)?,
-    );
-    let args = args![
-        &row.key,
-        &tx,
-        block,
-        item.proof.as_deref(),
-        at,
-        &row.request_hash,
-        &row.fee
-    ];
-    let Some(stored) = c
-        .fetch_optional::<SettlementRow>(MARK_CONFIRMED, args)
-        .await?
-    else {
-        return confirmed_before(c, &item.new).await;
-    };
-    let s = stored.decode()?;
-    webhooks::emit(c, &webhooks::payment_event(&s, s.updated_at)).await?;
-    analytics::write_rollup(c, &s).await?;
-    Ok(s)
+/// Confirmations on SQLite, which has no data-modifying `WITH`: the updates in one statement
+/// ([`CONFIRM_SQLITE`]), then the events of the rows that changed in one (up to 64), their
+/// deliveries in one, and one per rollup row they add to: a handful of statements per batch
+/// rather than five per confirmation, each a round trip to SQLite's thread.
+async fn confirm_all_sqlite(
+    c: &mut impl Conn,
+    items: Vec<Confirm>,
+) -> StoreResult<Vec<StoreResult<Settlement>>> {
+    let (rows, mut results) = encode_each(&items, ConfirmRow::encode);
+    let came = run_rows(
+        c,
+        &rows,
+        |row| row.row.key.as_str(),
+        |i, row| {
+            let args = row.args(items[i].proof.as_deref());
+            <[Arg<'_>; CONFIRM_SQLITE_WIDTH]>::try_from(&args[..CONFIRM_SQLITE_WIDTH])
+                .expect("the first arguments of a confirmation")
+        },
+        &CONFIRM_SQLITE,
+    )
+    .await?;
+    let mut changed = Vec::new();
+    for (i, came) in came.into_iter().enumerate() {
+        let Some(row) = &rows[i] else { continue };
+        results[i] = Some(match came {
+            Some(stored) => {
+                changed.push(row);
+                Ok(stored.decode()?)
+            }
+            None => confirmed_before(c, &items[i].new).await,
+        });
+    }
+    let events: Vec<webhooks::NewEvent> = changed.iter().map(|row| row.event.clone()).collect();
+    webhooks::emit_all_sqlite(c, &events).await?;
+    let rollups: Vec<&analytics::Rollup> = changed.iter().map(|row| &row.rollup).collect();
+    analytics::write_rollups(c, &rollups).await?;
+    Ok(results.into_iter().map(answered).collect())
 }
 
 /// The row of a confirmation that changed nothing: confirmed already (confirmed is final, so

@@ -21,7 +21,7 @@ use crate::{Settlement, StoreError, StoreResult, codec, webhooks::NewEvent};
 
 mod sql;
 
-pub(crate) use sql::{Rollup, book_revenue, read, saturating_add, write_rollup};
+pub(crate) use sql::{Rollup, book_revenue, read, saturating_add, write_rollups};
 
 /// The largest amount a rollup holds (sums saturate there).
 pub const ROLLUP_MAX: u64 = i64::MAX as u64;

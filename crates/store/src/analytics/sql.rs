@@ -1,10 +1,12 @@
 //! The analytics statements, written once for both databases, and the operations on them.
 
+use std::collections::BTreeMap;
+
 use super::{AnalyticsData, AnalyticsQuery, Raw, RevenueKind, assemble};
 use crate::{
     Settlement, StoreResult,
     codec::{self, SettlementRow, settlement_columns},
-    conn::{Conn, args},
+    conn::{Arg, Conn, MultiRow, args, in_sizes, values},
     webhooks::NewEvent,
 };
 
@@ -66,26 +68,52 @@ macro_rules! owned_subscription {
     };
 }
 
-/// (pay_to, hour, network, resource, gross, fees): one settlement into the hourly rollup.
-const ROLLUP_VOLUME: &str = concat!(
-    "INSERT INTO volume_rollups (pay_to, hour, network, resource, payments, gross, fees) \
-     VALUES ($1, $2, $3, $4, 1, $5, $6) \
-     ON CONFLICT (pay_to, hour, network, resource) DO UPDATE SET \
-     payments = volume_rollups.payments + 1, ",
-    saturating_add!("volume_rollups", "gross"),
-    ", ",
-    saturating_add!("volume_rollups", "fees")
-);
+/// Settlements into the hourly rollup, `rows` rollup rows (each once) of (pay_to, hour,
+/// network, resource, payments, gross, fees).
+fn rollup_volume_statement(rows: usize) -> String {
+    format!(
+        "INSERT INTO volume_rollups (pay_to, hour, network, resource, payments, gross, fees) \
+         VALUES {} ON CONFLICT (pay_to, hour, network, resource) DO UPDATE SET \
+         payments = volume_rollups.payments + excluded.payments, {}, {}",
+        values(rows, 7, |p| format!(
+            "(${}, ${}, ${}, ${}, ${}, ${}, ${})",
+            p,
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5,
+            p + 6
+        )),
+        saturating_add!("volume_rollups", "gross"),
+        saturating_add!("volume_rollups", "fees"),
+    )
+}
 
-/// (pay_to, day, payer, gross, fees): one settlement into the daily payer rollup.
-const ROLLUP_PAYER: &str = concat!(
-    "INSERT INTO payer_rollups (pay_to, day, payer, payments, gross, fees) \
-     VALUES ($1, $2, $3, 1, $4, $5) \
-     ON CONFLICT (pay_to, day, payer) DO UPDATE SET payments = payer_rollups.payments + 1, ",
-    saturating_add!("payer_rollups", "gross"),
-    ", ",
-    saturating_add!("payer_rollups", "fees")
-);
+static ROLLUP_VOLUME: MultiRow = MultiRow::new(rollup_volume_statement);
+
+/// Settlements into the daily payer rollup, `rows` rollup rows (each once) of (pay_to, day,
+/// payer, payments, gross, fees).
+fn rollup_payer_statement(rows: usize) -> String {
+    format!(
+        "INSERT INTO payer_rollups (pay_to, day, payer, payments, gross, fees) VALUES {} \
+         ON CONFLICT (pay_to, day, payer) DO UPDATE SET \
+         payments = payer_rollups.payments + excluded.payments, {}, {}",
+        values(rows, 6, |p| format!(
+            "(${}, ${}, ${}, ${}, ${}, ${})",
+            p,
+            p + 1,
+            p + 2,
+            p + 3,
+            p + 4,
+            p + 5
+        )),
+        saturating_add!("payer_rollups", "gross"),
+        saturating_add!("payer_rollups", "fees"),
+    )
+}
+
+static ROLLUP_PAYER: MultiRow = MultiRow::new(rollup_payer_statement);
 
 /// (provider, hour, network, kind, gross): one subscription payment into the hourly revenue
 /// rollup.
@@ -225,20 +253,68 @@ impl Rollup {
     }
 }
 
-/// Writes the rollups of a settlement just confirmed (at its `updated_at`), inside the
-/// caller's transaction.
-pub(crate) async fn write_rollup(c: &mut impl Conn, s: &Settlement) -> StoreResult<()> {
-    let r = Rollup::of(s);
-    c.execute(
-        ROLLUP_VOLUME,
-        args![&r.pay_to, r.hour, &r.network, &r.resource, r.gross, r.fees],
-    )
-    .await?;
-    c.execute(
-        ROLLUP_PAYER,
-        args![&r.pay_to, r.day, &r.payer, r.gross, r.fees],
-    )
-    .await?;
+/// Writes the rollups of settlements just confirmed (each at its `updated_at`), inside the
+/// caller's transaction: each rollup row they fall in once, with their count and sums
+/// (saturating, as the statement's own addition does), in one statement per table (up to 64
+/// rows a statement).
+pub(crate) async fn write_rollups(c: &mut impl Conn, rollups: &[&Rollup]) -> StoreResult<()> {
+    type Sums = (i64, i64, i64);
+    fn add(sums: &mut Sums, r: &Rollup) {
+        sums.0 += 1;
+        sums.1 = sums.1.saturating_add(r.gross);
+        sums.2 = sums.2.saturating_add(r.fees);
+    }
+    let mut volume: BTreeMap<(&str, i64, &str, &str), Sums> = BTreeMap::new();
+    let mut payer: BTreeMap<(&str, i64, &str), Sums> = BTreeMap::new();
+    for r in rollups {
+        add(
+            volume
+                .entry((&r.pay_to, r.hour, &r.network, &r.resource))
+                .or_default(),
+            r,
+        );
+        add(payer.entry((&r.pay_to, r.day, &r.payer)).or_default(), r);
+    }
+    let volume: Vec<[Arg<'_>; 7]> = volume
+        .into_iter()
+        .map(|((pay_to, hour, network, resource), (n, gross, fees))| {
+            [
+                pay_to.into(),
+                hour.into(),
+                network.into(),
+                resource.into(),
+                n.into(),
+                gross.into(),
+                fees.into(),
+            ]
+        })
+        .collect();
+    let payer: Vec<[Arg<'_>; 6]> = payer
+        .into_iter()
+        .map(|((pay_to, day, payer), (n, gross, fees))| {
+            [
+                pay_to.into(),
+                day.into(),
+                payer.into(),
+                n.into(),
+                gross.into(),
+                fees.into(),
+            ]
+        })
+        .collect();
+    upsert_rows(c, &ROLLUP_VOLUME, &volume).await?;
+    upsert_rows(c, &ROLLUP_PAYER, &payer).await
+}
+
+/// Runs `rows` (distinct rollup rows) through the multi-row `statement`.
+async fn upsert_rows<const W: usize>(
+    c: &mut impl Conn,
+    statement: &'static MultiRow,
+    rows: &[[Arg<'_>; W]],
+) -> StoreResult<()> {
+    for now in in_sizes(rows) {
+        c.execute(statement.get(now.len()), &now.concat()).await?;
+    }
     Ok(())
 }
 

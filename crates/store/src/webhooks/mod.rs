@@ -8,9 +8,9 @@ use crate::{StoreError, StoreResult, codec::parse_address};
 mod sql;
 
 pub(crate) use sql::{
-    delete_endpoint, deliveries, due_deliveries, emit, endpoint, endpoints, events,
-    finish_deliveries, insert_endpoint, pending_deliveries, redeliver, replace_secrets, secrets,
-    update_endpoint,
+    delete_endpoint, deliveries, due_deliveries, emit, emit_all_sqlite, endpoint, endpoints,
+    events, finish_deliveries, insert_endpoint, pending_deliveries, redeliver, replace_secrets,
+    secrets, update_endpoint,
 };
 
 /// An event to record, with the provider it is for. Its `id` is derived from its cause, so the

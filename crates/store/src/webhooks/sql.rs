@@ -1,6 +1,8 @@
 //! The webhook statements, written once for both databases (two differ: see `FAN_OUT` and
 //! `SELECT_DUE`), and the operations on them.
 
+use std::collections::HashSet;
+
 use alloy::primitives::Address;
 
 use super::{
@@ -10,7 +12,7 @@ use super::{
 use crate::{
     StoreResult,
     codec::{self},
-    conn::{Conn, PerDialect, args},
+    conn::{Arg, Conn, Dialect, MultiRow, PerDialect, args, in_statements, values},
 };
 
 macro_rules! endpoint_columns {
@@ -182,6 +184,81 @@ pub(crate) async fn emit<C: Conn>(c: &mut C, e: &NewEvent) -> StoreResult<bool> 
     // Subscription money is booked with its event: once per event id, in this transaction.
     crate::analytics::book_revenue(c, e).await?;
     Ok(true)
+}
+
+/// The arguments of one event of [`INSERT_EVENTS`].
+const EVENT_WIDTH: usize = 5;
+
+/// The insert of `rows` events (each id once), as [`INSERT_EVENT`] does one: the ids and
+/// sequence numbers of those that were new come back.
+fn insert_events_statement(rows: usize) -> String {
+    let values = values(rows, EVENT_WIDTH, |p| {
+        format!("(${}, ${}, ${}, ${}, ${})", p, p + 1, p + 2, p + 3, p + 4)
+    });
+    format!(
+        "INSERT INTO events (id, provider, type, data, created_at) VALUES {values} \
+         ON CONFLICT (id) DO NOTHING RETURNING id, seq"
+    )
+}
+
+static INSERT_EVENTS: MultiRow = MultiRow::new(insert_events_statement);
+
+/// ([seq, …] as JSON): [`FAN_OUT`] for several events at once, on SQLite, each at its own
+/// `created_at`.
+const FAN_OUT_ALL_SQLITE: &str = "INSERT INTO webhook_deliveries \
+     (endpoint_id, event_seq, state, attempts, next_attempt_at, updated_at) \
+     SELECT w.id, e.seq, 'pending', 0, e.created_at, e.created_at \
+     FROM events e JOIN webhook_endpoints w ON w.provider = e.provider \
+     WHERE e.seq IN (SELECT value FROM json_each($1)) AND w.enabled = 1 \
+     AND (w.events = '*' OR instr(',' || w.events || ',', ',' || e.type || ',') > 0) \
+     ORDER BY e.seq, w.id";
+
+/// [`emit`] of several events, on SQLite, in a statement for the events (up to 64 a statement)
+/// and one for their deliveries, rather than two each; the ids of those that were new.
+pub(crate) async fn emit_all_sqlite<C: Conn>(
+    c: &mut C,
+    events: &[NewEvent],
+) -> StoreResult<HashSet<String>> {
+    debug_assert_eq!(C::DIALECT, Dialect::Sqlite);
+    let encoded = events
+        .iter()
+        .map(|e| {
+            Ok((
+                codec::address(&e.provider),
+                codec::int("created_at", e.created_at)?,
+            ))
+        })
+        .collect::<StoreResult<Vec<(String, i64)>>>()?;
+    let mut new: Vec<(String, i64)> = Vec::new();
+    for group in in_statements(events.iter().map(|e| Some(e.id.as_str()))) {
+        let mut args = Vec::with_capacity(group.len() * EVENT_WIDTH);
+        for &i in &group {
+            let (e, (provider, at)) = (&events[i], &encoded[i]);
+            args.extend([
+                Arg::from(&e.id),
+                Arg::from(provider),
+                Arg::from(&e.r#type),
+                Arg::from(&e.data),
+                Arg::from(*at),
+            ]);
+        }
+        new.extend(
+            c.fetch_all::<(String, i64)>(INSERT_EVENTS.get(group.len()), &args)
+                .await?,
+        );
+    }
+    if new.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let seqs = serde_json::to_string(&new.iter().map(|(_, seq)| seq).collect::<Vec<_>>())
+        .expect("integers serialize");
+    c.execute(FAN_OUT_ALL_SQLITE, args![&seqs]).await?;
+    let ids: HashSet<String> = new.into_iter().map(|(id, _)| id).collect();
+    // Subscription money is booked with its event, as `emit` does.
+    for e in events.iter().filter(|e| ids.contains(&e.id)) {
+        crate::analytics::book_revenue(c, e).await?;
+    }
+    Ok(ids)
 }
 
 /// [`crate::Store::insert_webhook_endpoint`].

@@ -15,6 +15,13 @@
 //! go as one transaction, which the worker sends and waits for once; each caller gets the
 //! batch's receipt.
 //!
+//! A transfer may be handed over before its row is recorded ([`Batches::enqueue`]): a batch
+//! never goes before the rows of all its transfers are, and the batch that leaves while one is
+//! being recorded waits for it (up to [`RECORD_WAIT`]) rather than leave it for the next. A
+//! simulation that ends when the node has mined a block tends to end just as the batch on its
+//! way is mined and the next one leaves: recorded first, it would miss that one by the insert's
+//! few milliseconds and wait a whole block more.
+//!
 //! Nothing here decides that a payment was settled: each caller looks in the receipt for its
 //! own payment's `AuthorizationUsed` and `Transfer`, emitted by the token. A payment that failed
 //! in the batch (or a batch that failed as a whole) is simulated again and, if it can still go
@@ -56,6 +63,11 @@ pub(crate) const FULL: usize = MAX_BATCH / 2;
 /// long before.
 pub(crate) const HOLD: Duration = Duration::from_millis(250);
 
+/// Longest a batch that is ready to go waits for the rows of its transfers handed over before
+/// they were recorded ([`Batches::enqueue`]); one recorded later goes in another batch. A row's
+/// insert is a local write (group-committed), a few milliseconds.
+pub(crate) const RECORD_WAIT: Duration = Duration::from_millis(25);
+
 /// Gas the router's `TRANSFER_GAS` per transfer leaves around it (the loop, the calldata read,
 /// the call's own cost).
 const GAS_PER_TRANSFER: u64 = 200_000 + 15_000;
@@ -69,6 +81,9 @@ struct Waiting {
     relayer: Address,
     transfer: PaymentRouter::Transfer,
     reply: oneshot::Sender<Batched>,
+    /// Resolves once its row is recorded (`None`: recorded when handed over); dropped unsent,
+    /// the transfer is withdrawn.
+    recorded: Option<oneshot::Receiver<()>>,
 }
 
 /// What became of a transfer handed to the batches.
@@ -81,6 +96,29 @@ pub(crate) enum Batched {
     /// It went in a batch that could not be sent or waited for (the node's error is logged
     /// here); the batch may have been mined meanwhile.
     Failed,
+    /// Its row was not recorded within [`RECORD_WAIT`] of its batch leaving: nothing was sent
+    /// for it; it goes in another.
+    Late,
+}
+
+/// A transfer handed to the batches before its row is recorded ([`Batches::enqueue`]).
+/// Dropped before [`Ticket::recorded`], it is withdrawn: never sent.
+pub(crate) struct Ticket {
+    recorded: Option<oneshot::Sender<()>>,
+    answer: Result<oneshot::Receiver<Batched>, Option<Slot>>,
+}
+
+impl Ticket {
+    /// Its row is recorded: the transfer may go. What became of it.
+    pub(crate) async fn recorded(mut self) -> Batched {
+        if let Some(recorded) = self.recorded.take() {
+            let _ = recorded.send(());
+        }
+        match self.answer {
+            Ok(answer) => answer.await.unwrap_or(Batched::Failed),
+            Err(slot) => Batched::Alone(slot),
+        }
+    }
 }
 
 /// One network's batches.
@@ -110,28 +148,50 @@ impl Batches {
         }
     }
 
-    /// Hands `transfer` (simulated from `relayer`, which the batch may be sent from) to the
-    /// next batch.
+    /// Hands `transfer` (simulated from `relayer`, which the batch may be sent from, and its
+    /// row recorded) to the next batch.
     pub(crate) async fn settle(
         &self,
         relayer: Address,
         transfer: PaymentRouter::Transfer,
     ) -> Batched {
+        self.hand_over(relayer, transfer, None).recorded().await
+    }
+
+    /// Hands `transfer` (simulated from `relayer`) to the next batch before its row is
+    /// recorded: it goes once [`Ticket::recorded`] says so.
+    pub(crate) fn enqueue(&self, relayer: Address, transfer: PaymentRouter::Transfer) -> Ticket {
+        let (recorded, gate) = oneshot::channel();
+        self.hand_over(relayer, transfer, Some((recorded, gate)))
+    }
+
+    fn hand_over(
+        &self,
+        relayer: Address,
+        transfer: PaymentRouter::Transfer,
+        gate: Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>,
+    ) -> Ticket {
+        let (recorded, gate) = gate.unzip();
         if self.off.load(Ordering::Relaxed) {
-            return Batched::Alone(None);
+            return Ticket {
+                recorded,
+                answer: Err(None),
+            };
         }
         let (reply, answer) = oneshot::channel();
-        match self.queue.push(Waiting {
+        let answer = match self.queue.push(Waiting {
             at: Instant::now(),
             relayer,
             transfer,
             reply,
+            recorded: gate,
         }) {
             // A worker gone mid-batch (its runtime shutting down) answers nothing; the batch may
             // have been sent.
-            Ok(()) => answer.await.unwrap_or(Batched::Failed),
-            Err(_) => Batched::Alone(None),
-        }
+            Ok(()) => Ok(answer),
+            Err(_) => Err(None),
+        };
+        Ticket { recorded, answer }
     }
 }
 
@@ -202,10 +262,35 @@ async fn work(target: Target, off: Arc<AtomicBool>, mut queue: mpsc::UnboundedRe
         let batch = std::mem::replace(&mut waiting, Vec::with_capacity(MAX_BATCH));
         let (target, off) = (target.clone(), Arc::clone(&off));
         tokio::spawn(async move {
-            send(&target, &off, batch).await;
+            let batch = recorded(batch).await;
+            if !batch.is_empty() {
+                send(&target, &off, batch).await;
+            }
             drop(slot);
         });
     }
+}
+
+/// The transfers of `batch` that may go: each whose row is recorded, waiting for those being
+/// recorded up to [`RECORD_WAIT`]. One withdrawn (its caller's simulation or insert failed) is
+/// left out, answered by its caller; one recorded later is answered [`Batched::Late`].
+async fn recorded(batch: Vec<Waiting>) -> Vec<Waiting> {
+    let deadline = tokio::time::Instant::now() + RECORD_WAIT;
+    let mut ready = Vec::with_capacity(batch.len());
+    for mut w in batch {
+        let Some(gate) = w.recorded.take() else {
+            ready.push(w);
+            continue;
+        };
+        match tokio::time::timeout_at(deadline, gate).await {
+            Ok(Ok(())) => ready.push(w),
+            Ok(Err(_)) => {}
+            Err(_) => {
+                let _ = w.reply.send(Batched::Late);
+            }
+        }
+    }
+    ready
 }
 
 /// Sends `batch` as one router call from its first transfer's relayer, waits for it, and

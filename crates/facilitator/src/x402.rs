@@ -33,7 +33,7 @@ use tollgate_protocol::{
 };
 
 use crate::{
-    batch::Batched,
+    batch::{Batched, Ticket},
     facilitator::{Facilitator, Network, unix_now},
     metrics::{SettlementOutcome, SettlementPath},
     settle::settlement_key,
@@ -85,10 +85,11 @@ fn transfer_call(payload: &PaymentPayload) -> Bytes {
 }
 
 /// Whether a settlement's transfer may go in a batch with others.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Sending {
     /// In the next batch (or alone, when no other waits with it).
     Together,
+    /// Handed to the next batch already, while its row was being recorded.
+    Queued(Ticket),
     /// Alone: it did not go through in a batch.
     Alone,
 }
@@ -319,12 +320,17 @@ impl Facilitator {
             }
             Simulated::Refused(reason) => return Err((reason, None)),
         }
+        // A plain signature's transfer is handed to the next batch while its row is recorded
+        // (it goes only once it is: a failed insert withdraws it).
+        let ticket = (payload.payload.signature.len() == 65)
+            .then(|| net.batches.enqueue(relayer, router_transfer(payload)));
         if let Err(e) = self.inner.store.insert_settlement(new).await {
             tracing::error!(error = %e, "store unavailable during /settle");
             return Err((ErrorReason::UnexpectedSettleError, None));
         }
         crate::fault::hit("settle.after-insert");
-        self.x402_send(net, new, payload, Some(relayer), Sending::Together)
+        let sending = ticket.map_or(Sending::Together, Sending::Queued);
+        self.x402_send(net, new, payload, Some(relayer), sending)
             .await
     }
 
@@ -363,11 +369,15 @@ impl Facilitator {
         // A plain signature's transfer may go with others in one transaction. One that waited
         // alone is sent below, holding its slot among the transactions on their way.
         let mut slot = None;
-        if simulation.is_ok()
-            && sending == Sending::Together
-            && payload.payload.signature.len() == 65
-        {
-            match net.batches.settle(relayer, router_transfer(payload)).await {
+        let batched = match sending {
+            Sending::Queued(ticket) => Some(ticket.recorded().await),
+            Sending::Together if simulation.is_ok() && payload.payload.signature.len() == 65 => {
+                Some(net.batches.settle(relayer, router_transfer(payload)).await)
+            }
+            _ => None,
+        };
+        if let Some(batched) = batched {
+            match batched {
                 Batched::Alone(permit) => slot = permit,
                 Batched::Sent(confirmation) => {
                     return self.x402_mined(net, new, payload, confirmation).await;
@@ -375,6 +385,17 @@ impl Facilitator {
                 // Perhaps mined all the same: simulated again, and sent alone if it can go.
                 Batched::Failed => {
                     return Box::pin(self.x402_send(net, new, payload, None, Sending::Alone)).await;
+                }
+                // Recorded after its batch left: in the next one.
+                Batched::Late => {
+                    return Box::pin(self.x402_send(
+                        net,
+                        new,
+                        payload,
+                        Some(relayer),
+                        Sending::Together,
+                    ))
+                    .await;
                 }
             }
         }

@@ -57,6 +57,11 @@ impl Harness {
         .await
     }
 
+    /// On `store` (e.g. a SQLite file the test also opens, to put a fault in it).
+    pub async fn with_store(backend: Backend, store: Arc<dyn store::Store>) -> Self {
+        Self::start(TestNet::builder().backend(backend).store(store)).await
+    }
+
     /// On PostgreSQL (a schema of its own), when `TOLLGATE_TEST_DATABASE_URL` is set.
     pub async fn on_postgres(backend: Backend) -> Option<(Self, PgSchema)> {
         Self::on_postgres_with(backend, |_| {}).await

@@ -619,3 +619,91 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
         "{refused_again}"
     );
 }
+
+/// A payment goes in a batch only once its row is recorded. Here one payer's row takes most of
+/// a second to insert and is then refused (a trigger in the SQLite file): the batch that leaves
+/// meanwhile goes without it, and its transfer never happens, while the payment waiting with it
+/// (recorded) goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_whose_row_is_not_recorded_is_never_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = tollgate_testkit::harness::sqlite_store(&dir, "facilitator.db")
+        .await
+        .unwrap();
+    let h = std::sync::Arc::new(Harness::with_store(Backend::Anvil, store).await);
+    let raw = sqlx::SqlitePool::connect(&format!(
+        "sqlite://{}",
+        dir.path().join("facilitator.db").display()
+    ))
+    .await
+    .unwrap();
+    let refused = h.account(4).address;
+    // The payer's address is ours, not input.
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE TRIGGER refuse_slowly BEFORE INSERT ON settlements \
+         WHEN NEW.payer = '{}' BEGIN \
+         SELECT count(*) FROM (WITH RECURSIVE n(x) AS \
+         (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 2000000) SELECT x FROM n); \
+         SELECT RAISE(ABORT, 'refused by the test'); END",
+        alloy::hex::encode_prefixed(refused)
+    )))
+    .execute(&raw)
+    .await
+    .unwrap();
+    let pay_to = h.account(7).address;
+    let payee_before = h.token_balance(pay_to).await;
+    let refused_before = h.token_balance(refused).await;
+    let settle = |payer: usize, amount: u64, nonce: u8| {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let payload = h
+                .x402_payload(payer, pay_to, amount, B256::repeat_byte(nonce))
+                .await;
+            let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
+            h.post("/settle", &body).await.1
+        })
+    };
+    let pause = |ms| tokio::time::sleep(std::time::Duration::from_millis(ms));
+
+    // Blocks wait: one payment goes alone and stays unmined.
+    h.anvil("evm_setAutomine", json!([false])).await;
+    let alone = settle(1, 1_000, 0x71);
+    pause(300).await;
+    // Two wait for it: one recorded at once, one whose row is slow to insert, and refused.
+    // The first has waited `batch::HOLD` long before that row is written: both go in the next
+    // batch, which leaves without the refused one.
+    let recorded = settle(5, 5_000, 0x75);
+    let payer5 = alloy::hex::encode_prefixed(h.account(5).address);
+    while sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM settlements WHERE payer = ?")
+        .bind(&payer5)
+        .fetch_one(&raw)
+        .await
+        .unwrap()
+        == 0
+    {
+        pause(5).await;
+    }
+    let unrecorded = settle(4, 4_000, 0x74);
+    pause(1_500).await;
+    h.anvil("evm_setAutomine", json!([true])).await;
+    h.anvil("evm_mine", json!([])).await;
+
+    let (alone, recorded) = (alone.await.unwrap(), recorded.await.unwrap());
+    for r in [&alone, &recorded] {
+        assert_eq!(r["success"], true, "{r}");
+    }
+    let unrecorded = unrecorded.await.unwrap();
+    assert_eq!(unrecorded["success"], false, "{unrecorded}");
+    assert_eq!(unrecorded["errorReason"], "unexpected_settle_error");
+    assert!(
+        unrecorded.get("transaction").is_none_or(|t| t == ""),
+        "{unrecorded}"
+    );
+    // Nothing of the refused payment moved.
+    assert_eq!(h.token_balance(refused).await, refused_before);
+    assert_eq!(
+        h.token_balance(pay_to).await,
+        payee_before + U256::from(1_000 + 5_000)
+    );
+    raw.close().await;
+}

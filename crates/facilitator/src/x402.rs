@@ -704,7 +704,7 @@ impl Facilitator {
         // The row is there (recorded before the send, or read under the lock): confirmed in
         // one write. The store refuses a row recorded for another payment.
         let confirm = || {
-            self.inner.store.mark_confirmed(
+            self.inner.store.confirm_settlement(
                 new,
                 receipt.tx_hash,
                 receipt.block_number,
@@ -727,9 +727,22 @@ impl Facilitator {
             }
         }
         match confirmed {
-            Ok(row) => {
+            Ok(confirmed) => {
                 crate::fault::hit("settle.after-confirm");
-                Ok(row.tx_hash.unwrap_or(receipt.tx_hash))
+                let tx = confirmed.row.tx_hash.unwrap_or(receipt.tx_hash);
+                // One success per payment, decided by the store (replicas share no lock): the
+                // first settler's when it named itself (its retries too), else the caller
+                // whose confirmation recorded it. Another caller carrying the same payment at
+                // the same time (a repeat balanced to another replica) is told it was settled.
+                let ours = match confirmed.row.new.claim_hash {
+                    Some(first) => new.claim_hash == Some(first),
+                    None => confirmed.first,
+                };
+                if ours {
+                    Ok(tx)
+                } else {
+                    Err((ErrorReason::DuplicateSettlement, Some(tx)))
+                }
             }
             Err(e) => {
                 // On chain it is settled, but unrecorded: not answered as a success, so that the

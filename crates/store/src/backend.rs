@@ -13,11 +13,11 @@ use async_trait::async_trait;
 use tollgate_protocol::SettlementStatus;
 
 use crate::{
-    AllowanceCycle, AnalyticsData, AnalyticsQuery, Attempt, ChargeOutcome, DeductOutcome,
-    Deduction, Delivery, Endpoint, EndpointSecrets, Event, IndexedState, IndexedSubscription,
-    Lease, NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner, Recorded, Renewal,
-    Settlement, Store, StoreResult, SubscriptionEvent, analytics, conn::Conn, group::Merge, leases,
-    metering, providers, renewals, settlements, webhooks,
+    AllowanceCycle, AnalyticsData, AnalyticsQuery, Attempt, ChargeOutcome, Confirmed,
+    DeductOutcome, Deduction, Delivery, Endpoint, EndpointSecrets, Event, IndexedState,
+    IndexedSubscription, Lease, NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner,
+    Recorded, Renewal, Settlement, Store, StoreResult, SubscriptionEvent, analytics, conn::Conn,
+    group::Merge, leases, metering, providers, renewals, settlements, webhooks,
 };
 
 /// A boxed, sendable future (a write's operation, which SQLite hands to its writer task).
@@ -92,14 +92,14 @@ impl<B: Backend> Store for B {
             .await
     }
 
-    async fn mark_confirmed(
+    async fn confirm_settlement(
         &self,
         new: &NewSettlement,
         tx_hash: B256,
         block: u64,
         proof: Option<&str>,
         at: u64,
-    ) -> StoreResult<Settlement> {
+    ) -> StoreResult<Confirmed> {
         self.write_merged(settlements::Confirm {
             new: new.clone(),
             tx_hash,

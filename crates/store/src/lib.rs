@@ -141,6 +141,19 @@ pub struct Recorded {
     pub inserted: bool,
 }
 
+/// What [`Store::confirm_settlement`] left: the row as stored, and whether this call confirmed
+/// it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Confirmed {
+    /// The row as stored: confirmed by this call, or before it (its first transaction, block
+    /// and proof).
+    pub row: Settlement,
+    /// `true` if this call confirmed the row, `false` if it was confirmed before (by an earlier
+    /// or a concurrent call, in this process or another): of several callers confirming one
+    /// payment at once, exactly one gets `true`.
+    pub first: bool,
+}
+
 /// A plan the facilitator created for a provider: who owns it and which relayer created it (its
 /// on-chain provider and operator).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,9 +200,19 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Records the confirmation of the payment `new` and the issued proof (status
     /// `Confirmed`), in one transaction with its `payment.settled` event and rollups. A row
     /// already confirmed keeps its first transaction, block and proof (first writer wins); the
-    /// stored row is returned. A `Failed` row becomes `Confirmed` (the chain is the truth) and
-    /// loses its error. No row with `new.key`, or one recorded for another request or fee:
-    /// `StoreError::Database(sqlx::Error::RowNotFound)`.
+    /// stored row is returned, with whether this call confirmed it. A `Failed` row becomes
+    /// `Confirmed` (the chain is the truth) and loses its error. No row with `new.key`, or one
+    /// recorded for another request or fee: `StoreError::Database(sqlx::Error::RowNotFound)`.
+    async fn confirm_settlement(
+        &self,
+        new: &NewSettlement,
+        tx_hash: B256,
+        block: u64,
+        proof: Option<&str>,
+        at: u64,
+    ) -> StoreResult<Confirmed>;
+
+    /// [`confirm_settlement`](Self::confirm_settlement), for the row alone.
     async fn mark_confirmed(
         &self,
         new: &NewSettlement,
@@ -197,7 +220,11 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
         block: u64,
         proof: Option<&str>,
         at: u64,
-    ) -> StoreResult<Settlement>;
+    ) -> StoreResult<Settlement> {
+        self.confirm_settlement(new, tx_hash, block, proof, at)
+            .await
+            .map(|c| c.row)
+    }
 
     /// Records a final failure (status `Failed`). Does nothing to a `Confirmed` row; a `Failed`
     /// row keeps its first error.

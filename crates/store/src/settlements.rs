@@ -8,7 +8,7 @@ use alloy::primitives::B256;
 use tollgate_protocol::SettlementStatus;
 
 use crate::{
-    NewSettlement, Recorded, Settlement, StoreResult,
+    Confirmed, NewSettlement, Recorded, Settlement, StoreResult,
     analytics::{self, saturating_add},
     backend::BoxFuture,
     codec::{self, NewRow, SettlementRow, settlement_columns},
@@ -354,12 +354,12 @@ pub(crate) struct Confirm {
 }
 
 impl<C: Conn + 'static> Merge<C> for Confirm {
-    type Output = Settlement;
+    type Output = Confirmed;
 
     fn run_all<'c>(
         items: Vec<Self>,
         c: &'c mut C,
-    ) -> BoxFuture<'c, StoreResult<Vec<StoreResult<Settlement>>>> {
+    ) -> BoxFuture<'c, StoreResult<Vec<StoreResult<Confirmed>>>> {
         Box::pin(async move {
             match C::DIALECT {
                 Dialect::Postgres => confirm_all_postgres(c, items).await,
@@ -432,7 +432,7 @@ impl ConfirmRow {
 async fn confirm_all_postgres(
     c: &mut impl Conn,
     items: Vec<Confirm>,
-) -> StoreResult<Vec<StoreResult<Settlement>>> {
+) -> StoreResult<Vec<StoreResult<Confirmed>>> {
     let (rows, mut results) = encode_each(&items, ConfirmRow::encode);
     let came = run_rows(
         c,
@@ -447,7 +447,7 @@ async fn confirm_all_postgres(
             continue;
         }
         results[i] = Some(match came {
-            Some(stored) => stored.decode(),
+            Some(stored) => stored.decode().map(|row| Confirmed { row, first: true }),
             None => confirmed_before(c, &items[i].new).await,
         });
     }
@@ -461,7 +461,7 @@ async fn confirm_all_postgres(
 async fn confirm_all_sqlite(
     c: &mut impl Conn,
     items: Vec<Confirm>,
-) -> StoreResult<Vec<StoreResult<Settlement>>> {
+) -> StoreResult<Vec<StoreResult<Confirmed>>> {
     let (rows, mut results) = encode_each(&items, ConfirmRow::encode);
     let came = run_rows(
         c,
@@ -481,7 +481,10 @@ async fn confirm_all_sqlite(
         results[i] = Some(match came {
             Some(stored) => {
                 changed.push(row);
-                Ok(stored.decode()?)
+                Ok(Confirmed {
+                    row: stored.decode()?,
+                    first: true,
+                })
             }
             None => confirmed_before(c, &items[i].new).await,
         });
@@ -498,7 +501,7 @@ async fn confirm_all_sqlite(
 /// once it committed the update re-checked `status` and skipped the row). No such row, or the
 /// key's row another request's or fee's (not this payment's: neither to confirm nor to answer
 /// with its proof), is `sqlx::Error::RowNotFound`.
-async fn confirmed_before(c: &mut impl Conn, new: &NewSettlement) -> StoreResult<Settlement> {
+async fn confirmed_before(c: &mut impl Conn, new: &NewSettlement) -> StoreResult<Confirmed> {
     let stored: Option<SettlementRow> = c
         .fetch_optional(SELECT_BY_KEY, args![&codec::b256(&new.key)])
         .await?;
@@ -508,7 +511,10 @@ async fn confirmed_before(c: &mut impl Conn, new: &NewSettlement) -> StoreResult
                 && s.new.request_hash == new.request_hash
                 && s.new.fee == new.fee =>
         {
-            Ok(s)
+            Ok(Confirmed {
+                row: s,
+                first: false,
+            })
         }
         _ => Err(sqlx::Error::RowNotFound.into()),
     }

@@ -32,6 +32,11 @@ pub struct Anvil {
     url: String,
     port: u16,
     chain_id: u64,
+    /// Where anvil writes the states it no longer keeps in memory (one per block past its
+    /// in-memory window, as JSON: ~1 GB over 10,000 blocks). Its own default, under
+    /// `~/.foundry/anvil/tmp`, is cleaned only on a graceful exit, which a killed node never
+    /// makes; this one goes with the node. Declared after `child`, so the node is killed first.
+    _states: tempfile::TempDir,
 }
 
 impl Anvil {
@@ -47,6 +52,7 @@ impl Anvil {
     /// so two tests never race for one port.
     pub async fn spawn_with(chain_id: u64) -> Result<Self> {
         let bin = binary()?;
+        let states = tempfile::Builder::new().prefix("anvil-states-").tempdir()?;
         let mut child = Command::new(&bin)
             .args([
                 "--host",
@@ -56,6 +62,8 @@ impl Anvil {
                 "--chain-id",
                 &chain_id.to_string(),
             ])
+            .arg("--cache-path")
+            .arg(states.path())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -126,6 +134,7 @@ impl Anvil {
             url,
             port,
             chain_id,
+            _states: states,
         })
     }
 

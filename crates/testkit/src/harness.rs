@@ -273,6 +273,22 @@ impl TestNet {
     pub async fn other_facilitator(&self, networks: &[&str]) -> Result<(Facilitator, TempDir)> {
         let dir = tempfile::tempdir()?;
         let store = sqlite_store(&dir, "other.db").await?;
+        Ok((self.facilitator_on(networks, RELAYER, store)?, dir))
+    }
+
+    /// Another replica of this facilitator: the same chain, contracts and store (so the same
+    /// settlements), networks named `networks`, default settings, sending from dev account
+    /// `relayer`. Not served.
+    pub fn replica(&self, networks: &[&str], relayer: usize) -> Result<Facilitator> {
+        self.facilitator_on(networks, relayer, Arc::clone(self.facilitator.store()))
+    }
+
+    fn facilitator_on(
+        &self,
+        networks: &[&str],
+        relayer: usize,
+        store: Arc<dyn Store>,
+    ) -> Result<Facilitator> {
         let networks = networks
             .iter()
             .map(|name| {
@@ -282,15 +298,14 @@ impl TestNet {
                 )
             })
             .collect();
-        let f = Facilitator::new(
+        Facilitator::new(
             Settings::default(),
             networks,
-            vec![self.address(RELAYER)],
+            vec![self.address(relayer)],
             self.account(PROOF_KEY).private_key,
             store,
         )
-        .map_err(setup)?;
-        Ok((f, dir))
+        .map_err(setup)
     }
 
     /// Dev account `i`.

@@ -463,7 +463,59 @@ async fn payments_settled_at_once_each_move_once(backend: Backend) {
     }
 }
 
+/// Replicas on one store, each payment settled at two of them at once (a resource server's
+/// `/settle` of a replayed payment, balanced to two replicas): it moves once and is answered
+/// `success` once. Replicas share no lock: the store's confirmation decides whose success it
+/// is.
+async fn the_same_payment_at_two_replicas_is_answered_success_once(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let replica = h.replica(&[NETWORK], 6).unwrap();
+    let pay_to = h.account(7).address;
+    let before = h.token_balance(pay_to).await;
+    const PAYMENTS: u64 = 12;
+    for i in 0..PAYMENTS {
+        let payload = h
+            .x402_payload(
+                1 + (i % 3) as usize,
+                pay_to,
+                1_000,
+                B256::repeat_byte(0x90 + i as u8),
+            )
+            .await;
+        let req: tollgate_protocol::x402::SettleRequest = serde_json::from_value(
+            json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, 1_000) }),
+        )
+        .unwrap();
+        let (a, b) = tokio::join!(
+            h.facilitator.x402_settle(&req, None),
+            replica.x402_settle(&req, None)
+        );
+        let (won, lost) = match (a.success, b.success) {
+            (true, false) => (a, b),
+            (false, true) => (b, a),
+            _ => panic!("payment {i}: one success, not {a:?} and {b:?}"),
+        };
+        // The other is told it was settled, naming the transaction; or, when it came while
+        // that transaction was only in the node's pending block (seen by its simulation, not
+        // yet by the logs), that the authorization is in use.
+        match lost.error_reason.as_ref().map(|r| r.as_str()) {
+            Some("duplicate_settlement") => {
+                assert_eq!(lost.transaction, won.transaction, "payment {i}")
+            }
+            Some("invalid_transaction_state") => {
+                assert_eq!(lost.transaction, "", "payment {i}")
+            }
+            _ => panic!("payment {i}: {lost:?}"),
+        }
+    }
+    assert_eq!(
+        h.token_balance(pay_to).await,
+        before + U256::from(PAYMENTS * 1_000)
+    );
+}
+
 crate::on_backends!(
+    the_same_payment_at_two_replicas_is_answered_success_once,
     payments_settled_at_once_each_move_once,
     verify_then_settle_once,
     invalid_payments_get_v1_reasons,

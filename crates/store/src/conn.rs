@@ -232,6 +232,14 @@ pub(crate) fn values(rows: usize, width: usize, row: impl Fn(usize) -> String) -
     rows.join(", ")
 }
 
+/// [`values`] with each row its placeholders in order: `($1, $2, …), ($w+1, …), …`.
+pub(crate) fn placeholders(rows: usize, width: usize) -> String {
+    values(rows, width, |first| {
+        let row: Vec<String> = (first..first + width).map(|i| format!("${i}")).collect();
+        format!("({})", row.join(", "))
+    })
+}
+
 /// A statement of many rows, built once for each size it is used at: a power of two of rows up
 /// to [`MAX_ROWS`] (a few texts, each prepared once per connection).
 pub(crate) struct MultiRow {

@@ -12,7 +12,7 @@ use crate::{
     analytics::{self, saturating_add},
     backend::BoxFuture,
     codec::{self, NewRow, SettlementRow, settlement_columns},
-    conn::{Arg, Conn, Dialect, MultiRow, args, in_statements, values},
+    conn::{Arg, Conn, Dialect, MultiRow, args, in_statements, placeholders, values},
     group::Merge,
     webhooks,
 };
@@ -85,12 +85,7 @@ const CONFIRM_SQLITE_WIDTH: usize = 7;
 /// event reports). PostgreSQL's [`CONFIRM_POSTGRES`] updates the same way. The rows that
 /// changed come back.
 fn confirm_sqlite_statement(rows: usize) -> String {
-    let values = values(rows, CONFIRM_SQLITE_WIDTH, |p| {
-        let params: Vec<String> = (p..p + CONFIRM_SQLITE_WIDTH)
-            .map(|i| format!("${i}"))
-            .collect();
-        format!("({})", params.join(", "))
-    });
+    let values = placeholders(rows, CONFIRM_SQLITE_WIDTH);
     format!(
         "UPDATE settlements SET status = 'confirmed', tx_hash = v.column2, block = v.column3, \
          proof = v.column4, error = NULL, updated_at = v.column5 FROM (VALUES {values}) AS v \
@@ -116,10 +111,7 @@ const CONFIRM_WIDTH: usize = 14;
 /// confirmation, in the single writer that every confirmation of a replica goes through. (A payment event books no subscription
 /// revenue, so `analytics::book_revenue` has nothing to add.) The rows that changed come back.
 fn confirm_statement(rows: usize) -> String {
-    let values = values(rows, CONFIRM_WIDTH, |p| {
-        let params: Vec<String> = (p..p + CONFIRM_WIDTH).map(|i| format!("${i}")).collect();
-        format!("({})", params.join(", "))
-    });
+    let values = placeholders(rows, CONFIRM_WIDTH);
     format!(
         "WITH v (v_key, v_tx, v_block, v_proof, v_at, v_request_hash, v_fee, v_event, v_type, \
          v_data, v_hour, v_gross, v_fees, v_day) AS (VALUES {values}), \

@@ -205,6 +205,26 @@ impl Harness {
         assert!(r.get("error").is_none(), "{method}: {r}");
     }
 
+    /// Signs an x402 payment of `amount` from dev account `payer` to `pay_to` (its nonce
+    /// `nonce` repeated) and settles it on a task of its own: (its body, the answer).
+    pub fn settle_on_task(
+        self: &Arc<Self>,
+        payer: usize,
+        pay_to: Address,
+        amount: u64,
+        nonce: u8,
+    ) -> tokio::task::JoinHandle<(serde_json::Value, serde_json::Value)> {
+        let h = Arc::clone(self);
+        tokio::spawn(async move {
+            let payload = h
+                .x402_payload(payer, pay_to, amount, B256::repeat_byte(nonce))
+                .await;
+            let body = serde_json::json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
+            let answer = h.post("/settle", &body).await.1;
+            (body, answer)
+        })
+    }
+
     pub async fn post(&self, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
         let r = self
             .http

@@ -585,17 +585,7 @@ async fn a_payment_that_fails_in_a_batch_is_answered_for_itself() {
     let pay_to = h.account(7).address;
     let payee_before = h.token_balance(pay_to).await;
     // Each payment signed and settled on a task of its own: (its body, the answer).
-    let settle = |payer: usize, amount: u64, nonce: u8| {
-        let h = h.clone();
-        tokio::spawn(async move {
-            let payload = h
-                .x402_payload(payer, pay_to, amount, B256::repeat_byte(nonce))
-                .await;
-            let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
-            let answer = h.post("/settle", &body).await.1;
-            (body, answer)
-        })
-    };
+    let settle = |payer, amount, nonce| h.settle_on_task(payer, pay_to, amount, nonce);
     let spender = h.account(4).address;
     let half: u64 = (h.token_balance(spender).await * U256::from(6) / U256::from(10))
         .try_into()
@@ -705,16 +695,7 @@ async fn a_payment_whose_row_is_not_recorded_is_never_sent() {
     let pay_to = h.account(7).address;
     let payee_before = h.token_balance(pay_to).await;
     let refused_before = h.token_balance(refused).await;
-    let settle = |payer: usize, amount: u64, nonce: u8| {
-        let h = h.clone();
-        tokio::spawn(async move {
-            let payload = h
-                .x402_payload(payer, pay_to, amount, B256::repeat_byte(nonce))
-                .await;
-            let body = json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
-            h.post("/settle", &body).await.1
-        })
-    };
+    let settle = |payer, amount, nonce| h.settle_on_task(payer, pay_to, amount, nonce);
     let pause = |ms| tokio::time::sleep(std::time::Duration::from_millis(ms));
 
     // Blocks wait: one payment goes alone and stays unmined.
@@ -740,11 +721,11 @@ async fn a_payment_whose_row_is_not_recorded_is_never_sent() {
     h.anvil("evm_setAutomine", json!([true])).await;
     h.anvil("evm_mine", json!([])).await;
 
-    let (alone, recorded) = (alone.await.unwrap(), recorded.await.unwrap());
+    let (alone, recorded) = (alone.await.unwrap().1, recorded.await.unwrap().1);
     for r in [&alone, &recorded] {
         assert_eq!(r["success"], true, "{r}");
     }
-    let unrecorded = unrecorded.await.unwrap();
+    let unrecorded = unrecorded.await.unwrap().1;
     assert_eq!(unrecorded["success"], false, "{unrecorded}");
     assert_eq!(unrecorded["errorReason"], "unexpected_settle_error");
     assert!(

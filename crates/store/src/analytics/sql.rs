@@ -6,7 +6,7 @@ use super::{AnalyticsData, AnalyticsQuery, Raw, RevenueKind, assemble};
 use crate::{
     Settlement, StoreResult,
     codec::{self, SettlementRow, settlement_columns},
-    conn::{Arg, Conn, MultiRow, args, in_sizes, values},
+    conn::{Arg, Conn, MultiRow, args, in_sizes, placeholders},
     webhooks::NewEvent,
 };
 
@@ -75,16 +75,7 @@ fn rollup_volume_statement(rows: usize) -> String {
         "INSERT INTO volume_rollups (pay_to, hour, network, resource, payments, gross, fees) \
          VALUES {} ON CONFLICT (pay_to, hour, network, resource) DO UPDATE SET \
          payments = volume_rollups.payments + excluded.payments, {}, {}",
-        values(rows, 7, |p| format!(
-            "(${}, ${}, ${}, ${}, ${}, ${}, ${})",
-            p,
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4,
-            p + 5,
-            p + 6
-        )),
+        placeholders(rows, 7),
         saturating_add!("volume_rollups", "gross"),
         saturating_add!("volume_rollups", "fees"),
     )
@@ -99,15 +90,7 @@ fn rollup_payer_statement(rows: usize) -> String {
         "INSERT INTO payer_rollups (pay_to, day, payer, payments, gross, fees) VALUES {} \
          ON CONFLICT (pay_to, day, payer) DO UPDATE SET \
          payments = payer_rollups.payments + excluded.payments, {}, {}",
-        values(rows, 6, |p| format!(
-            "(${}, ${}, ${}, ${}, ${}, ${})",
-            p,
-            p + 1,
-            p + 2,
-            p + 3,
-            p + 4,
-            p + 5
-        )),
+        placeholders(rows, 6),
         saturating_add!("payer_rollups", "gross"),
         saturating_add!("payer_rollups", "fees"),
     )

@@ -12,7 +12,7 @@ use super::{
 use crate::{
     StoreResult,
     codec::{self},
-    conn::{Arg, Conn, Dialect, MultiRow, PerDialect, args, in_statements, values},
+    conn::{Arg, Conn, Dialect, MultiRow, PerDialect, args, in_statements, placeholders},
 };
 
 macro_rules! endpoint_columns {
@@ -192,9 +192,7 @@ const EVENT_WIDTH: usize = 5;
 /// The insert of `rows` events (each id once), as [`INSERT_EVENT`] does one: the ids and
 /// sequence numbers of those that were new come back.
 fn insert_events_statement(rows: usize) -> String {
-    let values = values(rows, EVENT_WIDTH, |p| {
-        format!("(${}, ${}, ${}, ${}, ${})", p, p + 1, p + 2, p + 3, p + 4)
-    });
+    let values = placeholders(rows, EVENT_WIDTH);
     format!(
         "INSERT INTO events (id, provider, type, data, created_at) VALUES {values} \
          ON CONFLICT (id) DO NOTHING RETURNING id, seq"

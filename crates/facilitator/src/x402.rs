@@ -324,9 +324,20 @@ impl Facilitator {
         // (it goes only once it is: a failed insert withdraws it).
         let ticket = (payload.payload.signature.len() == 65)
             .then(|| net.batches.enqueue(relayer, router_transfer(payload)));
-        if let Err(e) = self.inner.store.insert_settlement(new).await {
-            tracing::error!(error = %e, "store unavailable during /settle");
-            return Err((ErrorReason::UnexpectedSettleError, None));
+        match self.inner.store.insert_settlement(new).await {
+            // Another payload with this payer and nonce recorded first (at another replica,
+            // which holds no lock of ours): not this payment, and nothing is sent for it.
+            Ok(recorded)
+                if recorded.row.new.kind != SettlementKind::X402
+                    || recorded.row.new.request_hash != new.request_hash =>
+            {
+                return Err((ErrorReason::InvalidTransactionState, None));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "store unavailable during /settle");
+                return Err((ErrorReason::UnexpectedSettleError, None));
+            }
         }
         crate::fault::hit("settle.after-insert");
         let sending = ticket.map_or(Sending::Together, Sending::Queued);

@@ -514,7 +514,69 @@ async fn the_same_payment_at_two_replicas_is_answered_success_once(backend: Back
     );
 }
 
+/// Replicas on one store, two payloads with one nonce (different amounts) settled at once, one
+/// at each: the one recorded first is the payment; the other is refused
+/// (`invalid_transaction_state`) and never sent, so the chain's transfer is the recorded one
+/// and is answered `success`.
+async fn two_payloads_with_one_nonce_at_two_replicas_settle_the_recorded_one(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let replica = h.replica(&[NETWORK], 6).unwrap();
+    let pay_to = h.account(7).address;
+    let before = h.token_balance(pay_to).await;
+    let mut moved = U256::ZERO;
+    for i in 0..12u8 {
+        let nonce = B256::repeat_byte(0xb0 + i);
+        let mut requests = Vec::new();
+        for amount in [1_000, 2_000] {
+            let payload = h.x402_payload(2, pay_to, amount, nonce).await;
+            requests.push(
+                serde_json::from_value::<tollgate_protocol::x402::SettleRequest>(
+                    json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) }),
+                )
+                .unwrap(),
+            );
+        }
+        let (small, large) = (&requests[0], &requests[1]);
+        let (a, b) = tokio::join!(
+            h.facilitator.x402_settle(small, None),
+            replica.x402_settle(large, None)
+        );
+        let (won, amount, lost) = match (a.success, b.success) {
+            (true, false) => (a, 1_000, b),
+            (false, true) => (b, 2_000, a),
+            _ => panic!("payment {i}: one success, not {a:?} and {b:?}"),
+        };
+        assert_eq!(
+            lost.error_reason.as_ref().map(|r| r.as_str()),
+            Some("invalid_transaction_state"),
+            "payment {i}: {lost:?}"
+        );
+        assert_ne!(lost.transaction, won.transaction, "payment {i}");
+        moved += U256::from(amount);
+        let key = tollgate_protocol::api::authorize::settlement_key(
+            h.chain_id(),
+            h.fixture.deployment.token,
+            h.account(2).address,
+            nonce,
+        );
+        let row = h
+            .facilitator
+            .store()
+            .settlement(key)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            row.new.amount.get(),
+            U256::from(amount),
+            "payment {i}: the row is the payment that moved"
+        );
+    }
+    assert_eq!(h.token_balance(pay_to).await, before + moved);
+}
+
 crate::on_backends!(
+    two_payloads_with_one_nonce_at_two_replicas_settle_the_recorded_one,
     the_same_payment_at_two_replicas_is_answered_success_once,
     payments_settled_at_once_each_move_once,
     verify_then_settle_once,

@@ -272,8 +272,9 @@ async fn work(target: Target, off: Arc<AtomicBool>, mut queue: mpsc::UnboundedRe
 }
 
 /// The transfers of `batch` that may go: each whose row is recorded, waiting for those being
-/// recorded up to [`RECORD_WAIT`]. One withdrawn (its caller's simulation or insert failed) is
-/// left out, answered by its caller; one recorded later is answered [`Batched::Late`].
+/// recorded up to [`RECORD_WAIT`]. One withdrawn (its row not recorded: the insert failed, or
+/// found another payment's row) is left out, answered by its caller; one recorded later is
+/// answered [`Batched::Late`].
 async fn recorded(batch: Vec<Waiting>) -> Vec<Waiting> {
     let deadline = tokio::time::Instant::now() + RECORD_WAIT;
     let mut ready = Vec::with_capacity(batch.len());

@@ -321,7 +321,8 @@ impl Facilitator {
             Simulated::Refused(reason) => return Err((reason, None)),
         }
         // A plain signature's transfer is handed to the next batch while its row is recorded
-        // (it goes only once it is: a failed insert withdraws it).
+        // (it goes only once it is: an insert that fails or finds another payment's row
+        // withdraws it).
         let ticket = (payload.payload.signature.len() == 65)
             .then(|| net.batches.enqueue(relayer, router_transfer(payload)));
         match self.inner.store.insert_settlement(new).await {

@@ -105,7 +105,7 @@ const CONFIRM_WIDTH: usize = 14;
 /// delivery per endpoint taking it, and its share of both rollups (summed per rollup row, which
 /// one statement may change only once). On SQLite, which has no data-modifying `WITH`, a
 /// batch's confirmations are [`CONFIRM_SQLITE`], `webhooks::emit_all_sqlite` and
-/// `analytics::write_rollups` (`confirm_all_sqlite`), with the same effects: the event is
+/// `analytics::write_rollups` (`confirm_all`), with the same effects: the event is
 /// inserted once per id (a repeat fans out nothing) and the rollups take the row's payee,
 /// network, resource and payer. One statement is one round trip instead of five per
 /// confirmation, in the single writer that every confirmation of a replica goes through. (A payment event books no subscription
@@ -352,12 +352,7 @@ impl<C: Conn + 'static> Merge<C> for Confirm {
         items: Vec<Self>,
         c: &'c mut C,
     ) -> BoxFuture<'c, StoreResult<Vec<StoreResult<Confirmed>>>> {
-        Box::pin(async move {
-            match C::DIALECT {
-                Dialect::Postgres => confirm_all_postgres(c, items).await,
-                Dialect::Sqlite => confirm_all_sqlite(c, items).await,
-            }
-        })
+        Box::pin(confirm_all(c, items))
     }
 }
 
@@ -421,50 +416,27 @@ impl ConfirmRow {
     }
 }
 
-async fn confirm_all_postgres(
-    c: &mut impl Conn,
+/// A batch's confirmations: the updates in one statement per round of keys
+/// ([`CONFIRM_POSTGRES`], which also writes their events, deliveries and rollups, or
+/// [`CONFIRM_SQLITE`]); on SQLite, which has no data-modifying `WITH`, then the events of the
+/// rows that changed in one statement (up to 64), their deliveries in one, and one per rollup
+/// table: a handful of statements per batch rather than five per confirmation, each a round
+/// trip to SQLite's thread.
+async fn confirm_all<C: Conn>(
+    c: &mut C,
     items: Vec<Confirm>,
 ) -> StoreResult<Vec<StoreResult<Confirmed>>> {
+    let (statement, width) = match C::DIALECT {
+        Dialect::Postgres => (&CONFIRM_POSTGRES, CONFIRM_WIDTH),
+        Dialect::Sqlite => (&CONFIRM_SQLITE, CONFIRM_SQLITE_WIDTH),
+    };
     let (rows, mut results) = encode_each(&items, ConfirmRow::encode);
     let came = run_rows(
         c,
         &rows,
         |row| row.row.key.as_str(),
-        |i, row| row.args(items[i].proof.as_deref()),
-        &CONFIRM_POSTGRES,
-    )
-    .await?;
-    for (i, came) in came.into_iter().enumerate() {
-        if rows[i].is_none() {
-            continue;
-        }
-        results[i] = Some(match came {
-            Some(stored) => stored.decode().map(|row| Confirmed { row, first: true }),
-            None => confirmed_before(c, &items[i].new).await,
-        });
-    }
-    Ok(results.into_iter().map(answered).collect())
-}
-
-/// Confirmations on SQLite, which has no data-modifying `WITH`: the updates in one statement
-/// ([`CONFIRM_SQLITE`]), then the events of the rows that changed in one (up to 64), their
-/// deliveries in one, and one per rollup row they add to: a handful of statements per batch
-/// rather than five per confirmation, each a round trip to SQLite's thread.
-async fn confirm_all_sqlite(
-    c: &mut impl Conn,
-    items: Vec<Confirm>,
-) -> StoreResult<Vec<StoreResult<Confirmed>>> {
-    let (rows, mut results) = encode_each(&items, ConfirmRow::encode);
-    let came = run_rows(
-        c,
-        &rows,
-        |row| row.row.key.as_str(),
-        |i, row| {
-            let args = row.args(items[i].proof.as_deref());
-            <[Arg<'_>; CONFIRM_SQLITE_WIDTH]>::try_from(&args[..CONFIRM_SQLITE_WIDTH])
-                .expect("the first arguments of a confirmation")
-        },
-        &CONFIRM_SQLITE,
+        |i, row| row.args(items[i].proof.as_deref())[..width].to_vec(),
+        statement,
     )
     .await?;
     let mut changed = Vec::new();
@@ -473,6 +445,8 @@ async fn confirm_all_sqlite(
         results[i] = Some(match came {
             Some(stored) => {
                 changed.push(row);
+                // A row this batch changed that cannot be read back fails the batch (each
+                // write then runs alone), not the item alone: its update is not undone.
                 Ok(Confirmed {
                     row: stored.decode()?,
                     first: true,
@@ -481,10 +455,12 @@ async fn confirm_all_sqlite(
             None => confirmed_before(c, &items[i].new).await,
         });
     }
-    let events: Vec<webhooks::NewEvent> = changed.iter().map(|row| row.event.clone()).collect();
-    webhooks::emit_all_sqlite(c, &events).await?;
-    let rollups: Vec<&analytics::Rollup> = changed.iter().map(|row| &row.rollup).collect();
-    analytics::write_rollups(c, &rollups).await?;
+    if C::DIALECT == Dialect::Sqlite {
+        let events: Vec<webhooks::NewEvent> = changed.iter().map(|row| row.event.clone()).collect();
+        webhooks::emit_all_sqlite(c, &events).await?;
+        let rollups: Vec<&analytics::Rollup> = changed.iter().map(|row| &row.rollup).collect();
+        analytics::write_rollups(c, &rollups).await?;
+    }
     Ok(results.into_iter().map(answered).collect())
 }
 

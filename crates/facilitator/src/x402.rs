@@ -305,19 +305,7 @@ impl Facilitator {
         // cannot go through leaves no row, and the send below needs no second simulation.
         match self.x402_simulate(net, payload, Some(relayer)).await {
             Simulated::Passes => {}
-            Simulated::Used => {
-                // Settled (or cancelled) outside this facilitator: never ours to answer as a
-                // success. Naming the transaction helps an honest retrier; it is named only
-                // when its transfer is exactly this payment.
-                return Err(
-                    match self.find_transfer(net, new, net.spec.confirmations).await {
-                        Ok(Some(receipt)) => {
-                            (ErrorReason::DuplicateSettlement, Some(receipt.tx_hash))
-                        }
-                        Ok(None) | Err(_) => (ErrorReason::InvalidTransactionState, None),
-                    },
-                );
-            }
+            Simulated::Used => return self.x402_used_before_recorded(net, new).await,
             Simulated::Refused(reason) => return Err((reason, None)),
         }
         // A plain signature's transfer is handed to the next batch while its row is recorded
@@ -638,7 +626,7 @@ impl Facilitator {
     }
 
     /// The authorization's nonce turned out used: this payment if its transfer is on chain
-    /// (pending while shallow), a failure otherwise.
+    /// (pending while shallow), a failure when another transaction used (or cancelled) it.
     async fn x402_used(
         &self,
         net: &Network,
@@ -655,20 +643,60 @@ impl Facilitator {
             // failed); a repeat of the payload drives the row on.
             return Err((ErrorReason::UnexpectedSettleError, None));
         }
+        match self.find_use(net, new).await? {
+            Use::This(_) => {}
+            Use::Other => {
+                self.x402_failed(
+                    new.key,
+                    "invalid_transaction_state: the authorization was used by another transfer",
+                )
+                .await;
+                return Err((ErrorReason::InvalidTransactionState, None));
+            }
+            // Used, yet no log says by what: not concluded (nothing recorded as failed); a
+            // repeat of the payload drives the row on.
+            Use::Unseen => return Err((ErrorReason::UnexpectedSettleError, None)),
+        }
         match self.find_transfer(net, new, net.spec.confirmations).await {
-            Ok(Some(receipt)) => return self.x402_confirmed(new, &receipt).await,
+            Ok(Some(receipt)) => self.x402_confirmed(new, &receipt).await,
+            Ok(None) => match self.find_transfer(net, new, 1).await {
+                Ok(Some(shallow)) => Err(self.x402_pending(new.key, shallow.tx_hash).await),
+                Ok(None) => Err((ErrorReason::UnexpectedSettleError, None)),
+                Err(reason) => Err((reason, None)),
+            },
+            Err(reason) => Err((reason, None)),
+        }
+    }
+
+    /// The authorization of a payment this store had no row for turned out used. No transfer
+    /// is sent before its row is recorded, so a row there now is this fleet's own settlement of
+    /// it, begun at another replica (a repeat balanced there, or the first settler's retry of a
+    /// lost answer): that one is resumed, and answered as any repeat is. With no row it was
+    /// settled (or cancelled) outside this facilitator: never ours to answer as a success; the
+    /// transaction is named, once mined, only when its transfer is exactly this payment.
+    async fn x402_used_before_recorded(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+    ) -> Result<B256, (ErrorReason, Option<B256>)> {
+        match self.inner.store.settlement(new.key).await {
+            Ok(Some(row)) => return Box::pin(self.x402_resume(net, new, row)).await,
             Ok(None) => {}
-            Err(reason) => return Err((reason, None)),
+            Err(e) => {
+                tracing::error!(error = %e, "store unavailable during /settle");
+                return Err((ErrorReason::UnexpectedSettleError, None));
+            }
         }
-        if let Ok(Some(shallow)) = self.find_transfer(net, new, 1).await {
-            return Err(self.x402_pending(new.key, shallow.tx_hash).await);
+        // The transfer that used it may still be only in the node's pending block.
+        match self.used_at_latest(net, new.payer, new.nonce).await {
+            Ok(true) => {}
+            Ok(false) => return Err((ErrorReason::InvalidTransactionState, None)),
+            Err(e) => return Err((verify_chain_error(&e), None)),
         }
-        self.x402_failed(
-            new.key,
-            "invalid_transaction_state: the authorization was used by another transfer",
-        )
-        .await;
-        Err((ErrorReason::InvalidTransactionState, None))
+        match self.find_use(net, new).await? {
+            Use::This(receipt) => Err((ErrorReason::DuplicateSettlement, Some(receipt.tx_hash))),
+            Use::Other | Use::Unseen => Err((ErrorReason::InvalidTransactionState, None)),
+        }
     }
 
     /// Records that a settlement is not confirmed yet; answered as a failure naming the
@@ -791,6 +819,59 @@ impl Facilitator {
             .map_err(|e| verify_chain_error(&e))?;
         Ok(found.filter(|r| transfers_exactly(r, new)))
     }
+
+    /// What used `new`'s authorization, which the latest state shows used. The logs may lag
+    /// behind that state (a node that indexes a block after applying it, or logs read from
+    /// another node behind a balancer or after a failover): they are looked at again, backing
+    /// off, until they show the use or the confirmation timeout passes. Only a log naming
+    /// another transfer (or a cancellation) makes it someone else's.
+    async fn find_use(
+        &self,
+        net: &Network,
+        new: &NewSettlement,
+    ) -> Result<Use, (ErrorReason, Option<B256>)> {
+        let topics = [
+            Some(vec![
+                Token::AuthorizationUsed::SIGNATURE_HASH,
+                Token::AuthorizationCanceled::SIGNATURE_HASH,
+            ]),
+            Some(vec![new.payer.into_word()]),
+            Some(vec![new.nonce]),
+            None,
+        ];
+        let deadline = std::time::Instant::now() + self.inner.settings.confirmation_timeout;
+        let mut pause = std::time::Duration::from_millis(10);
+        loop {
+            let found = net
+                .find_at_depth(
+                    net.spec.token,
+                    topics.clone(),
+                    self.inner.settings.log_lookback_blocks,
+                    1,
+                    |_| true,
+                )
+                .await
+                .map_err(|e| (verify_chain_error(&e), None))?;
+            match found {
+                Some(r) if transfers_exactly(&r, new) => return Ok(Use::This(r)),
+                Some(_) => return Ok(Use::Other),
+                None if std::time::Instant::now() >= deadline => return Ok(Use::Unseen),
+                None => {}
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(250));
+        }
+    }
+}
+
+/// What used an authorization, by the logs ([`Facilitator::find_use`]).
+enum Use {
+    /// This payment's transfer, in this (mined) transaction.
+    This(Receipt),
+    /// Another transfer, or a cancellation.
+    Other,
+    /// No log shows it within the confirmation timeout.
+    Unseen,
 }
 
 /// Whether `receipt` uses `new`'s authorization and the token's `Transfer` that follows that use

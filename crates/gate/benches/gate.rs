@@ -176,6 +176,21 @@ async fn run(n: usize) {
         cpu * 1e6 / n as f64,
         n as f64 / cpu
     );
+    // The floor of a verification on this machine: the proof's EIP-712 digest and the
+    // recovery of its signer (libsecp256k1), one after another on one core. Nothing about
+    // it can be cached (every proof is new), so a verification costs at least this; the
+    // ratio is what the machine's speed does not change.
+    let t = Instant::now();
+    for p in batch.iter() {
+        assert_eq!(tollgate_chain::proof::recover(p).unwrap(), p.signer);
+    }
+    let recovery = t.elapsed().as_secs_f64() / n as f64;
+    println!(
+        "    floor: the proof's recovery alone, 1 core        : {:>10.0}/s ({:.0} µs; a verification costs {:.2} of them)",
+        1.0 / recovery,
+        recovery * 1e6,
+        cpu / n as f64 / recovery
+    );
 
     // 2. Gated vs ungated, in process, same app, same run (memory and file memo stores).
     let app = || Router::new().route("/v1/quote", get(|| async { "42" }));

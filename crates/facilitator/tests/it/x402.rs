@@ -495,18 +495,53 @@ async fn the_same_payment_at_two_replicas_is_answered_success_once(backend: Back
             (false, true) => (b, a),
             _ => panic!("payment {i}: one success, not {a:?} and {b:?}"),
         };
-        // The other is told it was settled, naming the transaction; or, when it came while
+        // The other is told it was settled, naming the transaction, even when it came while
         // that transaction was only in the node's pending block (seen by its simulation, not
-        // yet by the logs), that the authorization is in use.
-        match lost.error_reason.as_ref().map(|r| r.as_str()) {
-            Some("duplicate_settlement") => {
-                assert_eq!(lost.transaction, won.transaction, "payment {i}")
-            }
-            Some("invalid_transaction_state") => {
-                assert_eq!(lost.transaction, "", "payment {i}")
-            }
-            _ => panic!("payment {i}: {lost:?}"),
-        }
+        // yet by the logs).
+        assert_eq!(
+            lost.error_reason.as_ref().map(|r| r.as_str()),
+            Some("duplicate_settlement"),
+            "payment {i}: {lost:?}"
+        );
+        assert_eq!(lost.transaction, won.transaction, "payment {i}");
+    }
+    assert_eq!(
+        h.token_balance(pay_to).await,
+        before + U256::from(PAYMENTS * 1_000)
+    );
+}
+
+/// Replicas on one store, the first settler's retry (the same payload and `Idempotency-Key`)
+/// balanced to another replica while the first attempt is still settling (its answer lost on
+/// the way, say): both are answered `success` with the one transaction. An answer of failure
+/// here would tell an agent its payment did not go through while it did, and it would pay
+/// again.
+async fn a_first_settlers_retry_at_another_replica_gets_its_success(backend: Backend) {
+    let h = Harness::new(backend).await;
+    let replica = h.replica(&[NETWORK], 6).unwrap();
+    let pay_to = h.account(7).address;
+    let before = h.token_balance(pay_to).await;
+    const PAYMENTS: u64 = 12;
+    for i in 0..PAYMENTS {
+        let payload = h
+            .x402_payload(
+                1 + (i % 3) as usize,
+                pay_to,
+                1_000,
+                B256::repeat_byte(0xc0 + i as u8),
+            )
+            .await;
+        let req: tollgate_protocol::x402::SettleRequest = serde_json::from_value(
+            json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, 1_000) }),
+        )
+        .unwrap();
+        let settler = Some(B256::repeat_byte(0x5e));
+        let (a, b) = tokio::join!(
+            h.facilitator.x402_settle(&req, settler),
+            replica.x402_settle(&req, settler)
+        );
+        assert!(a.success && b.success, "payment {i}: {a:?} and {b:?}");
+        assert_eq!(a.transaction, b.transaction, "payment {i}");
     }
     assert_eq!(
         h.token_balance(pay_to).await,
@@ -576,6 +611,7 @@ async fn two_payloads_with_one_nonce_at_two_replicas_settle_the_recorded_one(bac
 }
 
 crate::on_backends!(
+    a_first_settlers_retry_at_another_replica_gets_its_success,
     two_payloads_with_one_nonce_at_two_replicas_settle_the_recorded_one,
     the_same_payment_at_two_replicas_is_answered_success_once,
     payments_settled_at_once_each_move_once,

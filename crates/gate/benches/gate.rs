@@ -1,7 +1,9 @@
 //! Gate costs, measured in one run:
 //!
 //! - `verify_payment_proof` per second (EIP-712 recovery against the cached signers, terms, memo
-//!   MAC, once-only insert into the memo store), single task;
+//!   MAC, once-only insert into the memo store), single task, and at 64 tasks with the
+//!   process's CPU per verification, beside its floor on this machine (the proof's digest and
+//!   signer recovery alone, on one core);
 //! - the gate's added cost per paid request: the same axum app with and without `payment_gate`,
 //!   driven in process with `tower::ServiceExt::oneshot`, each gated request carrying a fresh
 //!   valid proof; reported as a ratio and as microseconds per request;

@@ -205,6 +205,30 @@ impl Harness {
         assert!(r.get("error").is_none(), "{method}: {r}");
     }
 
+    /// The x402 V1 `/settle` body of a payment of `amount` from dev account `payer` to
+    /// `pay_to` with `nonce`, as an x402 resource server sends it.
+    pub async fn settle_body(
+        &self,
+        payer: usize,
+        pay_to: Address,
+        amount: u64,
+        nonce: B256,
+    ) -> serde_json::Value {
+        let payload = self.x402_payload(payer, pay_to, amount, nonce).await;
+        serde_json::json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": self.requirements(pay_to, amount) })
+    }
+
+    /// [`settle_body`](Self::settle_body), typed: what `Facilitator::x402_settle` takes.
+    pub async fn settle_request(
+        &self,
+        payer: usize,
+        pay_to: Address,
+        amount: u64,
+        nonce: B256,
+    ) -> tollgate_protocol::x402::SettleRequest {
+        serde_json::from_value(self.settle_body(payer, pay_to, amount, nonce).await).unwrap()
+    }
+
     /// Signs an x402 payment of `amount` from dev account `payer` to `pay_to` (its nonce
     /// `nonce` repeated) and settles it on a task of its own: (its body, the answer).
     pub fn settle_on_task(
@@ -216,10 +240,9 @@ impl Harness {
     ) -> tokio::task::JoinHandle<(serde_json::Value, serde_json::Value)> {
         let h = Arc::clone(self);
         tokio::spawn(async move {
-            let payload = h
-                .x402_payload(payer, pay_to, amount, B256::repeat_byte(nonce))
+            let body = h
+                .settle_body(payer, pay_to, amount, B256::repeat_byte(nonce))
                 .await;
-            let body = serde_json::json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
             let answer = h.post("/settle", &body).await.1;
             (body, answer)
         })

@@ -474,18 +474,14 @@ async fn the_same_payment_at_two_replicas_is_answered_success_once(backend: Back
     let before = h.token_balance(pay_to).await;
     const PAYMENTS: u64 = 12;
     for i in 0..PAYMENTS {
-        let payload = h
-            .x402_payload(
+        let req = h
+            .settle_request(
                 1 + (i % 3) as usize,
                 pay_to,
                 1_000,
                 B256::repeat_byte(0x90 + i as u8),
             )
             .await;
-        let req: tollgate_protocol::x402::SettleRequest = serde_json::from_value(
-            json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, 1_000) }),
-        )
-        .unwrap();
         let (a, b) = tokio::join!(
             h.facilitator.x402_settle(&req, None),
             replica.x402_settle(&req, None)
@@ -523,18 +519,14 @@ async fn a_first_settlers_retry_at_another_replica_gets_its_success(backend: Bac
     let before = h.token_balance(pay_to).await;
     const PAYMENTS: u64 = 12;
     for i in 0..PAYMENTS {
-        let payload = h
-            .x402_payload(
+        let req = h
+            .settle_request(
                 1 + (i % 3) as usize,
                 pay_to,
                 1_000,
                 B256::repeat_byte(0xc0 + i as u8),
             )
             .await;
-        let req: tollgate_protocol::x402::SettleRequest = serde_json::from_value(
-            json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, 1_000) }),
-        )
-        .unwrap();
         let settler = Some(B256::repeat_byte(0x5e));
         let (a, b) = tokio::join!(
             h.facilitator.x402_settle(&req, settler),
@@ -561,20 +553,11 @@ async fn two_payloads_with_one_nonce_at_two_replicas_settle_the_recorded_one(bac
     let mut moved = U256::ZERO;
     for i in 0..12u8 {
         let nonce = B256::repeat_byte(0xb0 + i);
-        let mut requests = Vec::new();
-        for amount in [1_000, 2_000] {
-            let payload = h.x402_payload(2, pay_to, amount, nonce).await;
-            requests.push(
-                serde_json::from_value::<tollgate_protocol::x402::SettleRequest>(
-                    json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) }),
-                )
-                .unwrap(),
-            );
-        }
-        let (small, large) = (&requests[0], &requests[1]);
+        let small = h.settle_request(2, pay_to, 1_000, nonce).await;
+        let large = h.settle_request(2, pay_to, 2_000, nonce).await;
         let (a, b) = tokio::join!(
-            h.facilitator.x402_settle(small, None),
-            replica.x402_settle(large, None)
+            h.facilitator.x402_settle(&small, None),
+            replica.x402_settle(&large, None)
         );
         let (won, amount, lost) = match (a.success, b.success) {
             (true, false) => (a, 1_000, b),

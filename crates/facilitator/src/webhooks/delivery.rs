@@ -179,7 +179,7 @@ impl Facilitator {
                         Attempt::Retry {
                             status,
                             error,
-                            next_attempt_at: unix_now() + wait.as_secs(),
+                            next_attempt_at: due_after(since_epoch(), wait),
                         }
                     }
                     None => Attempt::Dead { status, error },
@@ -283,6 +283,26 @@ struct Failure {
 }
 
 /// `delay` ± 20%, at random.
+/// The time since the Unix epoch, to the nanosecond.
+fn since_epoch() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// The whole second (Unix time, as deliveries are scheduled and read) when a retry `wait` from
+/// `now` is due: the first at or after `now + wait`, so that it is never due sooner (truncated
+/// instead, a `Retry-After: 1` read at 100.999 s would be due at 101, a millisecond later); with
+/// no wait, at once.
+fn due_after(now: Duration, wait: Duration) -> u64 {
+    if wait.is_zero() {
+        return now.as_secs();
+    }
+    let at = now.saturating_add(wait);
+    at.as_secs()
+        .saturating_add(u64::from(at.subsec_nanos() > 0))
+}
+
 fn jitter(delay: Duration) -> Duration {
     let r = u64::from_le_bytes(B256::random()[..8].try_into().unwrap_or([0; 8]));
     let permille = 800 + r % 401; // 800..=1200
@@ -292,6 +312,18 @@ fn jitter(delay: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_retry_is_never_due_before_its_wait() {
+        let at = |s: f64| Duration::from_secs_f64(s);
+        // Due when the whole-second clock reaches it: never sooner than `now + wait`.
+        assert_eq!(due_after(at(100.999), Duration::from_secs(1)), 102);
+        assert_eq!(due_after(at(100.0), Duration::from_secs(1)), 101);
+        assert_eq!(due_after(at(100.2), Duration::from_millis(800)), 101);
+        // No wait: due at once.
+        assert_eq!(due_after(at(100.2), Duration::ZERO), 100);
+        assert_eq!(due_after(Duration::MAX, Duration::from_secs(1)), u64::MAX);
+    }
 
     #[test]
     fn jitter_stays_within_twenty_percent() {

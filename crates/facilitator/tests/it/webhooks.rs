@@ -389,7 +389,7 @@ async fn a_settlement_is_delivered_signed() {
 /// (2xx) exactly once by `webhook-id`; a `Retry-After` is honoured.
 async fn down_then_up(h: &Harness) {
     let key = key_for(h, PROVIDER).await;
-    let (rx, url) = Receiver::start(vec![(503, None), (500, None), (429, Some("1"))]).await;
+    let (rx, url) = Receiver::start(vec![(503, None), (500, None), (429, Some("2"))]).await;
     let (s, _) = call(
         h,
         "POST",
@@ -402,7 +402,7 @@ async fn down_then_up(h: &Harness) {
     let ids = record(h, h.account(PROVIDER).address, 5, "down").await;
     let f = &h.facilitator;
     drain(f).await;
-    // Three failures of the first event; the third asked for a one-second wait.
+    // Three failures of the first event; the third asked for a two-second wait.
     assert_eq!(rx.seen().len(), 3);
     assert!(
         f.store()
@@ -417,7 +417,7 @@ async fn down_then_up(h: &Harness) {
         0,
         "Retry-After honoured"
     );
-    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    tokio::time::sleep(Duration::from_millis(3_100)).await;
     drain(f).await;
     let seen = rx.seen();
     let ok: Vec<&str> = seen

@@ -97,6 +97,10 @@ contract PaymentRouter {
     /// @notice The token returned false from a transfer.
     error TransferFailed();
 
+    /// @notice What `simulateTransfer` always reverts with once the transfer went through: the
+    ///         simulation changes nothing.
+    error Simulated();
+
     /// @param token_ The payment token (EIP-3009 with bytes signatures).
     /// @param feeRecipient_ The fee recipient.
     constructor(address token_, address feeRecipient_) {
@@ -166,6 +170,37 @@ contract PaymentRouter {
                 ++settled;
             } catch {}
         }
+    }
+
+    /// @notice Runs each transfer as `settleTransfers` would (the token's own
+    ///         `transferWithAuthorization`, at most `TRANSFER_GAS`), each alone and undone
+    ///         afterwards, and returns what each reverted with: `Simulated()` for one that went
+    ///         through, the token's revert data for one it refused (empty when it ran out of gas).
+    /// @dev For `eth_call`: a facilitator checks many payments in one call, where one call per
+    ///      payment costs the node a call's overhead each. Each transfer runs in a call to
+    ///      `simulateTransfer`, which always reverts, so no transfer sees another's effects (two
+    ///      payloads with one nonce both pass, as each would alone). Sent as a transaction it
+    ///      changes nothing.
+    /// @param transfers The payments.
+    /// @return results Each transfer's revert data, in order.
+    function simulateTransfers(Transfer[] calldata transfers) external returns (bytes[] memory results) {
+        results = new bytes[](transfers.length);
+        for (uint256 i = 0; i < transfers.length; ++i) {
+            try this.simulateTransfer{gas: TRANSFER_GAS}(transfers[i]) {}
+            catch (bytes memory data) {
+                results[i] = data;
+            }
+        }
+    }
+
+    /// @notice Runs one transfer, then undoes it by reverting with `Simulated()`; a transfer the
+    ///         token refuses reverts with the token's data instead. Always reverts.
+    /// @param p The payment.
+    function simulateTransfer(Transfer calldata p) external {
+        IAuthorizationToken(token).transferWithAuthorization(
+            p.from, p.to, p.value, p.validAfter, p.validBefore, p.nonce, p.signature
+        );
+        revert Simulated();
     }
 
     /// @dev Transfers `value` of the token to `to`, skipping zero amounts.

@@ -331,6 +331,9 @@ impl Revert {
                 },
                 R::TransferFailed(_) => Self::TransferFailed,
                 R::ZeroAddress(_) => Self::ZeroAddress,
+                // `simulateTransfer`'s "went through", read by its caller (`simulateTransfers`),
+                // never an error of a call of its own.
+                R::Simulated(_) => Self::Unknown(Bytes::copy_from_slice(data)),
             };
         }
         if let Ok(e) = T::abi_decode(data) {

@@ -125,6 +125,8 @@ pub(crate) struct Network {
     pub(crate) domain: Eip712Domain,
     /// x402 transfers settled together ([`crate::batch`]).
     pub(crate) batches: crate::batch::Batches,
+    /// x402 transfers simulated together ([`crate::simulate`]).
+    pub(crate) simulations: crate::simulate::Simulations,
     /// Last chain timestamp seen and when, to keep "now" on the chain's clock without a round
     /// trip per request.
     clock: Mutex<(u64, Instant)>,
@@ -326,11 +328,17 @@ impl Facilitator {
                     timeout: settings.confirmation_timeout,
                 },
             });
+            let simulations = crate::simulate::Simulations::new(crate::simulate::Target {
+                chain: Arc::clone(&chain),
+                token: spec.token,
+                router: spec.router,
+            });
             let network = Network {
                 spec,
                 chain,
                 domain,
                 batches,
+                simulations,
                 clock: Mutex::new((0, Instant::now())),
             };
             if map.insert(name.clone(), network).is_some() {

@@ -28,6 +28,7 @@ mod plans;
 mod providers;
 pub mod replica;
 mod settle;
+mod simulate;
 pub mod start;
 pub use tollgate_store as store;
 mod subscriptions;

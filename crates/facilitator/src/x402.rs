@@ -17,7 +17,7 @@
 
 use alloy::{
     primitives::{Address, B256, Bytes, U256},
-    sol_types::{SolCall, SolEvent},
+    sol_types::SolEvent,
 };
 use tollgate_chain::{
     Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
@@ -70,18 +70,7 @@ fn router_transfer(payload: &PaymentPayload) -> PaymentRouter::Transfer {
 
 /// The calldata of a payload's `transferWithAuthorization`.
 fn transfer_call(payload: &PaymentPayload) -> Bytes {
-    let t = router_transfer(payload);
-    Token::transferWithAuthorization_0Call {
-        from: t.from,
-        to: t.to,
-        value: t.value,
-        validAfter: t.validAfter,
-        validBefore: t.validBefore,
-        nonce: t.nonce,
-        signature: t.signature,
-    }
-    .abi_encode()
-    .into()
+    crate::simulate::token_transfer_call(&router_transfer(payload))
 }
 
 /// Whether a settlement's transfer may go in a batch with others.
@@ -575,7 +564,8 @@ impl Facilitator {
     }
 
     /// Runs the payload's `transferWithAuthorization` as an `eth_call` from `from` (no sender:
-    /// EIP-3009's transfer does not depend on it). A revert the token names is mapped to its
+    /// EIP-3009's transfer does not depend on it), or with the others waiting in one router
+    /// call ([`crate::simulate`]), which answers the same. A revert the token names is mapped to its
     /// reason; one it does not (a token reverting with strings, as USDC does) is named from the
     /// nonce's state and the payer's balance, read only then.
     async fn x402_simulate(
@@ -585,8 +575,8 @@ impl Facilitator {
         from: Option<Address>,
     ) -> Simulated {
         let revert = match net
-            .chain
-            .call(from, net.spec.token, transfer_call(payload))
+            .simulations
+            .simulate(from, router_transfer(payload))
             .await
         {
             Ok(_) => return Simulated::Passes,

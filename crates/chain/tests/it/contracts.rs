@@ -5,7 +5,7 @@
 use alloy::{
     primitives::{Address, B256, Bytes, U256, keccak256},
     signers::local::Secp256k1Signer,
-    sol_types::{Eip712Domain, SolCall, SolEvent, SolStruct},
+    sol_types::{Eip712Domain, SolCall, SolError, SolEvent, SolStruct},
 };
 use tollgate_chain::{
     Error, Receipt, Revert, TxRequest, WaitOptions,
@@ -1024,6 +1024,7 @@ on_every_backend!(
     settle_fee_exceeds_amount,
     settle_replay_is_refused,
     router_authorization_cannot_be_received_by_others,
+    simulate_transfers_answers_each_as_alone_and_changes_nothing,
 );
 
 // ------------------------------------------------------------------------------------- router
@@ -1350,4 +1351,99 @@ async fn router_authorization_cannot_be_received_by_others(f: &Fixture) {
     exec(f, thief, router, &payment.settle_call(signature)).await;
     assert_eq!(balance(f, payment.pay_to).await, DEV_TOKENS + units(693));
     assert_eq!(balance(f, thief).await, DEV_TOKENS);
+}
+
+/// The router's `simulateTransfers` (one `eth_call` for many x402 verifications) answers each
+/// transfer exactly as the token's own call of it answers alone, sees no transfer's effects in
+/// another (two payloads with one nonce both pass), and changes nothing, even sent as a
+/// transaction.
+async fn simulate_transfers_answers_each_as_alone_and_changes_nothing(f: &Fixture) {
+    let (payer, payee, relayer) = (addr(f, 1), addr(f, 2), addr(f, 3));
+    let (token, router) = (f.deployment.token, f.deployment.router);
+    let domain = usdc_domain(f);
+    let t = now(f).await;
+    let signed = |auth: TransferWithAuthorization| {
+        let sig = sign(&key(f, 1), &auth, &domain).unwrap();
+        (auth, sig)
+    };
+    // Used before the simulation.
+    let (used, used_sig) = signed(transfer_auth(payer, payee, 3, 0, t + 3_600, 0x30));
+    exec(f, relayer, token, &twa_bytes(&used, used_sig.clone())).await;
+    let before = (balance(f, payer).await, balance(f, payee).await);
+    let mut unfunded = transfer_auth(payer, payee, 0, 0, t + 3_600, 0x33);
+    unfunded.value = before.0 + units(1);
+    let (forged, _) = signed(transfer_auth(payer, payee, 9, 0, t + 3_600, 0x34));
+    let cases = [
+        signed(transfer_auth(payer, payee, 5, 0, t + 3_600, 0x31)),
+        // The same nonce again (another amount): passes too, as it would alone.
+        signed(transfer_auth(payer, payee, 6, 0, t + 3_600, 0x31)),
+        (used, used_sig),
+        signed(transfer_auth(payer, payee, 7, 0, t, 0x32)),
+        signed(unfunded),
+        (forged, Bytes::from(vec![7u8; 65])),
+    ];
+    let transfers: Vec<_> = cases
+        .iter()
+        .map(|(a, sig)| PaymentRouter::Transfer {
+            from: a.from,
+            to: a.to,
+            value: a.value,
+            validAfter: a.validAfter,
+            validBefore: a.validBefore,
+            nonce: a.nonce,
+            signature: sig.clone(),
+        })
+        .collect();
+    let call = PaymentRouter::simulateTransfersCall {
+        transfers: transfers.clone(),
+    };
+    let answer = f
+        .chain
+        .call(Some(relayer), router, call.abi_encode().into())
+        .await
+        .expect("simulateTransfers answers");
+    let results = PaymentRouter::simulateTransfersCall::abi_decode_returns(&answer).unwrap();
+    assert_eq!(results.len(), cases.len());
+    let mut named = Vec::new();
+    for ((auth, sig), result) in cases.iter().zip(&results) {
+        let alone = f
+            .chain
+            .call(
+                Some(relayer),
+                token,
+                twa_bytes(auth, sig.clone()).abi_encode().into(),
+            )
+            .await;
+        let batched = if result.as_ref() == PaymentRouter::Simulated::SELECTOR {
+            Ok(())
+        } else {
+            Err(Revert::decode(result))
+        };
+        match (&alone, &batched) {
+            (Ok(_), Ok(())) => named.push("passes"),
+            (Err(Error::Revert(alone)), Err(batched)) => {
+                assert_eq!(alone, batched, "nonce {}", auth.nonce);
+                named.push(batched.name());
+            }
+            _ => panic!(
+                "nonce {}: alone {alone:?}, in the batch {batched:?}",
+                auth.nonce
+            ),
+        }
+    }
+    assert_eq!(
+        named,
+        [
+            "passes",
+            "passes",
+            "AuthorizationAlreadyUsed",
+            "AuthorizationExpired",
+            "InsufficientFunds",
+            "InvalidSignature"
+        ]
+    );
+    // Nothing moved, no nonce was used, even by a transaction of it.
+    exec(f, relayer, router, &call).await;
+    assert!(!auth_used(f, payer, B256::repeat_byte(0x31)).await);
+    assert_eq!((balance(f, payer).await, balance(f, payee).await), before);
 }

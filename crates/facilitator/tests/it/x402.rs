@@ -821,3 +821,146 @@ async fn a_payment_whose_row_is_not_recorded_is_never_sent() {
     );
     raw.close().await;
 }
+
+/// Payloads whose `/verify` answers are known: (body, the `invalidReason`, or `None` for valid).
+/// Two payloads with one nonce (both valid: neither is used yet), one already settled, one its
+/// payer cannot cover, one signed by someone else, and `good` plain ones.
+async fn verify_cases(h: &Harness, good: u8) -> Vec<(serde_json::Value, Option<&'static str>)> {
+    let pay_to = h.account(7).address;
+    let body = |payload: &tollgate_protocol::x402::PaymentPayload, amount| json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": h.requirements(pay_to, amount) });
+    let mut cases = Vec::new();
+    for i in 0..good {
+        let payer = 1 + usize::from(i % 4);
+        let payload = h
+            .x402_payload(payer, pay_to, 1_000, B256::repeat_byte(0x80 + i))
+            .await;
+        cases.push((body(&payload, 1_000), None));
+    }
+    for amount in [2_000, 3_000] {
+        let twin = h
+            .x402_payload(5, pay_to, amount, B256::repeat_byte(0x7a))
+            .await;
+        cases.push((body(&twin, amount), None));
+    }
+    let settled = h
+        .x402_payload(6, pay_to, 4_000, B256::repeat_byte(0x7b))
+        .await;
+    let (_, r) = h.post("/settle", &body(&settled, 4_000)).await;
+    assert_eq!(r["success"], true, "{r}");
+    cases.push((body(&settled, 4_000), Some("invalid_transaction_state")));
+    let unfunded = h
+        .x402_payload(2, pay_to, 2_000_000_000_000, B256::repeat_byte(0x7c))
+        .await;
+    cases.push((
+        body(&unfunded, 2_000_000_000_000),
+        Some("insufficient_funds"),
+    ));
+    let mut forged = serde_json::to_value(
+        h.x402_payload(3, pay_to, 1_000, B256::repeat_byte(0x7d))
+            .await,
+    )
+    .unwrap();
+    forged["payload"]["authorization"]["from"] = json!(h.account(4).address);
+    cases.push((
+        json!({ "x402Version": 1, "paymentPayload": forged, "paymentRequirements": h.requirements(pay_to, 1_000) }),
+        Some("invalid_exact_evm_payload_signature"),
+    ));
+    cases
+}
+
+/// Posts every case's `/verify` at once and checks each answer.
+async fn verify_all_at_once(
+    h: &std::sync::Arc<Harness>,
+    cases: &[(serde_json::Value, Option<&'static str>)],
+) {
+    let tasks: Vec<_> = cases
+        .iter()
+        .map(|(body, _)| {
+            let (h, body) = (h.clone(), body.clone());
+            tokio::spawn(async move { h.post("/verify", &body).await.1 })
+        })
+        .collect();
+    for ((body, reason), task) in cases.iter().zip(tasks) {
+        let v = task.await.unwrap();
+        let nonce = &body["paymentPayload"]["payload"]["authorization"]["nonce"];
+        match reason {
+            None => assert_eq!(v["isValid"], true, "{nonce}: {v}"),
+            Some(reason) => {
+                assert_eq!(v["isValid"], false, "{nonce}: {v}");
+                assert_eq!(v["invalidReason"], *reason, "{nonce}: {v}");
+            }
+        }
+    }
+}
+
+/// A facilitator on anvil through a chain of its own, whose JSON-RPC calls are counted.
+async fn counted_on_anvil() -> (
+    std::sync::Arc<Harness>,
+    std::sync::Arc<tollgate_chain::rpc::RpcChain>,
+) {
+    tollgate_chain::install_crypto_provider();
+    let fixture = tollgate_testkit::Fixture::new(Backend::Anvil)
+        .await
+        .expect("anvil");
+    let chain = std::sync::Arc::new(
+        tollgate_chain::rpc::RpcChain::connect(
+            fixture.rpc_url().unwrap(),
+            tollgate_testkit::dev_wallet(
+                &fixture.accounts[crate::support::RELAYER..=crate::support::RELAYER],
+            )
+            .unwrap(),
+            tollgate_chain::rpc::RpcOptions {
+                chain_id: Some(fixture.chain.chain_id()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap(),
+    );
+    let h = Harness::assemble(fixture, chain.clone(), 1, None, |_| {}).await;
+    (std::sync::Arc::new(h), chain)
+}
+
+/// Verifications that come together are simulated together, in one router call
+/// (`simulateTransfers`) per batch rather than one `eth_call` each, and each is answered
+/// exactly as it is alone: two payloads with one nonce both valid, a settled one, an
+/// unfunded one and a forged one each with its own reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verifications_that_come_together_are_each_answered_as_alone() {
+    let (h, chain) = counted_on_anvil().await;
+    let cases = verify_cases(&h, 28).await;
+    // One at a time: each simulated alone.
+    for case in &cases {
+        verify_all_at_once(&h, std::slice::from_ref(case)).await;
+    }
+    let calls = || chain.calls().get("eth_call").copied().unwrap_or(0);
+    let before = calls();
+    for _ in 0..3 {
+        verify_all_at_once(&h, &cases).await;
+    }
+    let together = calls() - before;
+    eprintln!(
+        "{} verifications at once, 3 times: {together} eth_calls",
+        cases.len()
+    );
+    assert!(
+        together <= (3 * cases.len() as u64) / 2,
+        "{together} eth_calls for {} verifications",
+        3 * cases.len()
+    );
+}
+
+/// A `PaymentRouter` deployed before `simulateTransfers` (here: code that reverts every call)
+/// makes no verification fail: each is simulated alone from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_without_simulate_transfers_leaves_verifications_answered() {
+    let (h, _) = counted_on_anvil().await;
+    let cases = verify_cases(&h, 12).await;
+    let router = h.fixture.deployment.router;
+    // PUSH1 0 PUSH1 0 REVERT.
+    h.anvil("anvil_setCode", json!([router, "0x60006000fd"]))
+        .await;
+    for _ in 0..3 {
+        verify_all_at_once(&h, &cases).await;
+    }
+}

@@ -565,9 +565,9 @@ impl Facilitator {
 
     /// Runs the payload's `transferWithAuthorization` as an `eth_call` from `from` (no sender:
     /// EIP-3009's transfer does not depend on it), or with the others waiting in one router
-    /// call ([`crate::simulate`]), which answers the same. A revert the token names is mapped to its
-    /// reason; one it does not (a token reverting with strings, as USDC does) is named from the
-    /// nonce's state and the payer's balance, read only then.
+    /// call ([`crate::simulate`]), which answers the same. A revert the token names is mapped
+    /// to its reason; one it does not (a token reverting with strings, as USDC does) is named
+    /// from the nonce's state and the payer's balance, read only then.
     async fn x402_simulate(
         &self,
         net: &Network,

@@ -315,13 +315,13 @@ mod tests {
 
     #[test]
     fn a_retry_is_never_due_before_its_wait() {
-        let at = |s: f64| Duration::from_secs_f64(s);
+        let at = Duration::from_millis;
         // Due when the whole-second clock reaches it: never sooner than `now + wait`.
-        assert_eq!(due_after(at(100.999), Duration::from_secs(1)), 102);
-        assert_eq!(due_after(at(100.0), Duration::from_secs(1)), 101);
-        assert_eq!(due_after(at(100.2), Duration::from_millis(800)), 101);
+        assert_eq!(due_after(at(100_999), Duration::from_secs(1)), 102);
+        assert_eq!(due_after(at(100_000), Duration::from_secs(1)), 101);
+        assert_eq!(due_after(at(100_200), Duration::from_millis(800)), 101);
         // No wait: due at once.
-        assert_eq!(due_after(at(100.2), Duration::ZERO), 100);
+        assert_eq!(due_after(at(100_200), Duration::ZERO), 100);
         assert_eq!(due_after(Duration::MAX, Duration::from_secs(1)), u64::MAX);
     }
 

@@ -943,10 +943,12 @@ async fn verifications_that_come_together_are_each_answered_as_alone() {
         "{} verifications at once, 3 times: {together} eth_calls",
         cases.len()
     );
+    // Alone, one `eth_call` each; together, here ~14 for 99. Two thirds leaves room for a
+    // loaded machine, where fewer arrive while a batch is on its way.
+    let verifications = 3 * cases.len() as u64;
     assert!(
-        together <= (3 * cases.len() as u64) / 2,
-        "{together} eth_calls for {} verifications",
-        3 * cases.len()
+        together * 3 <= verifications * 2,
+        "{together} eth_calls for {verifications} verifications"
     );
 }
 

@@ -192,11 +192,16 @@ impl Network {
     }
 }
 
-pub(crate) fn unix_now() -> u64 {
+/// The time since the Unix epoch, to the nanosecond (zero for a clock set before it).
+pub(crate) fn since_epoch() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
+        .unwrap_or_default()
+}
+
+/// The Unix time in whole seconds.
+pub(crate) fn unix_now() -> u64 {
+    since_epoch().as_secs()
 }
 
 /// Errors building a [`Facilitator`].

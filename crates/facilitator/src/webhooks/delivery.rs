@@ -11,7 +11,7 @@ use tollgate_protocol::webhook::{
 
 use super::{DeliveryReport, SealError, WebhookHandle, is_sealed};
 use crate::{
-    facilitator::{Facilitator, unix_now},
+    facilitator::{Facilitator, since_epoch, unix_now},
     store::{Attempt, Delivery, Endpoint, Event},
 };
 
@@ -283,13 +283,6 @@ struct Failure {
 }
 
 /// `delay` ± 20%, at random.
-/// The time since the Unix epoch, to the nanosecond.
-fn since_epoch() -> Duration {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-}
-
 /// The whole second (Unix time, as deliveries are scheduled and read) when a retry `wait` from
 /// `now` is due: the first at or after `now + wait`, so that it is never due sooner (truncated
 /// instead, a `Retry-After: 1` read at 100.999 s would be due at 101, a millisecond later); with

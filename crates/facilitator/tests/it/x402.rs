@@ -953,16 +953,32 @@ async fn verifications_that_come_together_are_each_answered_as_alone() {
 }
 
 /// A `PaymentRouter` deployed before `simulateTransfers` (here: code that reverts every call)
-/// makes no verification fail: each is simulated alone from then on.
+/// makes no verification fail: the first batch falls back to each alone, and every simulation
+/// goes alone from then on (one `eth_call` per verification, none to the router).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_router_without_simulate_transfers_leaves_verifications_answered() {
-    let (h, _) = counted_on_anvil().await;
+    let (h, chain) = counted_on_anvil().await;
     let cases = verify_cases(&h, 12).await;
     let router = h.fixture.deployment.router;
     // PUSH1 0 PUSH1 0 REVERT.
     h.anvil("anvil_setCode", json!([router, "0x60006000fd"]))
         .await;
-    for _ in 0..3 {
+    let calls = || chain.calls().get("eth_call").copied().unwrap_or(0);
+    // Until a batch has formed and been refused (then each of it went alone as well: more
+    // calls than verifications; a round whose verifications all came alone tries none).
+    let mut rounds = 0;
+    loop {
+        let before = calls();
         verify_all_at_once(&h, &cases).await;
+        rounds += 1;
+        if calls() - before > cases.len() as u64 {
+            break;
+        }
+        assert!(rounds < 20, "no batch formed in {rounds} rounds");
+    }
+    for _ in 0..2 {
+        let before = calls();
+        verify_all_at_once(&h, &cases).await;
+        assert_eq!(calls() - before, cases.len() as u64, "each alone, once");
     }
 }

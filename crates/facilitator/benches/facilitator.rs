@@ -10,12 +10,14 @@
 //! cargo bench -p tollgate-facilitator --bench facilitator -- x402v2          # V2, beside the reference facilitator
 //! ```
 //!
-//! `x402` with `TOLLGATE_BENCH_PEER_CMD` set also runs another x402 V1 facilitator's `/verify`
-//! on the same anvil, with the same signed payloads, in three pairs interleaved with
-//! Tollgate's: the command (run by `sh -c`, with `TOLLGATE_BENCH_RPC_URL` and
+//! `x402` with `TOLLGATE_BENCH_PEER_CMD` set also runs another x402 V1 facilitator's `/verify` on
+//! the same anvil, with the same signed payloads, in pairs interleaved with Tollgate's (five, or
+//! `TOLLGATE_BENCH_PAIRS`; one pair's ratio swings by ±20 % on a shared two-core machine, so the
+//! median ratio is printed last), each side with the CPU per request it cost anvil, this process
+//! and the peer (from `/proc`): the command (run by `sh -c`, with `TOLLGATE_BENCH_RPC_URL` and
 //! `TOLLGATE_BENCH_SIGNER_KEY` in its environment) must start it and print `LISTENING <port>`;
-//! `TOLLGATE_BENCH_PEER_NETWORK` names the network in its payloads if it calls the chain
-//! otherwise than `tollgate-devnet`. Both count a request as served only on `isValid: true`.
+//! `TOLLGATE_BENCH_PEER_NETWORK` names the network in its payloads if it calls the chain otherwise
+//! than `tollgate-devnet`. Both count a request as served only on `isValid: true`.
 //! `/settle` runs 8 clients at once, or `TOLLGATE_BENCH_SETTLE_C`.
 //!
 //! `x402v2` runs x402 V1 and V2 `/verify` and `/settle` against one anvil, then the same V2 bodies
@@ -286,25 +288,58 @@ async fn x402(n: usize) {
                 .collect::<Vec<_>>(),
         )
     });
-    let rounds = if peer.is_some() { 3 } else { 1 };
+    let rounds = if peer.is_some() {
+        support::size("TOLLGATE_BENCH_PAIRS", 5)
+    } else {
+        1
+    };
+    let mut ratios = Vec::new();
+    // CPU per verification, from /proc: anvil's (the node's work that a facilitator's calls
+    // cause), this process's (Tollgate with the load generator, or the load generator alone
+    // while the peer is driven) and the peer's.
+    let anvil_pid = net.fixture.anvil().and_then(|a| a.pid());
+    let this_pid = Some(std::process::id());
+    let peer_pid = peer.as_ref().and_then(|p| p.pid());
     for _ in 0..rounds {
         let url = format!("{}/verify", net.url);
         let (h, b) = (http.clone(), bodies.clone());
         let before = (rpc.calls(), rpc.http_requests());
+        let cpu = CpuMeter::start([anvil_pid, this_pid]);
         let ours = drive("/verify anvil (x402 V1)", n, 16, move |i| {
             post_json(h.clone(), url.clone(), b[i].clone(), "isValid")
         })
         .await;
         print_rpc_calls(before, &rpc, n, "verify");
+        cpu.print(
+            n,
+            ["anvil", "this process (Tollgate and the load generator)"],
+        );
         if let (Some(peer), Some(peer_bodies)) = (&peer, &peer_bodies) {
             let url = format!("{}/verify", peer.url);
             let (h, b) = (http.clone(), peer_bodies.clone());
+            let cpu = CpuMeter::start([anvil_pid, this_pid, peer_pid]);
             let theirs = drive("/verify anvil, the peer facilitator", n, 16, move |i| {
                 post_json(h.clone(), url.clone(), b[i].clone(), "isValid")
             })
             .await;
-            println!("    Tollgate / peer: {:.2}x", ours / theirs.max(1e-9));
+            cpu.print(
+                n,
+                ["anvil", "this process (the load generator)", "the peer"],
+            );
+            let ratio = ours / theirs.max(1e-9);
+            println!("    Tollgate / peer: {ratio:.2}x");
+            ratios.push(ratio);
         }
+    }
+    if !ratios.is_empty() {
+        ratios.sort_by(f64::total_cmp);
+        println!(
+            "  /verify Tollgate / peer over {} pairs: median {:.2}x (from {:.2}x to {:.2}x)",
+            ratios.len(),
+            ratios[ratios.len() / 2],
+            ratios[0],
+            ratios[ratios.len() - 1]
+        );
     }
     drop(peer);
     let url = format!("{}/settle", net.url);
@@ -320,6 +355,48 @@ async fn x402(n: usize) {
 
 /// The JSON-RPC requests the facilitator sent to the node during a phase, per request served,
 /// and the HTTP requests they took (concurrent `eth_call`s go as one batch).
+/// CPU seconds (user + system, every thread) that processes spend over a phase, from
+/// `/proc/<pid>/stat` (Linux; a process not found counts nothing).
+struct CpuMeter<const N: usize> {
+    pids: [Option<u32>; N],
+    before: [Option<f64>; N],
+}
+
+impl<const N: usize> CpuMeter<N> {
+    fn start(pids: [Option<u32>; N]) -> Self {
+        Self {
+            pids,
+            before: pids.map(|p| p.and_then(cpu_seconds)),
+        }
+    }
+
+    /// Prints each process's CPU per request over the `n` requests since [`Self::start`].
+    fn print(&self, n: usize, names: [&str; N]) {
+        let mut parts = Vec::new();
+        for ((pid, before), name) in self.pids.iter().zip(self.before).zip(names) {
+            if let (Some(before), Some(after)) = (before, pid.and_then(cpu_seconds)) {
+                let us = (after - before) * 1e6 / n as f64;
+                parts.push(format!("{name} {us:.0} µs"));
+            }
+        }
+        if !parts.is_empty() {
+            println!("    CPU per request: {}", parts.join(", "));
+        }
+    }
+}
+
+/// The CPU seconds process `pid` has spent (clock ticks of 1/100 s: over a phase of seconds
+/// the figure is good to a per cent).
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command's name (in parentheses, maybe with spaces): utime and stime are the
+    // 12th and 13th fields.
+    let mut fields = stat[stat.rfind(')')? + 2..].split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some((user + system) as f64 / 100.0)
+}
+
 fn print_rpc_calls(
     (before, posted_before): (std::collections::BTreeMap<&'static str, u64>, u64),
     rpc: &tollgate_chain::rpc::RpcChain,

@@ -40,7 +40,7 @@ pub(crate) async fn spawn_listening(
         if let Some(port) = line.strip_prefix("LISTENING ") {
             let url = format!("http://127.0.0.1:{}", port.trim());
             tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-            return Some(NodeServer { _child: child, url });
+            return Some(NodeServer { child, url });
         }
     }
     eprintln!("skipped: {name} exited before listening");
@@ -49,6 +49,15 @@ pub(crate) async fn spawn_listening(
 
 /// A running node server ([`server`]).
 pub(crate) struct NodeServer {
-    _child: tokio::process::Child,
+    /// Killed when the handle drops.
+    child: tokio::process::Child,
     pub(crate) url: String,
+}
+
+impl NodeServer {
+    /// The server's process id while it runs (the command's own: a script that `exec`s the
+    /// server hands it its id).
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
 }

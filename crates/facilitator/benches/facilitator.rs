@@ -353,8 +353,6 @@ async fn x402(n: usize) {
     print_rpc_calls(before, &rpc, n, "settle");
 }
 
-/// The JSON-RPC requests the facilitator sent to the node during a phase, per request served,
-/// and the HTTP requests they took (concurrent `eth_call`s go as one batch).
 /// CPU seconds (user + system, every thread) that processes spend over a phase, from
 /// `/proc/<pid>/stat` (Linux; a process not found counts nothing).
 struct CpuMeter<const N: usize> {
@@ -397,6 +395,8 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     Some((user + system) as f64 / 100.0)
 }
 
+/// The JSON-RPC requests the facilitator sent to the node during a phase, per request served,
+/// and the HTTP requests they took (concurrent `eth_call`s go as one batch).
 fn print_rpc_calls(
     (before, posted_before): (std::collections::BTreeMap<&'static str, u64>, u64),
     rpc: &tollgate_chain::rpc::RpcChain,

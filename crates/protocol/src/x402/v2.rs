@@ -365,8 +365,8 @@ pub enum AnyVerifyRequest {
 
 impl<'de> Deserialize<'de> for AnyVerifyRequest {
     /// Reads the body's text once for its `x402Version` (every other field skipped unparsed),
-    /// then once as that version's request: half the cost of going through a [`Value`] tree,
-    /// on the path of every `/verify` and `/settle`.
+    /// then once as that version's request: a quarter less CPU than going through a [`Value`]
+    /// tree (measured on a V1 body: 3.0 µs instead of 4.1), on every `/verify` and `/settle`.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         use serde::de::Error as _;
         /// The body's version, and nothing else of it.
@@ -600,9 +600,6 @@ mod tests {
         v1_text["x402Version"] = json!(1);
         v1_text["paymentPayload"]["scheme"] = json!(7);
         let err = serde_json::from_str::<AnyVerifyRequest>(&v1_text.to_string()).unwrap_err();
-        assert!(
-            err.to_string().contains("scheme") || err.to_string().contains("invalid type"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("invalid type"), "{err}");
     }
 }

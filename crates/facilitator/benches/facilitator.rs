@@ -14,7 +14,8 @@
 //! the same anvil, with the same signed payloads, in pairs interleaved with Tollgate's (five, or
 //! `TOLLGATE_BENCH_PAIRS`; one pair's ratio swings by ±20 % on a shared two-core machine, so the
 //! median ratio is printed last), each side with the CPU per request it cost anvil, this process
-//! and the peer (from `/proc`): the command (run by `sh -c`, with `TOLLGATE_BENCH_RPC_URL` and
+//! and the peer (from `/proc`; the command should `exec` the peer, so that its process is the
+//! peer's): the command (run by `sh -c`, with `TOLLGATE_BENCH_RPC_URL` and
 //! `TOLLGATE_BENCH_SIGNER_KEY` in its environment) must start it and print `LISTENING <port>`;
 //! `TOLLGATE_BENCH_PEER_NETWORK` names the network in its payloads if it calls the chain otherwise
 //! than `tollgate-devnet`. Both count a request as served only on `isValid: true`.
@@ -43,6 +44,7 @@ use alloy::primitives::{Address, B256, U256};
 use tollgate_testkit::{
     Backend,
     harness::{PgSchema, TestNet},
+    load,
     signing::{ExactTerms, RouterTerms},
 };
 
@@ -364,7 +366,7 @@ impl<const N: usize> CpuMeter<N> {
     fn start(pids: [Option<u32>; N]) -> Self {
         Self {
             pids,
-            before: pids.map(|p| p.and_then(cpu_seconds)),
+            before: pids.map(|p| p.and_then(load::cpu_seconds)),
         }
     }
 
@@ -372,7 +374,7 @@ impl<const N: usize> CpuMeter<N> {
     fn print(&self, n: usize, names: [&str; N]) {
         let mut parts = Vec::new();
         for ((pid, before), name) in self.pids.iter().zip(self.before).zip(names) {
-            if let (Some(before), Some(after)) = (before, pid.and_then(cpu_seconds)) {
+            if let (Some(before), Some(after)) = (before, pid.and_then(load::cpu_seconds)) {
                 let us = (after - before) * 1e6 / n as f64;
                 parts.push(format!("{name} {us:.0} µs"));
             }
@@ -381,18 +383,6 @@ impl<const N: usize> CpuMeter<N> {
             println!("    CPU per request: {}", parts.join(", "));
         }
     }
-}
-
-/// The CPU seconds process `pid` has spent (clock ticks of 1/100 s: over a phase of seconds
-/// the figure is good to a per cent).
-fn cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command's name (in parentheses, maybe with spaces): utime and stime are the
-    // 12th and 13th fields.
-    let mut fields = stat[stat.rfind(')')? + 2..].split_whitespace().skip(11);
-    let user: u64 = fields.next()?.parse().ok()?;
-    let system: u64 = fields.next()?.parse().ok()?;
-    Some((user + system) as f64 / 100.0)
 }
 
 /// The JSON-RPC requests the facilitator sent to the node during a phase, per request served,

@@ -300,15 +300,9 @@ async fn run(n: usize) {
     );
 }
 
-/// CPU seconds this process has spent (user + system, every thread), from `/proc/self/stat`.
+/// CPU seconds this process has spent (user + system, every thread).
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").expect("/proc/self/stat");
-    // Fields after the command name (which is in parentheses and may hold spaces): utime is
-    // the 14th field overall, stime the 15th, in clock ticks (100 per second on Linux).
-    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 / 100.0
+    load::cpu_seconds(std::process::id()).expect("/proc/self/stat")
 }
 
 fn unix_now() -> u64 {

@@ -367,10 +367,15 @@ async fn concurrent_calls_share_requests(backend: Backend) {
     let token = fx.deployment.token;
     let [rich, poor] = [fx.accounts[1].address, Address::repeat_byte(0x99)];
     let (calls, posts) = (chain.calls(), chain.http_requests());
+    // Every task waits until all 120 are running before it calls: spawned one after another on
+    // a loaded machine, they could otherwise each find the node's answer to the last already
+    // back, and nothing to batch with.
+    let start = Arc::new(tokio::sync::Barrier::new(120));
     let tasks: Vec<_> = (0..120u64)
         .map(|i| {
-            let chain = Arc::clone(&chain);
+            let (chain, start) = (Arc::clone(&chain), Arc::clone(&start));
             tokio::spawn(async move {
+                start.wait().await;
                 if i % 3 == 0 {
                     // A transfer that cannot go through: the token's revert, for this call only.
                     let call = Token::transferCall {

@@ -78,6 +78,31 @@ pub enum Error {
         /// The payments sent for this request.
         payments: Vec<Payment>,
     },
+    /// The payment was sent and its settlement is still pending after the agent's bounded
+    /// wait: the server held it for this agent (503 `SettlementPending`, or the MCP twin) and
+    /// the agent resent the same payment with its retry token until the wait ran out. Nothing
+    /// was served; the payment may still complete. Never paid again for this request: send the
+    /// same payment again with [`Payment::retry_token`](crate::Payment::retry_token) later.
+    #[error("the payment's settlement is still pending (transaction {})", transaction.map_or_else(|| "unknown".to_owned(), |t| t.to_string()))]
+    SettlementPending {
+        /// The settlement transaction, when the server named one.
+        transaction: Option<B256>,
+        /// The payments sent for this request (the last one is pending).
+        payments: Vec<Payment>,
+    },
+    /// The server answered the paid request with neither the resource nor a refusal the agent
+    /// can read (a 5xx or 4xx other than 402, with no settlement): nothing shows that the
+    /// payment moved, so the agent does not report it paid. Carries the status and the payments
+    /// sent (an x402 authorization sent may still be settled until it expires).
+    #[error("the server answered {status} to the paid request{}", code.as_ref().map_or_else(String::new, |c| format!(" ({c})")))]
+    NotServed {
+        /// The HTTP status.
+        status: u16,
+        /// The answer's `{"error": {"code"}}`, if any.
+        code: Option<String>,
+        /// The payments sent for this request.
+        payments: Vec<Payment>,
+    },
     /// The subscription is paused or cancelled: the server refused `X-Service-Sub` and offered
     /// no one-time option to fall back on (or the request named the subscription itself and
     /// did not ask to fall back), or

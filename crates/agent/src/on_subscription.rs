@@ -288,6 +288,7 @@ impl Agent {
             header: id.to_string(),
             settlement: None,
             x402_version: None,
+            retry_token: None,
         };
         let mut raised = false;
         loop {

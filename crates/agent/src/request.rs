@@ -5,7 +5,10 @@ use reqwest::{
     Method, StatusCode, Url,
     header::{HeaderMap, HeaderName, HeaderValue},
 };
-use tollgate_protocol::{Amount, PaymentProof, x402::SettlementResponseHeader};
+use tollgate_protocol::{
+    Amount, PaymentProof,
+    x402::{RetryToken, SettlementResponseHeader},
+};
 
 use crate::Result;
 
@@ -152,6 +155,10 @@ pub struct Payment {
     /// payload (`X-PAYMENT`), `Some(2)` for an x402 V2 payload (`PAYMENT-SIGNATURE`), `None`
     /// for a subscription.
     pub x402_version: Option<u8>,
+    /// The retry token of an x402 payment (sent with it as `X-PAYMENT-RETRY`, or MCP's
+    /// `_meta["tollgate/payment-retry"]`): a server holding the payment while its settlement is
+    /// pending serves it only to a resend that carries it. `None` for proofs and subscriptions.
+    pub retry_token: Option<RetryToken>,
 }
 
 impl Payment {

@@ -30,8 +30,8 @@ use tollgate_chain::Chain;
 use tollgate_protocol::{AllowanceUsage, Amount, DeductRequest, PlanTerms, network};
 
 pub use builder::{
-    DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_SIGNERS_MIN_REFRESH,
-    DEFAULT_SIGNERS_TTL, GateBuilder,
+    DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_PENDING_HOLD,
+    DEFAULT_SIGNERS_MIN_REFRESH, DEFAULT_SIGNERS_TTL, GateBuilder,
 };
 pub use one_time::{Expected, VerifiedPayment};
 pub use required::{Offer, Pricing};
@@ -77,6 +77,8 @@ pub(crate) struct Inner {
     /// The network's CAIP-2 id (`eip155:<chain id>`), when known: the gate then speaks x402 V2
     /// too.
     caip2: Option<String>,
+    /// [`GateBuilder::pending_hold`].
+    pending_hold: Duration,
     last_prune: AtomicU64,
 }
 
@@ -241,6 +243,30 @@ impl Gate {
     /// Whether [`GateBuilder::subscriptions`] was given.
     pub(crate) fn checks_subscriptions(&self) -> bool {
         self.inner.subscriptions.is_some()
+    }
+
+    /// "Now" by the chain's clock (unix seconds), by which x402 validity windows are checked as
+    /// the facilitator checks them: the `chainTime` the facilitator's discovery publishes for
+    /// this gate's network, moved on by the local clock since it was read (the cached document;
+    /// read afresh when `reread`, at most once per minimum refresh interval). The local clock
+    /// when the facilitator cannot say.
+    pub(crate) async fn chain_now(&self, reread: bool) -> u64 {
+        let f = &self.inner.facilitator;
+        let read = if reread {
+            f.reread_discovery().await
+        } else {
+            f.discovery().await
+        };
+        let local = unix_now();
+        match read {
+            Ok(d) => d
+                .network(&self.inner.network)
+                .map_or(local, |net| d.chain_now(net, local)),
+            Err(e) => {
+                tracing::debug!(error = %e, "no discovery document: checking windows by the local clock");
+                local
+            }
+        }
     }
 
     /// The facilitator client (its discovery cache).

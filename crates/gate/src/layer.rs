@@ -12,7 +12,10 @@ use http::{HeaderValue, Request, Response, StatusCode, header, request::Parts};
 use serde::Serialize;
 use tollgate_protocol::{
     Amount, ErrorCode, PaymentRequired, XPayment, XPaymentError, decode_x_payment,
-    x402::{ErrorReason, PaymentPayload, SettlementResponseHeader, v2::PaymentPayloadV2},
+    x402::{
+        ErrorReason, PaymentPayload, SettlementPending, SettlementResponseHeader,
+        v2::PaymentPayloadV2,
+    },
 };
 use tower_layer::Layer;
 use tower_service::Service;
@@ -26,6 +29,7 @@ use crate::{
 
 pub use tollgate_protocol::headers::{
     PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE,
+    X_PAYMENT_RETRY,
 };
 
 /// The `error` of a first 402 (no payment sent): a stable code, as every 402 `error` is (see
@@ -55,7 +59,8 @@ const RETRY_AFTER_SECS: &str = "5";
 /// | on a [`metered`](PaymentGateLayer::metered) route, an ACTIVE subscription whose deduction would cross its cycle's overage cap | 402, fresh terms, `error: "AllowanceExhausted"`, `reason: "allowance_exhausted"`; nothing deducted, the inner service not called |
 /// | `X-Service-Sub` on a route priced by subscription, of a gate that cannot check subscriptions (neither [`crate::GateBuilder::plan`] nor [`crate::GateBuilder::subscriptions`]) | **500** `{"error": {"code": "SubscriptionsNotConfigured"}}` and a `tracing::error!` |
 /// | `X-PAYMENT` with an x402 V1 `exact` payload | settled through the facilitator (`/verify`, `/settle`) first, then as a valid proof; refused: 402, `error: "InvalidPaymentProof"` (`"InsufficientFunds"` for `insufficient_funds`) with the x402 reason code in `reason` (`duplicate_settlement` for a replay) |
-/// | an x402 payment whose settlement was sent but not confirmed yet | **503** `SettlementPending` with `Retry-After`: the payment is held for this request; the same `X-PAYMENT` again picks up the outcome and is served once |
+/// | an x402 payment whose settlement was sent but not confirmed yet | held open for the outcome up to [`crate::GateBuilder::pending_hold`]; then **503** `SettlementPending` with `Retry-After` and `X-PAYMENT-RETRY: <token>` (the one the request sent, or a fresh one): the payment is held for its payer; the same payment again **with that `X-PAYMENT-RETRY`** picks up the outcome and is served once |
+/// | an x402 payment that is held or settled, without its retry token (an observer's copy rebuilt from the chain, a forged signature, a generic client's blind retry) | 402, `error: "InvalidPaymentProof"`, `reason: "duplicate_settlement"`; the payer's hold is untouched |
 /// | `PAYMENT-SIGNATURE` with an x402 V2 `exact` payload whose `accepted` is this route's requirement | settled as its V1 twin, under the same lock, then as a V1 payment; refused likewise (`payment_identifier_conflict` for an id bound to another payload). With a `payment-identifier`, the same payload again is answered its first outcome ([`Gate::settle_x402_v2`]) |
 /// | both `X-PAYMENT` and `PAYMENT-SIGNATURE` | 402, `error: "InvalidPaymentProof"`, `reason: "multiple_payment_headers"` |
 /// | an x402 payload of another `x402Version` | 402, `error: "UnsupportedVersion"`, `reason: "invalid_x402_version"` |
@@ -557,14 +562,20 @@ impl PaymentGateLayer {
         };
         let url = self.resource_url(parts);
         let offer = self.offer(parts, &url);
+        // A malformed token is no token: the request is then the payment's first, or refused.
+        let retry = parts
+            .headers
+            .get(X_PAYMENT_RETRY)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse().ok());
         let settled = match payload {
-            X402::V1(p) => self.gate.settle_x402(p, &offer, price).await,
+            X402::V1(p) => self.gate.settle_x402(p, &offer, price, retry).await,
             X402::V2(p) if !self.config.payment_identifier && p.extensions.is_some() => {
                 let mut bare = p.clone();
                 bare.extensions = None;
-                self.gate.settle_x402_v2(&bare, &offer, price).await
+                self.gate.settle_x402_v2(&bare, &offer, price, retry).await
             }
-            X402::V2(p) => self.gate.settle_x402_v2(p, &offer, price).await,
+            X402::V2(p) => self.gate.settle_x402_v2(p, &offer, price, retry).await,
         };
         match settled {
             Ok(settled) => Ok(SettlementResponseHeader::from(&settled)),
@@ -572,14 +583,24 @@ impl PaymentGateLayer {
                 tracing::debug!(%reason, "x402 payment refused");
                 Err(self.x402_refused(parts, &reason, None))
             }
-            Err(e @ X402Failure::Pending { .. }) => {
-                tracing::info!(error = %e, "x402 settlement pending; the client's retry picks it up");
-                Err(self.unavailable(
-                    "SettlementPending",
+            Err(e @ X402Failure::Pending { retry_token, .. }) => {
+                tracing::info!(error = %e, "x402 settlement pending; the payer's retry with its token picks it up");
+                let mut res = self.unavailable(
+                    SettlementPending::CODE,
                     &format!(
-                        "{e}: send the same payment header again to be served; do not pay again"
+                        "{e}: send the same payment header again with the X-PAYMENT-RETRY header \
+                         of this answer to be served; do not pay again"
                     ),
-                ))
+                );
+                if let Some(token) = retry_token
+                    && let Ok(value) = HeaderValue::from_str(&token.to_string())
+                {
+                    let h = res.headers_mut();
+                    h.insert(X_PAYMENT_RETRY, value);
+                    // The token is the payer's alone: no cache may keep it.
+                    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                }
+                Err(res)
             }
             Err(e) => {
                 tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot settle an x402 payment");
@@ -709,6 +730,9 @@ impl PaymentGateLayer {
         let headers = res.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         headers.insert(header::VARY, HeaderValue::from_static("accept"));
+        if html {
+            crate::paywall::secure(&self.gate, headers);
+        }
         if let Some(v2) = v2 {
             headers.insert(PAYMENT_REQUIRED, v2);
         }

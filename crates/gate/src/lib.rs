@@ -16,13 +16,14 @@ pub use error::{
     SubscriptionError,
 };
 pub use gate::{
-    DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_SIGNERS_MIN_REFRESH,
-    DEFAULT_SIGNERS_TTL, Expected, Gate, GateBuilder, Offer, Pricing, VerifiedPayment, X402Failure,
+    DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_PENDING_HOLD,
+    DEFAULT_SIGNERS_MIN_REFRESH, DEFAULT_SIGNERS_TTL, Expected, Gate, GateBuilder, Offer, Pricing,
+    VerifiedPayment, X402Failure,
 };
 pub use layer::{
     Admission, PAYMENT_REQUIRED, PAYMENT_REQUIRED_REASON, PAYMENT_RESPONSE, PAYMENT_SIGNATURE,
     PaymentGate, PaymentGateLayer, ResponseFuture, UNSUPPORTED_VERSION_REASON, X_PAYMENT,
-    X_PAYMENT_RESPONSE,
+    X_PAYMENT_RESPONSE, X_PAYMENT_RETRY,
 };
 pub mod paywall;
 pub use proof::parse_payment_proof;

@@ -18,6 +18,59 @@ use tollgate_protocol::{Amount, PaymentRequired};
 
 use crate::Gate;
 
+/// The page's security headers, as the facilitator's dashboard sends them: a Content Security
+/// Policy that runs only the page's own script (by its hash), connects only to this origin (the
+/// paid request) and the facilitator (`/authorize`), and lets no other site frame the page
+/// (`frame-ancestors 'none'`, against clickjacking the pay button); `nosniff`, no referrer, and
+/// no caching (the terms and memos are per request).
+pub(crate) fn secure(gate: &Gate, headers: &mut HeaderMap) {
+    use http::{HeaderValue, header};
+    let csp = format!(
+        "default-src 'none'; script-src 'sha256-{}'; style-src 'unsafe-inline'; img-src data:; \
+         connect-src 'self' {}; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
+        script_hash(),
+        origin(gate.facilitator_url()),
+    );
+    if let Ok(csp) = HeaderValue::from_str(&csp) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, csp);
+    }
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+/// The base64 SHA-256 of the page's one executable script, for its CSP.
+fn script_hash() -> &'static str {
+    static HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(page_script()))
+    });
+    &HASH
+}
+
+/// The text of the page's executable `<script>` (the one without a `type`).
+fn page_script() -> &'static str {
+    const OPEN: &str = "<script>";
+    let start = PAGE.find(OPEN).map_or(0, |i| i + OPEN.len());
+    let end = PAGE[start..].find("</script>").map_or(start, |i| start + i);
+    &PAGE[start..end]
+}
+
+/// The origin (`scheme://host[:port]`) of an absolute URL.
+fn origin(url: &str) -> &str {
+    let rest = url.find("://").map_or(0, |i| i + 3);
+    let end = url[rest..].find('/').map_or(url.len(), |i| rest + i);
+    &url[..end]
+}
+
 /// Whether a request's `Accept` prefers `text/html` to `application/json` (q-values compared;
 /// media ranges count for what they match; ties go to JSON).
 pub(crate) fn prefers_html(headers: &HeaderMap) -> bool {

@@ -25,3 +25,10 @@ pub const PAYMENT_RESPONSE: &str = "payment-response";
 /// Names the caller of a retried facilitator call (`POST /settle`), so that its retries get the
 /// first outcome again.
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+/// A pending x402 payment's retry token: a gate answers the payer's request whose settlement is
+/// still pending with it (on the 503 `SettlementPending`), and serves the payment only to a retry
+/// that echoes it (with the same payment). A Tollgate client may also choose it and send it with
+/// the payment itself, so that a lost answer cannot lose it: `0x` and 64 hex digits
+/// ([`crate::x402::RetryToken`]).
+pub const X_PAYMENT_RETRY: &str = "x-payment-retry";

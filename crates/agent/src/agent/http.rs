@@ -1,11 +1,34 @@
 //! The agent's HTTP exchanges with the server: sending a request (with its credential), and
 //! reading a 402's terms or the final response, within their size limits.
 
-use alloy::primitives::bytes::Bytes;
-use reqwest::header::HeaderValue;
-use tollgate_protocol::x402::SettlementResponseHeader;
+use std::time::Duration;
+
+use alloy::primitives::{B256, bytes::Bytes};
+use reqwest::{StatusCode, header::HeaderValue};
+use tokio::time::Instant;
+use tollgate_protocol::{
+    headers::X_PAYMENT_RETRY,
+    x402::{RetryToken, SettlementResponseHeader},
+};
 
 use super::{Agent, PAYMENT_REQUIRED, PAYMENT_RESPONSE, X_PAYMENT_RESPONSE};
+
+/// The longest wait between two resends of a pending payment, whatever `Retry-After` says.
+const PENDING_POLL_MAX: Duration = Duration::from_secs(5);
+/// The shortest.
+const PENDING_POLL_MIN: Duration = Duration::from_millis(250);
+
+/// What became of a paid request whose settlement may be pending ([`Agent::until_settled`]).
+#[derive(Debug)]
+pub(super) enum Settled {
+    /// The server's answer, not a pending one.
+    Answered(reqwest::Response),
+    /// Still pending when the agent's settle timeout ran out.
+    StillPending {
+        /// The settlement transaction, when known.
+        transaction: Option<B256>,
+    },
+}
 use crate::{
     Error, PaidResponse, PayRequest, Payment, Result,
     error::Malformed,
@@ -49,6 +72,81 @@ impl Agent {
             builder = builder.body(body.clone());
         }
         Ok(builder.send().await?)
+    }
+
+    /// Sends `request` with `payment` (its header, and its retry token if it has one).
+    pub(super) async fn send_payment(
+        &self,
+        request: &PayRequest,
+        payment: &Payment,
+    ) -> Result<reqwest::Response> {
+        match payment.retry_token {
+            Some(token) => {
+                let mut request = request.clone();
+                request.headers.insert(
+                    X_PAYMENT_RETRY,
+                    HeaderValue::from_str(&token.to_string()).map_err(|_| Error::Facilitator {
+                        status: 0,
+                        code: "InvalidRetryToken".into(),
+                        message: "the retry token is not a valid header value".into(),
+                    })?,
+                );
+                self.send(&request, Some((payment.header_name(), &payment.header)))
+                    .await
+            }
+            None => {
+                self.send(request, Some((payment.header_name(), &payment.header)))
+                    .await
+            }
+        }
+    }
+
+    /// Follows a paid request whose settlement the server holds pending (503 with
+    /// `X-PAYMENT-RETRY`): resends the same payment with the token the server named, after its
+    /// `Retry-After` (at most [`PENDING_POLL_MAX`]), until another answer or the agent's settle
+    /// timeout ([`AgentBuilder::settle_timeout`](crate::AgentBuilder::settle_timeout)). Never
+    /// signs anything: the payment made is the only one.
+    pub(super) async fn until_settled(
+        &self,
+        request: &PayRequest,
+        payment: &mut Payment,
+        response: reqwest::Response,
+    ) -> Result<Settled> {
+        let deadline = Instant::now() + self.inner.settle_timeout;
+        let mut response = response;
+        let mut resends = 0u32;
+        loop {
+            let held = (response.status() == StatusCode::SERVICE_UNAVAILABLE)
+                .then(|| response.headers().get(X_PAYMENT_RETRY))
+                .flatten()
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<RetryToken>().ok());
+            let Some(token) = held else {
+                return Ok(Settled::Answered(response));
+            };
+            payment.retry_token = Some(token);
+            let wait = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map_or(PENDING_POLL_MAX, Duration::from_secs)
+                .clamp(PENDING_POLL_MIN, PENDING_POLL_MAX);
+            if Instant::now() + wait > deadline {
+                tracing::warn!(resends, amount = %payment.amount, pay_to = %payment.pay_to, "the payment's settlement is still pending at the settle timeout");
+                return Ok(Settled::StillPending {
+                    transaction: payment.tx_hash,
+                });
+            }
+            tracing::info!(
+                resends,
+                wait_ms = wait.as_millis() as u64,
+                "the payment's settlement is pending; resending the same payment with its retry token"
+            );
+            tokio::time::sleep(wait).await;
+            resends += 1;
+            response = self.send_payment(request, payment).await?;
+        }
     }
 
     /// The final response, read within the body limit, with the receipt of `payment`.

@@ -6,7 +6,7 @@ use tollgate_protocol::{Amount, ApiErrorCode, ErrorCode, network, x402::SCHEME_E
 
 use super::{
     Agent,
-    http::settlement_header,
+    http::{Settled, settlement_header},
     recover::{Attempt, Recovered},
     spec_code,
 };
@@ -145,7 +145,9 @@ impl Agent {
                     }
                 }
                 Route::X402 { chain_id } => {
-                    let p = self.sign_x402(&offer.requirements, chain_id, offer.v2.as_ref())?;
+                    let now = self.x402_now(&offer).await;
+                    let p =
+                        self.sign_x402(&offer.requirements, chain_id, offer.v2.as_ref(), now)?;
                     (
                         Attempt {
                             payment: p,
@@ -157,12 +159,7 @@ impl Agent {
             };
             let mut resent = false;
             loop {
-                let response = self
-                    .send(
-                        &request,
-                        Some((attempt.payment.header_name(), &attempt.payment.header)),
-                    )
-                    .await;
+                let response = self.send_payment(&request, &attempt.payment).await;
                 if let Some(reservation) = reservation.take() {
                     match &response {
                         // Refused before anything was sent: the signature never left.
@@ -177,13 +174,39 @@ impl Agent {
                         tx = ?payment.tx_hash, "the paid request failed after paying"
                     );
                 })?;
+                let response = match self.until_settled(&request, payment, response).await? {
+                    Settled::Answered(response) => response,
+                    Settled::StillPending { transaction } => {
+                        made.push(attempt.payment);
+                        return Err(Error::SettlementPending {
+                            transaction,
+                            payments: made,
+                        });
+                    }
+                };
                 if response.status() != StatusCode::PAYMENT_REQUIRED {
                     payment.settlement = settlement_header(&response, payment.x402_version);
                     if payment.tx_hash.is_none() {
                         payment.tx_hash = payment
                             .settlement
                             .as_ref()
+                            .filter(|s| s.success)
                             .and_then(|s| s.transaction.parse().ok());
+                    }
+                    let status = response.status();
+                    if !status.is_success() && payment.tx_hash.is_none() {
+                        // Neither served nor shown to have moved: never reported paid.
+                        let code = error_code(response).await;
+                        tracing::warn!(
+                            %status, code = ?code, amount = %payment.amount, pay_to = %payment.pay_to,
+                            "the paid request was not served and nothing shows the payment moved"
+                        );
+                        made.push(attempt.payment);
+                        return Err(Error::NotServed {
+                            status: status.as_u16(),
+                            code,
+                            payments: made,
+                        });
                     }
                     tracing::info!(
                         amount = %payment.amount, network = %payment.network, pay_to = %payment.pay_to,
@@ -323,6 +346,20 @@ impl Agent {
             .or_else(|| network::chain_id_of(&r.network).ok())?;
         Some(Route::X402 { chain_id })
     }
+}
+
+/// The `{"error": {"code"}}` of an error answer, if it has one (read within 64 KiB).
+async fn error_code(response: reqwest::Response) -> Option<String> {
+    const LIMIT: usize = 64 * 1024;
+    if response.content_length().is_some_and(|n| n > LIMIT as u64) {
+        return None;
+    }
+    let body = response.bytes().await.ok()?;
+    let v: serde_json::Value = serde_json::from_slice(body.get(..LIMIT.min(body.len()))?).ok()?;
+    v.get("error")?
+        .get("code")?
+        .as_str()
+        .map(|c| c.chars().take(64).collect())
 }
 
 /// Whether the facilitator refused an authorization's validity window (by the chain's clock).

@@ -220,6 +220,7 @@ impl Agent {
             proof: Some(confirmed.payment),
             settlement: None,
             x402_version: Some(1),
+            retry_token: None,
         };
         Ok(Attempt {
             payment,

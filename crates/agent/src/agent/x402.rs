@@ -7,32 +7,62 @@ use tollgate_chain::authorization::{TransferWithAuthorization, sign, token_domai
 use tollgate_protocol::{
     Amount,
     x402::{
-        ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements, SCHEME_EXACT,
-        X402_VERSION,
+        ExactEvmAuthorization, ExactEvmPayload, PaymentPayload, PaymentRequirements, RetryToken,
+        SCHEME_EXACT, X402_VERSION,
         v2::{self, PAYMENT_IDENTIFIER, PaymentPayloadV2},
     },
 };
 
 use super::{Agent, MIN_VALIDITY_SECS, VALID_AFTER_SKEW_SECS, unix_now};
-use crate::{Error, Payment, PaymentKind, Result, terms::V2Offer};
+use crate::{
+    Error, Payment, PaymentKind, Result,
+    terms::{Offer, V2Offer},
+};
 
 /// The longest validity the agent gives an x402 authorization.
 const MAX_X402_VALIDITY_SECS: u64 = 3600;
 
 impl Agent {
-    /// Signs an `exact` payment as x402 clients do: V1, or V2 for an offer read from a V2 402
-    /// (with a fresh `payment-identifier` when the 402 declares the extension, so that a resend
-    /// of the same payment is answered its first outcome).
+    /// "Now" for an x402 authorization's window: the chain's clock, as the facilitator that
+    /// settles the offer publishes it (`service.facilitator`'s `chainTime`, the offset the agent
+    /// keeps for `/authorize` too), so that a window the facilitator accepts is the one signed
+    /// even when the chain runs ahead of this machine (a devnet after time travel). The local
+    /// clock, as x402 clients use, for an offer that names no facilitator the agent may use or
+    /// whose facilitator cannot be read.
+    pub(super) async fn x402_now(&self, offer: &Offer) -> u64 {
+        let local = unix_now();
+        let Some(base) = offer
+            .facilitator
+            .as_deref()
+            .and_then(|f| self.usable_facilitator(f))
+        else {
+            return local;
+        };
+        match self.well_known(&base).await {
+            Ok(wk) => wk
+                .network(&offer.requirements.network)
+                .map_or(local, |net| wk.chain_now(net, local)),
+            Err(e) => {
+                tracing::debug!(error = %e, facilitator = %base, "no chain clock: signing the x402 window by the local clock");
+                local
+            }
+        }
+    }
+
+    /// Signs an `exact` payment as x402 clients do, its window from `now` ([`Agent::x402_now`]):
+    /// V1, or V2 for an offer read from a V2 402 (with a fresh `payment-identifier` when the
+    /// 402 declares the extension, so that a resend of the same payment is answered its first
+    /// outcome). The payment gets a fresh [`RetryToken`], sent with it.
     pub(super) fn sign_x402(
         &self,
         r: &PaymentRequirements,
         chain_id: u64,
         v2: Option<&V2Offer>,
+        now: u64,
     ) -> Result<Payment> {
         let extra = r
             .eip712_extra()
             .ok_or(Error::NoAcceptableOption { offered: 1 })?;
-        let now = unix_now();
         let validity = r
             .max_timeout_seconds
             .clamp(MIN_VALIDITY_SECS, MAX_X402_VALIDITY_SECS);
@@ -97,6 +127,7 @@ impl Agent {
             header,
             settlement: None,
             x402_version: Some(x402_version),
+            retry_token: Some(RetryToken::random()),
         })
     }
 }

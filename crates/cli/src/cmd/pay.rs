@@ -149,6 +149,17 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                     report(&format!("{} (not accepted by the server)", paid_line(p)));
                 }
             }
+            if let Error::SettlementPending { payments, .. } | Error::NotServed { payments, .. } =
+                &e
+            {
+                // Sent, not shown to have moved: never "paid".
+                for p in payments {
+                    report(&format!(
+                        "{} (not served; not known to have moved)",
+                        sent_line(p)
+                    ));
+                }
+            }
             report(&format!("error: {}", chain(&e)));
             if let Some(hint) = hint(&e) {
                 report(&format!("hint: {hint}"));
@@ -274,6 +285,10 @@ fn hint(e: &Error) -> Option<&'static str> {
         Error::SubscriptionRefused { .. } => {
             Some("pass --fallback-one-time to pay one-time instead")
         }
+        Error::SettlementPending { .. } => Some(
+            "the server holds the payment for this agent while the chain confirms it; do not pay \
+             again: it settles or expires on its own (check the transaction or the payer's balance)",
+        ),
         _ => None,
     }
 }
@@ -367,6 +382,15 @@ fn paid_line(p: &Payment) -> String {
             p.pay_to,
             p.payer,
         ),
+    }
+}
+
+/// [`paid_line`] for a payment sent but not shown to have moved: `sent 0.500000 …`.
+fn sent_line(p: &Payment) -> String {
+    let line = paid_line(p);
+    match line.strip_prefix("paid ") {
+        Some(rest) => format!("sent {rest}"),
+        None => line,
     }
 }
 

@@ -29,6 +29,9 @@ use crate::{
 pub const DEFAULT_MEMO_TTL: Duration = Duration::from_secs(300);
 /// Default bound on every request to the facilitator.
 pub const DEFAULT_FACILITATOR_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default [`GateBuilder::pending_hold`]: how long a paying request whose x402 settlement is
+/// still pending is held open for its outcome before the 503 `SettlementPending`.
+pub const DEFAULT_PENDING_HOLD: Duration = Duration::from_secs(15);
 /// How long the facilitator's published proof signers are trusted without asking again.
 pub const DEFAULT_SIGNERS_TTL: Duration = Duration::from_secs(600);
 /// At most one refresh of the signers per this long (on an unknown signer, or while the
@@ -60,6 +63,7 @@ pub struct GateBuilder {
     subscription_grace: Duration,
     api_key: Option<String>,
     chain_id: Option<u64>,
+    pending_hold: Duration,
 }
 
 impl fmt::Debug for GateBuilder {
@@ -102,6 +106,7 @@ impl Gate {
             subscription_grace: DEFAULT_SUBSCRIPTION_GRACE,
             api_key: None,
             chain_id: None,
+            pending_hold: DEFAULT_PENDING_HOLD,
         }
     }
 }
@@ -285,6 +290,16 @@ impl GateBuilder {
         self
     }
 
+    /// How long a paying request whose x402 settlement was sent but not confirmed is held open,
+    /// asking the facilitator again, before it is answered 503 `SettlementPending` with its
+    /// retry token (default [`DEFAULT_PENDING_HOLD`]; zero answers at once). Each ask is cut at
+    /// what is left of the hold, so a request is answered within the facilitator timeout plus
+    /// the hold: keep the two under the server's request timeout.
+    pub fn pending_hold(mut self, hold: Duration) -> Self {
+        self.pending_hold = hold;
+        self
+    }
+
     /// Builds the gate: checks every setting, builds the facilitator HTTP client and opens the
     /// memo store. With [`plan`](Self::plan), also loads the plans and the network from the
     /// facilitator and connects to the chain; otherwise does not contact the facilitator
@@ -416,6 +431,7 @@ impl GateBuilder {
                 subscriptions,
                 api_key,
                 caip2: chain_id.map(network::caip2),
+                pending_hold: self.pending_hold,
                 last_prune: AtomicU64::new(0),
             }),
         })

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use tollgate_protocol::{
     Amount, PaymentRequired,
     x402::{
-        ErrorReason, SCHEME_EXACT, SettleResponse,
+        ErrorReason, RetryToken, SCHEME_EXACT, SettleResponse,
         v2::{
             self, PAYMENT_IDENTIFIER, PaymentPayloadV2, PaymentRequiredV2, PaymentRequirementsV2,
             ResourceInfo,
@@ -89,11 +89,13 @@ impl Gate {
     /// `payment-identifier`, the same payload again is answered its first outcome (served again,
     /// charged once), another payload under an id already bound to the payer is refused
     /// (`payment_identifier_conflict`), and an id whose payment was refused is free again.
+    /// `retry` is the payment's retry token, as for V1.
     pub async fn settle_x402_v2(
         &self,
         payload: &PaymentPayloadV2,
         offer: &Offer<'_>,
         price: Amount,
+        retry: Option<RetryToken>,
     ) -> Result<SettleResponse, X402Failure> {
         let refused = |r| Err(X402Failure::Refused(r));
         let Some(caip2) = self.caip2() else {
@@ -119,7 +121,9 @@ impl Gate {
         };
         let v1 = payload.to_v1(self.wire_network());
         let Some(id) = id else {
-            return self.settle_x402_as(&v1, offer, price, Resend::No).await;
+            return self
+                .settle_x402_as(&v1, offer, price, Resend::No, retry)
+                .await;
         };
         let auth = &v1.payload.authorization;
         let until = u64::try_from(auth.valid_before.get()).unwrap_or(u64::MAX);
@@ -129,7 +133,7 @@ impl Gate {
             Binding::New => Resend::No,
             Binding::Same => Resend::SameIdentifier,
         };
-        let result = self.settle_x402_as(&v1, offer, price, resend).await;
+        let result = self.settle_x402_as(&v1, offer, price, resend, retry).await;
         if binding == Binding::New && matches!(result, Err(X402Failure::Refused(_))) {
             // Refused, nothing moved: the id may name another payment.
             for key in [keys.bound, keys.id] {
@@ -144,21 +148,23 @@ impl Gate {
     /// Settles an x402 payment given as JSON (as MCP's `_meta["x402/payment"]` carries it): a
     /// V1 payload ([`settle_x402`](Self::settle_x402)) or a V2 one
     /// ([`settle_x402_v2`](Self::settle_x402_v2)); anything else is refused
-    /// (`invalid_x402_version`, `invalid_payload`).
+    /// (`invalid_x402_version`, `invalid_payload`). `retry` is the payment's retry token
+    /// (MCP's `_meta["tollgate/payment-retry"]`).
     pub async fn settle_x402_value(
         &self,
         payment: &Value,
         offer: &Offer<'_>,
         price: Amount,
+        retry: Option<RetryToken>,
     ) -> Result<SettleResponse, X402Failure> {
         let refused = |r| Err(X402Failure::Refused(r));
         match payment.get("x402Version").and_then(Value::as_u64) {
             Some(1) => match serde_json::from_value(payment.clone()) {
-                Ok(p) => self.settle_x402(&p, offer, price).await,
+                Ok(p) => self.settle_x402(&p, offer, price, retry).await,
                 Err(_) => refused(ErrorReason::InvalidPayload),
             },
             Some(2) => match serde_json::from_value(payment.clone()) {
-                Ok(p) => self.settle_x402_v2(&p, offer, price).await,
+                Ok(p) => self.settle_x402_v2(&p, offer, price, retry).await,
                 Err(_) => refused(ErrorReason::InvalidPayload),
             },
             _ => refused(ErrorReason::InvalidX402Version),

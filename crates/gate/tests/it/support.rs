@@ -62,6 +62,47 @@ impl Harness {
         Self(net)
     }
 
+    /// On anvil as a real chain runs: a block every `block_secs` seconds (no automine) and
+    /// `confirmations` before the facilitator calls a settlement confirmed, with its settings
+    /// adjusted.
+    pub async fn on_slow_anvil(
+        confirmations: u64,
+        block_secs: u64,
+        tweak: impl FnOnce(&mut Settings),
+    ) -> Self {
+        let net = TestNet::builder()
+            .backend(Backend::Anvil)
+            .networks([NETWORK, OTHER_NETWORK])
+            .confirmations(confirmations)
+            .settings(tweak)
+            .start()
+            .await
+            .expect("test network");
+        let h = Self(net);
+        h.anvil("evm_setIntervalMining", serde_json::json!([block_secs]))
+            .await;
+        h
+    }
+
+    /// A JSON-RPC call to the anvil node; its `result`.
+    pub async fn anvil(&self, method: &str, params: Value) -> Value {
+        let rpc = self.fixture.rpc_url().expect("anvil");
+        let r: Value = self
+            .http
+            .post(rpc)
+            .json(
+                &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(r.get("error").is_none(), "{method}: {r}");
+        r["result"].clone()
+    }
+
     /// A gate builder for this chain and facilitator, paid to [`PAYEE`].
     pub fn gate_builder(&self) -> GateBuilder {
         Gate::builder()
@@ -203,6 +244,15 @@ impl App {
 
     pub async fn pay(&self, path: &str, x_payment: &str) -> Reply {
         self.get(path, &[("x-payment", x_payment)]).await
+    }
+
+    /// [`pay`](Self::pay) with the payment's retry token (`X-PAYMENT-RETRY`).
+    pub async fn pay_retrying(&self, path: &str, x_payment: &str, token: &str) -> Reply {
+        self.get(
+            path,
+            &[("x-payment", x_payment), ("x-payment-retry", token)],
+        )
+        .await
     }
 }
 

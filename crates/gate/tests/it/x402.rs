@@ -150,8 +150,8 @@ async fn x402_payments_that_do_not_fit_get_the_x402_reason() {
 }
 
 /// A slow chain: the facilitator answers the settlement "pending". The gate keeps the payment for
-/// its request and answers 503; the client's retry with the same `X-PAYMENT` picks up the outcome
-/// and is served once (before, the retry failed `/verify` with the nonce used: charged, never
+/// its payer and answers 503 with a retry token; the client's retry with the same `X-PAYMENT` and
+/// the token picks up the outcome and is served once (before, the retry failed `/verify` with the nonce used: charged, never
 /// served).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_pending_x402_settlement_is_served_on_retry_and_charged_once() {
@@ -159,7 +159,12 @@ async fn a_pending_x402_settlement_is_served_on_retry_and_charged_once() {
         s.confirmation_timeout = std::time::Duration::from_millis(300);
     })
     .await;
-    let gate = h.gate().await;
+    let gate = h
+        .gate_builder()
+        .pending_hold(std::time::Duration::from_millis(300))
+        .build()
+        .await
+        .expect("gate");
     let app = std::sync::Arc::new(App::serve(&gate).await);
     let (payer, payee) = (h.address(PAYER), h.address(PAYEE));
     let before = (h.token_balance(payer).await, h.token_balance(payee).await);
@@ -189,15 +194,24 @@ async fn a_pending_x402_settlement_is_served_on_retry_and_charged_once() {
     assert_eq!(pending.status, 503, "{}", pending.body);
     assert_eq!(pending.body["error"]["code"], "SettlementPending");
     assert!(pending.headers.contains_key("retry-after"));
+    let token = pending.headers["x-payment-retry"]
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert_eq!(app.hits(), 0);
 
     call("evm_mine", serde_json::json!([])).await;
     call("evm_setAutomine", serde_json::json!([true])).await;
-    // The client retries the same payment, several times at once: served exactly once.
+    // The same payment without its token is refused, and leaves the payer's hold.
+    let blind = app.pay("/v1/quote", &header).await;
+    assert_eq!(blind.status, 402, "{}", blind.body);
+    assert_eq!(blind.body["reason"], "duplicate_settlement");
+    // The client retries the same payment with its token, several times at once: served
+    // exactly once.
     let tasks: Vec<_> = (0..5)
         .map(|_| {
-            let (app, header) = (std::sync::Arc::clone(&app), header.clone());
-            tokio::spawn(async move { app.pay("/v1/quote", &header).await })
+            let (app, header, token) = (std::sync::Arc::clone(&app), header.clone(), token.clone());
+            tokio::spawn(async move { app.pay_retrying("/v1/quote", &header, &token).await })
         })
         .collect();
     let mut served = 0;
@@ -206,6 +220,8 @@ async fn a_pending_x402_settlement_is_served_on_retry_and_charged_once() {
         match r.status {
             200 => served += 1,
             402 => assert_eq!(r.body["reason"], "duplicate_settlement", "{}", r.body),
+            // One of them holds the payment while the others race it.
+            503 => assert_eq!(r.body["error"]["code"], "SettlementPending", "{}", r.body),
             other => panic!("{other}: {}", r.body),
         }
     }

@@ -15,6 +15,7 @@
 mod check;
 mod facilitator;
 mod payload;
+mod pending;
 mod reason;
 mod requirements;
 pub mod v2;
@@ -28,6 +29,7 @@ pub use facilitator::{
     SupportedResponse, VerifyRequest, VerifyResponse,
 };
 pub use payload::{ExactEvmAuthorization, ExactEvmPayload, PayloadDecodeError, PaymentPayload};
+pub use pending::{RetryToken, RetryTokenError, SettlementPending};
 pub use reason::ErrorReason;
 pub use requirements::{
     Eip712Extra, Incompatibility, PaymentRequiredResponse, PaymentRequirements,
@@ -45,6 +47,10 @@ pub const MCP_PAYMENT_META: &str = "x402/payment";
 
 /// Where a paid MCP tool result carries the settlement (`result._meta["x402/payment-response"]`).
 pub const MCP_PAYMENT_RESPONSE_META: &str = "x402/payment-response";
+
+/// Where an MCP tool call carries the retry token of a payment whose settlement is pending
+/// (`params._meta["tollgate/payment-retry"]`, the MCP twin of [`crate::headers::X_PAYMENT_RETRY`]).
+pub const MCP_PAYMENT_RETRY_META: &str = "tollgate/payment-retry";
 
 /// The largest `X-PAYMENT` value [`PaymentPayload::decode_header`] reads (encoded). Larger than
 /// a plain EOA payload (~700 bytes) by far, to leave room for ERC-6492 smart-wallet signatures.

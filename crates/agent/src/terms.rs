@@ -8,7 +8,7 @@ use tollgate_protocol::{
     PaymentOption, PlanTerms, SPEC_VERSION, network,
     x402::{
         PaymentRequirements,
-        v2::{PAYMENT_IDENTIFIER, PaymentRequiredV2, PaymentRequirementsV2, ResourceInfo},
+        v2::{self, PAYMENT_IDENTIFIER, PaymentRequiredV2, PaymentRequirementsV2, ResourceInfo},
     },
 };
 
@@ -96,6 +96,13 @@ fn from_v2(required: PaymentRequiredV2) -> Terms {
         .extensions
         .as_ref()
         .is_some_and(|e| e.contains_key(PAYMENT_IDENTIFIER));
+    // Tollgate's gates name their facilitator: its clock is the one to sign the window by.
+    let facilitator = required
+        .extensions
+        .as_ref()
+        .and_then(|e| e.get(v2::FACILITATOR_EXTENSION))
+        .and_then(|e| e.get("info")?.get("facilitator")?.as_str())
+        .map(str::to_owned);
     let offers = required
         .accepts
         .iter()
@@ -106,7 +113,7 @@ fn from_v2(required: PaymentRequiredV2) -> Terms {
             Some(Offer {
                 requirements: accepted.to_v1(&name, Some(&required.resource)),
                 memo: None,
-                facilitator: None,
+                facilitator: facilitator.clone(),
                 plan: None,
                 v2: Some(V2Offer {
                     accepted: accepted.clone(),

@@ -134,13 +134,6 @@ impl FacilitatorClient {
             .unwrap_or_else(|e| e.into_inner()) = None;
     }
 
-    /// The document read afresh, unless it was read within the minimum refresh interval (then
-    /// the cached one): for a reader that found something signed by the cached chain clock
-    /// refused, as a devnet's time travel makes it.
-    pub async fn reread_discovery(&self) -> Result<Arc<Discovered>> {
-        self.refresh_discovery(true).await
-    }
-
     /// `GET /.well-known/tollgate`, uncached.
     pub async fn fetch_discovery(&self) -> Result<WellKnown> {
         self.get(WELL_KNOWN_PATH).await

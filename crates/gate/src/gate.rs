@@ -79,6 +79,8 @@ pub(crate) struct Inner {
     caip2: Option<String>,
     /// [`GateBuilder::pending_hold`].
     pending_hold: Duration,
+    /// When the chain's clock was last read afresh ([`Gate::chain_now`]), unix seconds.
+    clock_read: AtomicU64,
     last_prune: AtomicU64,
 }
 
@@ -248,15 +250,18 @@ impl Gate {
     /// "Now" by the chain's clock (unix seconds), by which x402 validity windows are checked as
     /// the facilitator checks them: the `chainTime` the facilitator's discovery publishes for
     /// this gate's network, moved on by the local clock since it was read (the cached document;
-    /// read afresh when `reread`, at most once per minimum refresh interval). The local clock
-    /// when the facilitator cannot say.
+    /// read afresh when `reread`, at most once a second, so that refused windows cannot make
+    /// the gate ask the facilitator once each). The local clock when the facilitator cannot say.
     pub(crate) async fn chain_now(&self, reread: bool) -> u64 {
         let f = &self.inner.facilitator;
-        let read = if reread {
-            f.reread_discovery().await
-        } else {
-            f.discovery().await
-        };
+        if reread {
+            let now = unix_now();
+            let last = self.inner.clock_read.swap(now, Ordering::Relaxed);
+            if last != now {
+                f.forget_discovery();
+            }
+        }
+        let read = f.discovery().await;
         let local = unix_now();
         match read {
             Ok(d) => d

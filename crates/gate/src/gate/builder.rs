@@ -432,6 +432,7 @@ impl GateBuilder {
                 api_key,
                 caip2: chain_id.map(network::caip2),
                 pending_hold: self.pending_hold,
+                clock_read: AtomicU64::new(0),
                 last_prune: AtomicU64::new(0),
             }),
         })

@@ -51,6 +51,10 @@ impl Gate {
             PAYMENT_IDENTIFIER.to_owned(),
             v2::payment_identifier_extension(false),
         );
+        extensions.insert(
+            v2::FACILITATOR_EXTENSION.to_owned(),
+            json!({ "info": { "facilitator": self.facilitator_url() } }),
+        );
         let plans: Vec<Value> = body
             .accepts
             .iter()

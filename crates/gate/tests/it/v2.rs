@@ -83,6 +83,11 @@ async fn every_402_carries_the_v2_terms_beside_the_v1_body() {
         json["extensions"][PAYMENT_IDENTIFIER]["info"]["required"],
         false
     );
+    // The facilitator is named, so that a Tollgate client signs by its chain clock.
+    assert_eq!(
+        json["extensions"][tollgate_protocol::x402::v2::FACILITATOR_EXTENSION]["info"]["facilitator"],
+        h.url.as_str()
+    );
     // Refusals carry it too, with the reason in its `error`.
     let r = app.pay("/v1/quote", "garbage").await;
     let v2 =

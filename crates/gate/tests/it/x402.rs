@@ -237,3 +237,42 @@ async fn a_pending_x402_settlement_is_served_on_retry_and_charged_once() {
         before.1 + U256::from(QUOTE_PRICE)
     );
 }
+
+/// One clock: the gate checks an x402 window by the chain's clock (the facilitator's published
+/// `chainTime`), so a window the facilitator accepts the gate accepts, also after the chain
+/// travels 30 days ahead of this machine and of the clock the gate read before (before, the gate
+/// refused it by the local clock: `valid_after` in the future).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_x402_window_by_the_chain_clock_is_accepted_after_the_chain_travels() {
+    let h = Harness::new().await;
+    let gate = h.gate().await;
+    let app = App::serve(&gate).await;
+    let payee = h.address(PAYEE);
+    let first = h
+        .x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x61))
+        .await
+        .encode_header();
+    assert_eq!(app.pay("/v1/quote", &first).await.status, 200);
+
+    h.fixture.chain.advance_time(30 * 86_400).await.unwrap();
+    // The facilitator reads the chain's clock at most once a second.
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let payer = h.address(PAYER);
+    let before = h.token_balance(payer).await;
+    // Signed by the chain's clock: validAfter is 30 days past this machine's.
+    let second = h
+        .x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x62))
+        .await;
+    let local = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    assert!(second.payload.authorization.valid_after.get() > U256::from(local + 86_400));
+    let r = app.pay("/v1/quote", &second.encode_header()).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        h.token_balance(payer).await,
+        before - U256::from(QUOTE_PRICE)
+    );
+    assert_eq!(app.hits(), 2);
+}

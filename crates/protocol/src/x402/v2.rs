@@ -49,6 +49,12 @@ pub const PAYMENT_IDENTIFIER: &str = "payment-identifier";
 /// offers: [...]}}`). Generic V2 clients ignore it and pay one-time.
 pub const SUBSCRIPTION_EXTENSION: &str = "tollgate-subscription";
 
+/// Tollgate's extension naming the facilitator that settles a V2 402's payments
+/// (`{info: {facilitator: <base URL>}}`): a Tollgate client reads the chain's clock from its
+/// discovery, to sign the authorization's window by the clock the facilitator checks it by.
+/// Generic V2 clients ignore it.
+pub const FACILITATOR_EXTENSION: &str = "tollgate-facilitator";
+
 /// The reason code of a payment refused because its `payment-identifier` id is bound to another
 /// payload (x402 names none).
 pub const PAYMENT_IDENTIFIER_CONFLICT: &str = "payment_identifier_conflict";

@@ -7,6 +7,7 @@ mod held;
 mod hostile;
 mod pay;
 mod pay_once;
+mod pending;
 mod pay_subscription;
 mod provider_loop;
 mod raise;

@@ -48,6 +48,43 @@ impl Harness {
         Self(net)
     }
 
+    /// On anvil as a real chain runs: a block every `block_secs` seconds (no automine),
+    /// `confirmations` before the facilitator calls a settlement confirmed, and a facilitator
+    /// that answers "pending" after 300 ms.
+    pub async fn on_slow_anvil(confirmations: u64, block_secs: u64) -> Self {
+        let net = TestNet::builder()
+            .backend(tollgate_testkit::Backend::Anvil)
+            .networks([NETWORK])
+            .confirmations(confirmations)
+            .settings(|s| {
+                s.fee = U256::from(FEE);
+                s.confirmation_timeout = Duration::from_millis(300);
+            })
+            .start()
+            .await
+            .expect("test network");
+        let rpc = net.fixture.rpc_url().expect("anvil").to_owned();
+        let r: serde_json::Value = net
+            .http
+            .post(rpc)
+            .json(&serde_json::json!({
+                "jsonrpc": "2.0", "id": 1, "method": "evm_setIntervalMining", "params": [block_secs]
+            }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(r.get("error").is_none(), "{r}");
+        Self(net)
+    }
+
+    /// Stops the facilitator's server (the chain goes on).
+    pub async fn stop_facilitator(&mut self) {
+        self.0.stop().await;
+    }
+
     /// The signed payment the facilitator recorded for `payment` (a Tollgate one).
     pub async fn signed_payment(&self, payment: &Payment) -> SignedPayment {
         let nonce = router_nonce(payment.pay_to, payment.memo.unwrap(), U256::from(FEE));
@@ -80,6 +117,24 @@ impl Harness {
     /// [`Harness::gated_app`], its gate (and its 402s) naming the facilitator at `facilitator`.
     pub async fn gated_app_via(&self, facilitator: &str) -> App {
         let gate = self.gate_via(facilitator).await;
+        self.app_of(gate)
+            .await
+    }
+
+    /// [`Harness::gated_app`] whose gate holds a pending x402 settlement's request `hold`
+    /// before its 503 (`GateBuilder::pending_hold`).
+    pub async fn gated_app_holding(&self, hold: Duration) -> App {
+        let gate = self
+            .gate_builder(&self.url)
+            .pending_hold(hold)
+            .build()
+            .await
+            .expect("gate");
+        self.app_of(gate).await
+    }
+
+    /// `/v1/quote` at [`PRICE`] behind `gate`, and an ungated `/free`.
+    async fn app_of(&self, gate: Gate) -> App {
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&hits);
         let quote = Router::new()
@@ -111,14 +166,22 @@ impl Harness {
 
     /// [`Harness::gate`] through the facilitator at `facilitator`.
     pub async fn gate_via(&self, facilitator: &str) -> Gate {
+        self.gate_builder(facilitator)
+            .build()
+            .await
+            .expect("gate")
+    }
+}
+
+impl Harness {
+    /// A gate builder for this chain, paid to [`PAYEE`], through the facilitator at
+    /// `facilitator`.
+    pub fn gate_builder(&self, facilitator: &str) -> tollgate_gate::GateBuilder {
         Gate::builder()
             .network(NETWORK)
             .token(self.token(), "USD Coin", "2")
             .pay_to(self.address(PAYEE))
             .facilitator(facilitator)
-            .build()
-            .await
-            .expect("gate")
     }
 }
 

@@ -196,6 +196,20 @@ pub enum Error {
         /// The limit.
         limit: usize,
     },
+    /// The facilitator refused to act now (429 `RateLimited`): the subscriber's relayed
+    /// lifecycle calls (pause, resume, cancel) are at the facilitator's bound, or this client is
+    /// over its per-client rate. Nothing was done; sign and send the call again once
+    /// `retry_after` has passed.
+    #[error(
+        "rate limited by the facilitator: {message}{}",
+        retry_after.map_or_else(String::new, |d| format!(" (retry after {} s)", d.as_secs()))
+    )]
+    RateLimited {
+        /// When the facilitator takes the call again (its `Retry-After`), when it said.
+        retry_after: Option<std::time::Duration>,
+        /// The facilitator's explanation.
+        message: String,
+    },
     /// A bounded wait ran out (the settlement did not confirm in time).
     #[error("timed out waiting for {what}")]
     Timeout {

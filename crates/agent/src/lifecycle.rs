@@ -104,7 +104,7 @@ impl Agent {
             .facilitator_client(&base)?
             .subscriptions(&query)
             .await
-            .map_err(subscription_error)?;
+            .map_err(lifecycle_error)?;
         if let Some(foreign) = views.iter().find(|v| v.subscriber != self.inner.address) {
             return Err(Error::Facilitator {
                 status: 0,
@@ -147,7 +147,10 @@ impl Agent {
     ///    variant, pays the gas and answers after confirmation. While the outcome is unknown
     ///    (`Pending`, a lost answer), the same signed request is sent again within
     ///    [`AgentBuilder::settle_timeout`](crate::AgentBuilder::settle_timeout): the facilitator
-    ///    acts at most once per signature.
+    ///    acts at most once per signature. Beyond the facilitator's bound on relayed lifecycle
+    ///    calls (by default 4 per subscription per hour, 24 per subscriber per day) the call is
+    ///    refused before anything is sent: [`Error::RateLimited`], with when to try again (a
+    ///    subscription's first cancel never is).
     pub async fn cancel(&self, target: SubscriptionRef) -> Result<Subscription> {
         let id = target.subscription_id;
         let cancelled = self
@@ -242,7 +245,7 @@ impl Agent {
                 return Err(if e.status() == Some(404) {
                     Error::UnknownSubscription { id }
                 } else {
-                    subscription_error(e)
+                    lifecycle_error(e)
                 });
             }
         };
@@ -253,6 +256,20 @@ impl Agent {
         tracing::info!(%id, %action, status = ?answered.status, "done");
         Ok(answered.into())
     }
+}
+
+/// The agent's error for a failed lifecycle call: a 429 is [`Error::RateLimited`], with when to
+/// come back; anything else as for a subscription.
+fn lifecycle_error(e: tollgate_client::Error) -> Error {
+    if e.is_rate_limited() {
+        return Error::RateLimited {
+            retry_after: e.retry_after(),
+            message: e
+                .body()
+                .map_or_else(|| "too many requests".to_owned(), |b| b.error.message.clone()),
+        };
+    }
+    subscription_error(e)
 }
 
 /// The facilitator's answer must be the subscription asked about, in the action's state.
@@ -275,4 +292,49 @@ fn check_answer(
             asked.id, answered.id, answered.status
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tollgate_protocol::{ApiErrorBody, ApiErrorCode};
+
+    use super::*;
+
+    fn answer(status: u16, code: ApiErrorCode, retry_after: Option<Duration>) -> Error {
+        lifecycle_error(tollgate_client::Error::Status {
+            url: "http://facilitator/subscriptions/0x01/pause".into(),
+            status,
+            body: Some(ApiErrorBody::new(code, "at its bound; retry in 42 s")),
+            raw: String::new(),
+            retry_after,
+        })
+    }
+
+    #[test]
+    fn a_429_is_rate_limited_with_when_to_come_back() {
+        let e = answer(
+            429,
+            ApiErrorCode::RateLimited,
+            Some(Duration::from_secs(42)),
+        );
+        assert!(
+            matches!(&e, Error::RateLimited { retry_after: Some(d), message }
+                if d.as_secs() == 42 && message.contains("at its bound")),
+            "{e:?}"
+        );
+        assert!(e.to_string().ends_with("(retry after 42 s)"), "{e}");
+        assert!(matches!(
+            answer(429, ApiErrorCode::RateLimited, None),
+            Error::RateLimited {
+                retry_after: None,
+                ..
+            }
+        ));
+        assert!(matches!(
+            answer(409, ApiErrorCode::SubscriptionNotActive, None),
+            Error::SubscriptionNotActive
+        ));
+    }
 }

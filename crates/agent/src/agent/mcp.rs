@@ -101,7 +101,8 @@ impl Agent {
                 offered: terms.offered,
             });
         };
-        let mut payment = self.sign_x402(&offer.requirements, chain_id, offer.v2.as_ref())?;
+        let now = self.x402_now(&offer).await;
+        let mut payment = self.sign_x402(&offer.requirements, chain_id, offer.v2.as_ref(), now)?;
         let payload: Value = STANDARD
             .decode(&payment.header)
             .ok()

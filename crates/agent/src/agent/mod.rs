@@ -68,7 +68,7 @@ pub(crate) struct Inner {
     pub(crate) max_402_body: usize,
     max_body: usize,
     /// One client per facilitator base URL (with its discovery cache).
-    clients: Mutex<HashMap<String, FacilitatorClient>>,
+    pub(super) clients: Mutex<HashMap<String, FacilitatorClient>>,
     pub(crate) held: Held,
 }
 

@@ -60,10 +60,18 @@ impl Agent {
     ///    router whose nonce commits to payTo, memo and fee, `POST /authorize` with a random
     ///    `claim`, wait for the proof (polling a pending settlement for a bounded time). Any
     ///    other option is paid as plain x402: a `TransferWithAuthorization` to payTo, its window
-    ///    set by the agent's clock as x402 clients do. If the facilitator refuses the window
+    ///    set by the chain's clock of the facilitator the offer names (or that the agent read for
+    ///    the network before), else by the local clock as x402 clients do, with a fresh retry
+    ///    token sent beside it (`X-PAYMENT-RETRY`). If the facilitator refuses the window
     ///    (the chain's clock jumped since the document was read, as a devnet's does), the agent
     ///    reads the document afresh and starts over once from an unpaid request (fresh terms).
-    /// 6. Send the request again with `X-PAYMENT`.
+    /// 6. Send the request again with `X-PAYMENT`. A 503 `SettlementPending` with
+    ///    `X-PAYMENT-RETRY` (the server holds the payment while its settlement confirms) is
+    ///    followed by the same payment with that token after `Retry-After`, until another answer
+    ///    or [`AgentBuilder::settle_timeout`](crate::AgentBuilder::settle_timeout), then
+    ///    [`Error::SettlementPending`]: never a second payment. An answer that is neither served
+    ///    (2xx) nor shows the payment moved (a transaction from the proof or the settlement
+    ///    header) is [`Error::NotServed`], never a receipt.
     /// 7. If the server answers 402 with `InvalidPaymentProof` (the spec's automatic retry), the
     ///    agent does not pay again: it recovers the proof of the payment already made from the
     ///    facilitator's status URL (with its claim) and sends that once more (a plain x402

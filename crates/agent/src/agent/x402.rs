@@ -31,12 +31,15 @@ impl Agent {
     /// whose facilitator cannot be read.
     pub(super) async fn x402_now(&self, offer: &Offer) -> u64 {
         let local = unix_now();
+        let network = &offer.requirements.network;
         let Some(base) = offer
             .facilitator
             .as_deref()
             .and_then(|f| self.usable_facilitator(f))
         else {
-            return local;
+            // An offer that names none (a generic x402 server): the clock of a facilitator this
+            // agent has read for the network, if any.
+            return self.known_chain_now(network, local).unwrap_or(local);
         };
         match self.well_known(&base).await {
             Ok(wk) => wk
@@ -47,6 +50,18 @@ impl Agent {
                 local
             }
         }
+    }
+
+    /// "Now" on `network` by the discovery document of a facilitator the agent already holds
+    /// (read for an earlier payment or subscription), if one serves it.
+    fn known_chain_now(&self, network: &str, local: u64) -> Option<u64> {
+        // A cache: a poisoned map is still a valid map.
+        let clients = self.inner.clients.lock().unwrap_or_else(|e| e.into_inner());
+        clients.values().find_map(|c| {
+            let d = c.cached_discovery()?;
+            let net = d.network(network)?;
+            Some(d.chain_now(net, local))
+        })
     }
 
     /// Signs an `exact` payment as x402 clients do, its window from `now` ([`Agent::x402_now`]):

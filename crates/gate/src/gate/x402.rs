@@ -115,7 +115,13 @@ impl Gate {
             // one made here), so that a retry after a lost answer finds it.
             let token = retry.unwrap_or_else(RetryToken::random);
             let held = held_key(key, &token, payload);
-            i.store.claim(held, held_until).await.map_err(unavailable)?;
+            if let Err(e) = i.store.claim(held, held_until).await {
+                // Nothing sent: the payment is free again.
+                if let Err(e) = i.store.release(key).await {
+                    tracing::warn!(error = %e, "cannot release the x402 once-only lock");
+                }
+                return Err(unavailable(e));
+            }
             token
         } else {
             // Not the first: the payer's retry with its token (taking the hold, so that of
@@ -154,20 +160,29 @@ impl Gate {
                 // Served by whoever holds the payment: a first request whose payer retried
                 // meanwhile (its answer taken for lost) leaves the serving to that retry.
                 let serve = if first {
-                    i.store.take(held).await.map_err(unavailable)?
+                    i.store.take(held).await
                 } else {
-                    true
+                    Ok(true)
                 };
-                if serve {
-                    Ok(settled)
-                } else {
-                    tracing::info!(
-                        "an x402 payment settled while its payer's retry held it; the retry is served"
-                    );
-                    Err(X402Failure::Pending {
-                        transaction: settled.tx_hash(),
-                        retry_token: Some(token),
-                    })
+                match serve {
+                    Ok(true) => Ok(settled),
+                    Ok(false) => {
+                        tracing::info!(
+                            "an x402 payment settled while its payer's retry held it; the retry is served"
+                        );
+                        Err(X402Failure::Pending {
+                            transaction: settled.tx_hash(),
+                            retry_token: Some(token),
+                        })
+                    }
+                    Err(e) => {
+                        // Paid, and still held under its token: the payer's retry is served.
+                        tracing::warn!(error = %e, "cannot take the hold of a settled x402 payment; its payer's retry is served");
+                        Err(X402Failure::Pending {
+                            transaction: settled.tx_hash(),
+                            retry_token: Some(token),
+                        })
+                    }
                 }
             }
             Err(X402Failure::Pending { transaction, .. }) => {

@@ -42,6 +42,9 @@ interface ISubscriptionToken {
 ///      - Per billing cycle of a subscription, at most `plan.amount + maxOverage` is pulled from the
 ///        subscriber (`plan.amount` once, by first billing, `collect` or `resume`, and overage charges
 ///        while `overageUsed + amount <= maxOverage`; `maxOverage` can only be raised by the subscriber).
+///      - A renewal (`collect`, `resume`) bills one cycle, which runs from the renewal's time: a
+///        subscription renewed late, however many intervals late, pays one cycle and never the
+///        intervals it was overdue.
 ///      - All funds pulled go to `plan.payTo`; this contract never holds funds.
 ///      - There is no owner, admin or other privileged role, and no function that moves a subscriber's
 ///        funds except first billing (`subscribe`, `subscribeWithSig`), renewal (`collect`, `resume`)
@@ -74,8 +77,9 @@ contract Subscriptions is EIP712 {
     /// @param planId The plan.
     /// @param subscriber The paying account.
     /// @param state 0 NONE, 1 ACTIVE, 2 PAUSED, 3 CANCELLED.
-    /// @param cycle The last paid billing cycle (1 after first billing).
-    /// @param paidThrough The end (exclusive) of the paid period; the next cycle is due at this time.
+    /// @param cycle The last paid billing cycle (1 after first billing); missed intervals are not cycles.
+    /// @param paidThrough The end (exclusive) of the paid period; the next cycle is due at this time
+    ///        and, collected then or later, runs from its collection.
     /// @param maxOverage The cap on overage charges per cycle.
     /// @param overageUsed Overage charged in the current cycle.
     struct Subscription {
@@ -410,9 +414,16 @@ contract Subscriptions is EIP712 {
     // ---------------------------------------------------------------- billing
 
     /// @notice Collects the next cycle of a due subscription. Anyone may call (keepers).
+    ///         The new cycle starts at the renewal: `paidThrough = block.timestamp + interval`,
+    ///         and a renewal is never before the old `paidThrough` (NotDue). On time, that
+    ///         continues the paid period; late (a keeper down or a relayer out of gas, for one
+    ///         interval or ten), it bills one cycle from now and nothing for the time in between,
+    ///         when the subscription was overdue (refused from `paidThrough` on), as `resume`
+    ///         does. So a renewal never bills a backlog: the next cycle is due an interval later.
     /// @dev Never reverts because of the subscriber's funds: if the payment cannot be pulled the
     ///      subscription is paused (RenewalFailed, SubscriptionPaused) and false is returned.
-    ///      A retried collect for an already-billed cycle reverts with WrongCycle.
+    ///      A retried collect for an already-billed cycle reverts with WrongCycle. `cycle` counts
+    ///      the cycles billed, not the intervals elapsed: missed intervals take no cycle number.
     /// @param id The subscription id.
     /// @param cycle The cycle to collect; must be the current cycle + 1.
     /// @return collected True if the payment was pulled, false if the subscription was paused.
@@ -431,7 +442,8 @@ contract Subscriptions is EIP712 {
         uint256 amount = plan.amount;
         if (_canPull(token, subscriber, amount)) {
             uint256 overageUsed = sub.overageUsed;
-            uint64 newPaidThrough = paidThrough + plan.interval;
+            // From the renewal's time (>= paidThrough), never from paidThrough: see above.
+            uint64 newPaidThrough = uint64(block.timestamp) + plan.interval;
             // Effects before the interaction; undone below if the token call fails.
             sub.cycle = cycle;
             sub.paidThrough = newPaidThrough;

@@ -1,6 +1,7 @@
 //! The subscriptions contract's behaviour, every case on every backend: plans, subscribing
-//! (directly and by signature with a permit), renewals with time travel, failed renewals,
-//! pause / resume / cancel (directly and by signature), and the per-cycle overage cap.
+//! (directly and by signature with a permit), renewals with time travel (a late one bills one
+//! cycle, from its own time), failed renewals, pause / resume / cancel (directly and by
+//! signature), and the per-cycle overage cap.
 
 use alloy::{
     primitives::{Address, B256, U256, keccak256},
@@ -704,9 +705,10 @@ async fn renewals_over_three_cycles(f: &Fixture) {
 
     for cycle in 2..=4u32 {
         let receipt = advance_and_collect(f, id, cycle).await;
-        // Renewal extends the paid period from its previous end, not from the collection time.
-        paid_through += INTERVAL;
-        assert!(receipt.block_timestamp >= paid_through - INTERVAL);
+        // A renewal starts its cycle when it is collected, never before the previous end (a
+        // collection on time continues the paid period; see `late_renewal_bills_one_cycle`).
+        assert!(receipt.block_timestamp >= paid_through);
+        paid_through = receipt.block_timestamp + INTERVAL;
         let renewed = events::<Subscriptions::SubscriptionRenewed>(&receipt, subs(f));
         assert_eq!(renewed.len(), 1);
         assert_eq!(
@@ -758,6 +760,90 @@ async fn renewals_over_three_cycles(f: &Fixture) {
         .await;
         assert_eq!(r, Revert::NotDue { id, paid_through });
     }
+}
+
+/// Issue 33: a keeper down (or a relayer dry) for several intervals bills one cycle when it
+/// comes back, starting at the renewal's time, never the backlog: the subscriber was refused as
+/// overdue from `paidThrough` on, and is not billed for that time.
+async fn late_renewal_bills_one_cycle(f: &Fixture) {
+    let plan_id = create_plan(f, AMOUNT, 1).await;
+    let (subscriber, pay_to, keeper) = (addr(f, 2), addr(f, PAY_TO), addr(f, KEEPER));
+    let (id, receipt) = subscribe(f, 2, plan_id, MAX_OVERAGE).await;
+    let paid_through = receipt.block_timestamp + INTERVAL;
+    // The first cycle's overage, used up.
+    exec(
+        f,
+        addr(f, PROVIDER),
+        subs(f),
+        &charge(id, 1, MAX_OVERAGE, 1),
+    )
+    .await;
+    let (held, owed) = (balance(f, subscriber).await, balance(f, pay_to).await);
+
+    // Three intervals and a day pass after the paid period with no collection.
+    f.chain
+        .advance_time(4 * INTERVAL + 24 * 3_600)
+        .await
+        .unwrap();
+    assert!(now(f).await >= paid_through + 3 * INTERVAL);
+    let call = Subscriptions::collectCall { id, cycle: 2 };
+    assert!(read(f.chain.as_ref(), subs(f), &call).await.unwrap());
+    let receipt = exec(f, keeper, subs(f), &call).await;
+
+    // One cycle moves, and the new one runs from the renewal.
+    let renewed_through = receipt.block_timestamp + INTERVAL;
+    let renewed = events::<Subscriptions::SubscriptionRenewed>(&receipt, subs(f));
+    assert_eq!(
+        renewed
+            .iter()
+            .map(|e| (e.id, e.cycle, e.amount, e.paidThrough))
+            .collect::<Vec<_>>(),
+        [(id, 2, units(AMOUNT), renewed_through)]
+    );
+    assert_eq!(balance(f, subscriber).await, held - units(AMOUNT));
+    assert_eq!(balance(f, pay_to).await, owed + units(AMOUNT));
+    assert_eq!(
+        status(f, id).await,
+        (SubscriptionState::Active, renewed_through)
+    );
+    let s = subscription(f, id).await;
+    assert_eq!((s.cycle, s.overageUsed), (2, U256::ZERO));
+    assert_eq!(remaining(f, id).await, units(MAX_OVERAGE));
+
+    // Nothing else is due: the next cycle waits a whole interval from the renewal.
+    let next = Subscriptions::collectCall { id, cycle: 3 };
+    let r = reverts(f, keeper, subs(f), &next).await;
+    assert_eq!(
+        r,
+        Revert::NotDue {
+            id,
+            paid_through: renewed_through
+        }
+    );
+    f.chain.advance_time(INTERVAL / 2).await.unwrap();
+    let r = reverts(f, keeper, subs(f), &next).await;
+    assert_eq!(
+        r,
+        Revert::NotDue {
+            id,
+            paid_through: renewed_through
+        }
+    );
+    assert_eq!(balance(f, subscriber).await, held - units(AMOUNT));
+
+    // ... and is collected then, once.
+    f.chain.advance_time(INTERVAL / 2).await.unwrap();
+    let receipt = exec(f, keeper, subs(f), &next).await;
+    assert!(receipt.block_timestamp >= renewed_through);
+    assert_eq!(
+        status(f, id).await,
+        (
+            SubscriptionState::Active,
+            receipt.block_timestamp + INTERVAL
+        )
+    );
+    assert_eq!(balance(f, subscriber).await, held - units(2 * AMOUNT));
+    assert_eq!(balance(f, pay_to).await, owed + units(2 * AMOUNT));
 }
 
 async fn failed_renewal_pauses_and_resume_pays(f: &Fixture) {
@@ -1401,6 +1487,7 @@ on_every_backend!(
     deprecated_plan_refuses_new_subscribers,
     subscribe_without_funds_creates_nothing,
     renewals_over_three_cycles,
+    late_renewal_bills_one_cycle,
     failed_renewal_pauses_and_resume_pays,
     pause_resume_cancel_directly,
     pause_resume_cancel_by_signature,

@@ -23,10 +23,13 @@
 //! row due; the next run re-reads the chain and either sees the cycle paid (and records it) or
 //! collects it. So a cycle is never billed twice and never skipped.
 //!
-//! **Catch-up.** One cycle per subscription per run: a subscription several cycles overdue stays
-//! due after its collection (its new `paidThrough` is still in the past) and the next run collects
-//! the next cycle. Runs are every [`crate::Settings::keeper_interval`] (5 s by default), so a
-//! backlog drains quickly without one subscription monopolising a run.
+//! **No backlog.** One cycle per subscription per run, and one is all a late subscription owes:
+//! the contract starts a renewed cycle at the renewal (`paidThrough = block.timestamp +
+//! interval`), so after a keeper outage or a dry relayer, however many intervals long, each
+//! overdue subscription is billed once and is next due a whole interval later. It is never billed
+//! for the intervals it was refused as overdue (gates and the facilitator refuse it from
+//! `paidThrough` on). The next due time is the `paidThrough` of the `SubscriptionRenewed` event
+//! (or of the chain), never computed here.
 //!
 //! Runs within one facilitator are serialised; several replicas may run keepers at once (the
 //! contract keeps them from double-billing; at worst one pays gas for a reverted collect).

@@ -2,9 +2,12 @@
 // Errors from the native addon arrive as `Error`s whose message is "<Name>: <message>"; this
 // turns them into `error.name === "<Name>"` (the spec's error names: InsufficientFunds,
 // SubscriptionNotActive, AllowanceExhausted, InvalidPaymentProof, PlanDeprecated, ...), with
-// `error.code` the same name and `error.message` the rest.
+// `error.code` the same name and `error.message` the rest; a `RateLimited` one also gets
+// `error.retryAfter` (seconds), when the facilitator said.
 
 const NAMED = /^([A-Z][A-Za-z0-9]+): ([\s\S]*)$/
+// A `RateLimited` message ends with the facilitator's `Retry-After`, when it gave one.
+const RETRY_AFTER = /\(retry after (\d+) s\)$/
 
 /** Renames a native error in place (and returns it); other values pass through. */
 function named(err) {
@@ -14,6 +17,8 @@ function named(err) {
       err.name = m[1]
       err.code = m[1]
       err.message = m[2]
+      const wait = m[1] === 'RateLimited' && RETRY_AFTER.exec(m[2])
+      if (wait) err.retryAfter = Number(wait[1])
     }
   }
   return err

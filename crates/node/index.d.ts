@@ -256,4 +256,13 @@ export type TollgateErrorName =
   | 'PaymentRejected'
   | 'InvalidArgument'
   | 'FacilitatorUnavailable'
+  | 'RateLimited'
   | string
+
+/** An error thrown by the package: `name` and `code` are its {@link TollgateErrorName}. */
+export interface TollgateError extends Error {
+  name: TollgateErrorName
+  code: TollgateErrorName
+  /** `RateLimited` (the facilitator's 429): seconds until it takes the call again, when it said. */
+  retryAfter?: number
+}

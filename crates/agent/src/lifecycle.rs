@@ -264,9 +264,10 @@ fn lifecycle_error(e: tollgate_client::Error) -> Error {
     if e.is_rate_limited() {
         return Error::RateLimited {
             retry_after: e.retry_after(),
-            message: e
-                .body()
-                .map_or_else(|| "too many requests".to_owned(), |b| b.error.message.clone()),
+            message: e.body().map_or_else(
+                || "too many requests".to_owned(),
+                |b| b.error.message.clone(),
+            ),
         };
     }
     subscription_error(e)

@@ -1,5 +1,7 @@
 //! The client's one error type.
 
+use std::time::Duration;
+
 use tollgate_protocol::{ApiErrorBody, ApiErrorCode};
 
 /// Everything a [`crate::FacilitatorClient`] call can fail with.
@@ -56,6 +58,9 @@ pub enum Error {
         body: Option<ApiErrorBody>,
         /// The start of the answer (at most 200 bytes) when it was not an error body.
         raw: String,
+        /// The answer's `Retry-After`, when it gave one in seconds: when the same request may
+        /// be taken again (a 429 `RateLimited`, a 503).
+        retry_after: Option<Duration>,
     },
     /// A success status with a body that is not the expected shape.
     #[error("unreadable answer {status} from {url}")]
@@ -122,6 +127,22 @@ impl Error {
             Self::Status { body, .. } => body.as_ref(),
             _ => None,
         }
+    }
+
+    /// How long to wait before sending the request again, when the error answer said
+    /// (`Retry-After`): a 429 `RateLimited` (the facilitator's per-client rate, or a subscriber's
+    /// relayed lifecycle calls at their bound) or a 503.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// `true` for a 429 `RateLimited`: the facilitator refused the request for now, without
+    /// acting on it; send it again after [`Error::retry_after`].
+    pub fn is_rate_limited(&self) -> bool {
+        matches!(self, Self::Status { status: 429, .. })
     }
 
     /// The `error.code` of an HTTP error answer, when it carried one.

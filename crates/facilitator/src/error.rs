@@ -5,7 +5,9 @@
 //! HTTP face (status, [`ApiErrorCode`] and message, in the one error body) is given in exactly one
 //! place, [`Error::to_api`]; see [`ApiError`] for the table of statuses.
 
-use alloy::primitives::B256;
+use std::time::Duration;
+
+use alloy::primitives::{Address, B256};
 use tollgate_chain::{Error as ChainError, Revert};
 use tollgate_protocol::ApiErrorCode;
 
@@ -13,7 +15,7 @@ pub use crate::api::{
     error::ApiError,
     extract::{ApiJson, ApiPath, ApiQuery},
 };
-use crate::store::StoreError;
+use crate::store::{RelayScope, StoreError};
 
 /// What a [`Facilitator`](crate::Facilitator) method (or a handler's own check) fails with: a
 /// domain error. It is mapped to an HTTP status, code and message in exactly one place
@@ -116,6 +118,26 @@ pub enum Error {
     ConfirmationTimeout {
         /// The transaction.
         tx_hash: B256,
+    },
+    /// A subscriber's relayed lifecycle transactions are at their bound (429 `RateLimited`,
+    /// with `Retry-After`): nothing was sent (see [`crate::config::SubscriptionsSection`]).
+    #[error("{} at its bound of relayed transactions; retry in {retry_after} s", match scope {
+        RelayScope::Subscription => format!("subscription {id}"),
+        RelayScope::Subscriber => format!("subscriber {subscriber}"),
+    })]
+    RelayLimited {
+        /// Whose bound: the subscription's or its subscriber's.
+        scope: RelayScope,
+        /// The subscription asked about.
+        id: B256,
+        /// Its subscriber.
+        subscriber: Address,
+        /// The bound: at most this many ...
+        limit: u32,
+        /// ... within this window.
+        window: Duration,
+        /// Seconds until a slot frees up.
+        retry_after: u64,
     },
     /// This replica holds no relayer account (more replicas than relayer keys): it sends
     /// nothing (503 `Unavailable`, with `Retry-After`; another replica takes the request).

@@ -91,6 +91,10 @@ pub struct Settings {
     pub lease_ttl: Duration,
     /// This replica's name in the store's leases; `None`: host, process id and a random suffix.
     pub replica_id: Option<String>,
+    /// The bounds on the subscriber's relayed lifecycle transactions (pause, resume, cancel),
+    /// per subscription and per subscriber; see
+    /// [`SubscriptionsSection`](crate::config::SubscriptionsSection) for the rule.
+    pub relay_bounds: crate::store::RelayBounds,
 }
 
 impl Default for Settings {
@@ -114,6 +118,7 @@ impl Default for Settings {
             public_rpc_urls: BTreeMap::new(),
             lease_ttl: crate::replica::DEFAULT_LEASE_TTL,
             replica_id: None,
+            relay_bounds: crate::config::SubscriptionsSection::default().relay_bounds(),
         }
     }
 }

@@ -62,6 +62,7 @@ pub fn settings(config: &Config) -> Settings {
         webhook_allow_private: config.webhooks.allow_private_targets,
         lease_ttl: std::time::Duration::from_secs(config.replicas.lease_ttl_secs.max(1)),
         replica_id: config.replicas.id.clone(),
+        relay_bounds: config.subscriptions.relay_bounds(),
         public_rpc_urls: config
             .networks
             .iter()

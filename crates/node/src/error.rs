@@ -34,6 +34,9 @@ pub(crate) fn agent_error(e: AgentError) -> napi::Error {
         AgentError::Http(_) => "NetworkError",
         AgentError::Timeout { .. } => "Timeout",
         AgentError::Mcp { .. } => "McpError",
+        // Its message ends with "(retry after N s)" when the facilitator said: errors.js reads
+        // it into `error.retryAfter`.
+        AgentError::RateLimited { .. } => "RateLimited",
         _ => "TollgateError",
     };
     let mut message = e.to_string();

@@ -16,8 +16,9 @@ use crate::{
     AllowanceCycle, AnalyticsData, AnalyticsQuery, Attempt, ChargeOutcome, Confirmed,
     DeductOutcome, Deduction, Delivery, Endpoint, EndpointSecrets, Event, IndexedState,
     IndexedSubscription, Lease, NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner,
-    Recorded, Renewal, Settlement, Store, StoreResult, SubscriptionEvent, analytics, conn::Conn,
-    group::Merge, leases, metering, providers, renewals, settlements, webhooks,
+    Recorded, Relay, RelayBounds, RelayOutcome, Renewal, Settlement, Store, StoreResult,
+    SubscriptionEvent, analytics, conn::Conn, group::Merge, leases, metering, providers, relays,
+    renewals, settlements, webhooks,
 };
 
 /// A boxed, sendable future (a write's operation, which SQLite hands to its writer task).
@@ -63,6 +64,13 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug + 'static {
     /// [`Store::deduct_allowance`]: each database keeps a deduction exact under concurrency its
     /// own way.
     fn deduct(&self, d: &Deduction) -> impl Future<Output = StoreResult<DeductOutcome>> + Send;
+
+    /// [`Store::take_relay`]: in a transaction that holds the subscriber's lock to its commit.
+    fn relay(
+        &self,
+        relay: &Relay,
+        bounds: &RelayBounds,
+    ) -> impl Future<Output = StoreResult<RelayOutcome>> + Send;
 }
 
 #[async_trait]
@@ -557,6 +565,14 @@ impl<B: Backend> Store for B {
             Box::pin(async move { leases::release(c, &name, &holder, token).await })
         })
         .await
+    }
+
+    async fn take_relay(&self, relay: &Relay, bounds: &RelayBounds) -> StoreResult<RelayOutcome> {
+        Backend::relay(self, relay, bounds).await
+    }
+
+    async fn release_relay(&self, seq: u64) -> StoreResult<bool> {
+        self.write(move |c| Box::pin(relays::release(c, seq))).await
     }
 
     async fn leases(&self, prefix: &str) -> StoreResult<Vec<Lease>> {

@@ -4,8 +4,8 @@
 //!
 //! The chain is the source of truth for money; the store keeps what the chain does not: the
 //! settlement state machine with its idempotency keys, issued proofs, provider API keys (hashed),
-//! the renewal keeper's index, the metering ledger with its on-chain charges, the webhook outbox
-//! and the analytics rollups.
+//! the renewal keeper's index, the metering ledger with its on-chain charges, the webhook outbox,
+//! the analytics rollups and the counts of relayed lifecycle transactions.
 //!
 //! Each statement is written once for both databases, in the domain module it belongs to
 //! (`settlements`, `providers`, `renewals`, `metering`, `webhooks`, `analytics`), and bound once
@@ -28,6 +28,7 @@ mod leases;
 mod metering;
 mod postgres;
 mod providers;
+mod relays;
 mod renewals;
 mod settlements;
 mod sqlite;
@@ -44,6 +45,7 @@ pub use metering::{
     OverageCharge,
 };
 pub use postgres::PostgresStore;
+pub use relays::{Relay, RelayBounds, RelayOutcome, RelayScope};
 pub use renewals::{
     IndexedState, IndexedSubscription, Renewal, RenewalOutcome, Subject, SubscriptionEvent,
 };
@@ -568,6 +570,17 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
     /// Ends `holder`'s tenure `token` of `name` now (another holder may take it at once);
     /// whether it was still that tenure.
     async fn release_lease(&self, name: &str, holder: &str, token: u64) -> StoreResult<bool>;
+
+    /// Counts `relay`, a lifecycle transaction about to be relayed at the facilitator's gas,
+    /// unless its subscription or its subscriber is at its bound (see [`RelayBounds`]): then it
+    /// is [`RelayOutcome::Refused`], with when a slot frees up, and nothing is counted. Exact
+    /// under concurrency, also between replicas: of two counts for the last slot, one is
+    /// refused. The subscriber's counts that left every window are dropped on the way.
+    async fn take_relay(&self, relay: &Relay, bounds: &RelayBounds) -> StoreResult<RelayOutcome>;
+
+    /// Takes back the count `seq` of [`Store::take_relay`] (nothing was sent after all, say the
+    /// chain refused the call at simulation); whether it was there.
+    async fn release_relay(&self, seq: u64) -> StoreResult<bool>;
 
     /// The leases whose names start with `prefix`, by name.
     async fn leases(&self, prefix: &str) -> StoreResult<Vec<Lease>>;

@@ -508,3 +508,39 @@ async fn the_lifecycle_is_gasless_from_the_cli() {
     assert_ne!(subscription_in(&stderr), id);
     assert_eq!(w.created().await, 2);
 }
+
+/// Beyond the facilitator's bound on relayed lifecycle calls (by default four per subscription
+/// per hour), `tollgate subscription pause` fails with the facilitator's refusal and says when
+/// to try again; nothing was sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lifecycle_call_over_the_bound_says_when_to_retry() {
+    let w = World::new().await;
+    let (code, _, stderr) = w.pay(&["--subscribe", "--max-per-cycle", "2.00"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let id = subscription_in(&stderr);
+    for action in ["pause", "resume", "pause", "resume"] {
+        w.subscription(action, Some(id)).await;
+    }
+    let key = w.key_file();
+    let (code, stdout, stderr) = w
+        .run(&[
+            "subscription",
+            "pause",
+            &id.to_string(),
+            "--facilitator",
+            &w.facilitator,
+            "--key-file",
+            &key,
+        ])
+        .await;
+    assert_eq!((code, stdout.as_str()), (4, ""), "{stderr}");
+    assert!(
+        stderr.contains("rate limited by the facilitator") && stderr.contains("(retry after "),
+        "{stderr}"
+    );
+    assert_eq!(
+        w.subscription("show", Some(id)).await["status"],
+        "ACTIVE",
+        "nothing was sent"
+    );
+}

@@ -1,7 +1,7 @@
 //! The plumbing every call shares: URLs, the API key, sending, reading a bounded answer and
 //! turning an error answer into [`Error::Status`].
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::{Serialize, de::DeserializeOwned};
@@ -64,9 +64,10 @@ impl FacilitatorClient {
     ) -> Result<T> {
         let response = rb.send().await.map_err(|e| transport(&url, e))?;
         let status = response.status();
+        let wait = retry_after(&response);
         let body = self.read_body(&url, response, status).await?;
         if !status.is_success() {
-            return Err(status_error(url, status, &body));
+            return Err(status_error(url, status, wait, &body));
         }
         serde_json::from_slice(&body).map_err(|source| Error::Decode {
             url,
@@ -79,11 +80,12 @@ impl FacilitatorClient {
     pub(super) async fn send_empty(&self, url: String, rb: RequestBuilder) -> Result<()> {
         let response = rb.send().await.map_err(|e| transport(&url, e))?;
         let status = response.status();
+        let wait = retry_after(&response);
         let body = self.read_body(&url, response, status).await?;
         if status.is_success() {
             Ok(())
         } else {
-            Err(status_error(url, status, &body))
+            Err(status_error(url, status, wait, &body))
         }
     }
 
@@ -150,8 +152,26 @@ pub(super) fn transport(url: &str, source: reqwest::Error) -> Error {
     }
 }
 
-/// [`Error::Status`] for a non-2xx answer, with the error body when it is one.
-pub(super) fn status_error(url: String, status: StatusCode, body: &[u8]) -> Error {
+/// An answer's `Retry-After`, when it gives a number of seconds.
+pub(super) fn retry_after(response: &Response) -> Option<Duration> {
+    let value = response.headers().get(reqwest::header::RETRY_AFTER)?;
+    value
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// [`Error::Status`] for a non-2xx answer, with the error body when it is one and the
+/// answer's `Retry-After`.
+pub(super) fn status_error(
+    url: String,
+    status: StatusCode,
+    retry_after: Option<Duration>,
+    body: &[u8],
+) -> Error {
     let parsed = serde_json::from_slice::<ApiErrorBody>(body).ok();
     let raw = match parsed {
         Some(_) => String::new(),
@@ -162,6 +182,7 @@ pub(super) fn status_error(url: String, status: StatusCode, body: &[u8]) -> Erro
         status: status.as_u16(),
         body: parsed,
         raw,
+        retry_after,
     }
 }
 

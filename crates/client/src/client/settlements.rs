@@ -12,7 +12,7 @@ use tollgate_protocol::{
 
 use super::{
     FacilitatorClient,
-    http::{status_error, transport},
+    http::{retry_after, status_error, transport},
 };
 use crate::{Error, Result};
 
@@ -75,6 +75,7 @@ impl FacilitatorClient {
     ) -> Result<Authorization> {
         let response = sent.map_err(|e| transport(&url, e))?;
         let status = response.status();
+        let wait = retry_after(&response);
         let body = self.read_body(&url, response, status).await?;
         let decode = |source| Error::Decode {
             url: url.clone(),
@@ -88,7 +89,7 @@ impl FacilitatorClient {
             StatusCode::ACCEPTED => serde_json::from_slice(&body)
                 .map(Authorization::Pending)
                 .map_err(decode),
-            _ => Err(status_error(url.clone(), status, &body)),
+            _ => Err(status_error(url.clone(), status, wait, &body)),
         }
     }
 

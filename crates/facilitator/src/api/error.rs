@@ -12,7 +12,10 @@ use axum::{
 use tollgate_chain::{Error as ChainError, Revert};
 use tollgate_protocol::{ApiErrorBody, ApiErrorCode};
 
-use crate::error::{Error, Relayed};
+use crate::{
+    error::{Error, Relayed},
+    store::RelayScope,
+};
 
 impl Error {
     /// The one mapping from a domain error to what the client sees: status, code and message.
@@ -85,6 +88,29 @@ impl Error {
                     "transaction {tx_hash} not confirmed in time; send the same request again to get the subscription once it is"
                 ),
             ),
+            Self::RelayLimited {
+                scope,
+                id,
+                subscriber,
+                limit,
+                window,
+                retry_after,
+            } => {
+                let whose = match scope {
+                    RelayScope::Subscription => format!("subscription {id}"),
+                    RelayScope::Subscriber => format!("subscriber {subscriber}"),
+                };
+                ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    C::RateLimited,
+                    format!(
+                        "{whose} is at its bound of {limit} relayed lifecycle transactions per \
+                         {}; nothing was sent: retry in {retry_after} s",
+                        per(*window)
+                    ),
+                )
+                .with_retry_after(*retry_after)
+            }
             Self::NoRelayer(e) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 C::Unavailable,
@@ -135,6 +161,15 @@ fn chain_unavailable(e: &ChainError) -> bool {
         e,
         ChainError::Unavailable(_) | ChainError::Rpc { .. } | ChainError::Stopped
     )
+}
+
+/// A window as a message says it: `hour`, `day`, or `N s`.
+fn per(window: std::time::Duration) -> String {
+    match window.as_secs() {
+        3600 => "hour".into(),
+        86_400 => "day".into(),
+        secs => format!("{secs} s"),
+    }
 }
 
 /// 422 with this code and message.
@@ -220,7 +255,7 @@ impl IntoResponse for Error {
 /// | 413 | body too large |
 /// | 415 | not `application/json` |
 /// | 422 | well-formed but invalid: unknown network or token, bad signature, nonce not committing to payTo/memo/fee, validity window, a revert |
-/// | 429 | `RateLimited`: the client is over `[server]`'s per-client rate (`Retry-After` says when to come back) |
+/// | 429 | `RateLimited`: the client is over `[server]`'s per-client rate, or a subscriber's relayed lifecycle transactions are at their bound (`[subscriptions]`'s `relays_per_*` keys; nothing was sent); `Retry-After` says when to come back |
 /// | 431 | request headers over `[server] max_header_bytes` or `max_headers` (no body; the connection closes) |
 /// | 503 | the chain or the store is unavailable |
 /// | 500 | a bug; the cause is logged, never sent |
@@ -232,6 +267,9 @@ pub struct ApiError {
     pub code: ApiErrorCode,
     /// Human-readable explanation; never internal details.
     pub message: String,
+    /// Seconds after which the same request may succeed, sent as `Retry-After` (a 503
+    /// `Unavailable` or `Pending` without one says 1).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -241,7 +279,15 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// This error with `Retry-After: secs`.
+    #[must_use]
+    pub fn with_retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     /// 400: the request cannot be parsed.
@@ -280,14 +326,15 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         // A 503 is worth retrying soon (a dependency failing over, a transaction not yet
         // confirmed, a replica without a relayer account): say when.
-        let retry = self.status == StatusCode::SERVICE_UNAVAILABLE
+        let soon = self.status == StatusCode::SERVICE_UNAVAILABLE
             && matches!(self.code, ApiErrorCode::Unavailable | ApiErrorCode::Pending);
+        let retry = self.retry_after.or(soon.then_some(1));
         let body = ApiErrorBody::new(self.code, self.message);
         let mut res = (self.status, Json(body)).into_response();
-        if retry {
+        if let Some(secs) = retry {
             res.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static("1"),
+                axum::http::HeaderValue::from(secs),
             );
         }
         res
@@ -349,6 +396,42 @@ mod tests {
         let missing = Error::NotFound("no such settlement".into());
         assert!(!missing.is_server_error() && missing.is_client_error());
         assert_eq!(wire(missing).0, 404);
+    }
+
+    #[test]
+    fn a_relay_bound_is_429_with_retry_after() {
+        let e = Error::RelayLimited {
+            scope: RelayScope::Subscriber,
+            id: B256::repeat_byte(1),
+            subscriber: alloy::primitives::Address::repeat_byte(2),
+            limit: 24,
+            window: std::time::Duration::from_secs(86_400),
+            retry_after: 1234,
+        };
+        assert!(e.is_client_error());
+        let (status, code, message) = wire(e);
+        assert_eq!((status, code.as_str()), (429, "RateLimited"));
+        assert!(
+            message.contains("24 relayed lifecycle transactions per day")
+                && message.contains("retry in 1234 s"),
+            "{message}"
+        );
+        let e = Error::RelayLimited {
+            scope: RelayScope::Subscription,
+            id: B256::repeat_byte(1),
+            subscriber: alloy::primitives::Address::ZERO,
+            limit: 4,
+            window: std::time::Duration::from_secs(3600),
+            retry_after: 7,
+        };
+        let res = e.into_response();
+        assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(res.headers()[axum::http::header::RETRY_AFTER], "7");
+        // A 503 Unavailable still says 1; other errors say nothing.
+        let res = Error::from(StoreError::Corrupt("x".into())).into_response();
+        assert_eq!(res.headers()[axum::http::header::RETRY_AFTER], "1");
+        let res = Error::NotFound("x".into()).into_response();
+        assert!(!res.headers().contains_key(axum::http::header::RETRY_AFTER));
     }
 
     #[test]

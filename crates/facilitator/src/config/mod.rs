@@ -65,6 +65,7 @@ pub use self::{
         SecretsKeySource, StoreUrl,
     },
 };
+use crate::store::RelayBounds;
 
 /// Default `listen`: loopback, port 8402.
 pub const DEFAULT_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 8402);
@@ -87,6 +88,10 @@ pub const DEFAULT_TOKEN_NAME: &str = "USD Coin";
 pub const DEFAULT_TOKEN_VERSION: &str = "2";
 /// Default `networks[].confirmations`: the settlement's own block.
 pub const DEFAULT_CONFIRMATIONS: u64 = 1;
+/// Default `subscriptions.relays_per_subscription_per_hour`: two pause/resume round trips.
+pub const DEFAULT_RELAYS_PER_SUBSCRIPTION_PER_HOUR: u32 = 4;
+/// Default `subscriptions.relays_per_subscriber_per_day`.
+pub const DEFAULT_RELAYS_PER_SUBSCRIBER_PER_DAY: u32 = 24;
 
 /// The facilitator's configuration, validated. Build it with [`Config::from_toml_str`] or
 /// [`Config::load`]; the fields may be adjusted afterwards (flags over file), but the parsers are
@@ -115,7 +120,8 @@ pub struct Config {
     /// `[server]`: slow-client timeouts, header size, connection cap and the per-client rate
     /// limit of the HTTP server (see [`tollgate_server::ServerConfig`]).
     pub server: tollgate_server::Limits,
-    /// `[subscriptions]`: the renewal keeper and the on-chain batching of metered usage.
+    /// `[subscriptions]`: the renewal keeper, the on-chain batching of metered usage and the
+    /// bounds on relayed lifecycle calls.
     pub subscriptions: SubscriptionsSection,
     /// `[webhooks]`: delivery of events to providers' endpoints.
     pub webhooks: WebhooksSection,
@@ -253,6 +259,18 @@ pub struct SubscriptionsSection {
     /// cycle is always charged before the renewal. Default `"1000000"`.
     #[serde(deserialize_with = "raw::de_amount")]
     pub overage_batch_amount: Amount,
+    /// `subscriptions.relays_per_subscription_per_hour`: the subscriber's lifecycle calls
+    /// (pause, resume, cancel) the facilitator relays, at its own gas, for one subscription
+    /// within any hour. One more is refused with 429 `RateLimited` and `Retry-After` before
+    /// anything is sent; a repeat that sends nothing (the same signed call, or an action whose
+    /// target state holds) is neither counted nor refused, and a subscription's first cancel is
+    /// never refused (still counted). Positive. Default
+    /// [`DEFAULT_RELAYS_PER_SUBSCRIPTION_PER_HOUR`].
+    pub relays_per_subscription_per_hour: u32,
+    /// `subscriptions.relays_per_subscriber_per_day`: the same, for one subscriber over all its
+    /// subscriptions on a network, within any day. Counted in the store, so replicas sharing
+    /// one store share the bounds. Positive. Default [`DEFAULT_RELAYS_PER_SUBSCRIBER_PER_DAY`].
+    pub relays_per_subscriber_per_day: u32,
 }
 
 impl Default for SubscriptionsSection {
@@ -261,6 +279,20 @@ impl Default for SubscriptionsSection {
             keeper_interval_secs: crate::keeper::DEFAULT_INTERVAL.as_secs(),
             overage_batch_secs: crate::metering::DEFAULT_BATCH_INTERVAL.as_secs(),
             overage_batch_amount: Amount::from_units(crate::metering::DEFAULT_BATCH_AMOUNT),
+            relays_per_subscription_per_hour: DEFAULT_RELAYS_PER_SUBSCRIPTION_PER_HOUR,
+            relays_per_subscriber_per_day: DEFAULT_RELAYS_PER_SUBSCRIBER_PER_DAY,
+        }
+    }
+}
+
+impl SubscriptionsSection {
+    /// The bounds on relayed lifecycle transactions these keys describe.
+    pub fn relay_bounds(&self) -> RelayBounds {
+        RelayBounds {
+            per_subscription: self.relays_per_subscription_per_hour,
+            subscription_window: Duration::from_secs(3600),
+            per_subscriber: self.relays_per_subscriber_per_day,
+            subscriber_window: Duration::from_secs(24 * 3600),
         }
     }
 }

@@ -57,6 +57,23 @@ impl RawConfig {
                 reason: "must be positive",
             });
         }
+        for (key, value) in [
+            (
+                "subscriptions.relays_per_subscription_per_hour",
+                self.subscriptions.relays_per_subscription_per_hour,
+            ),
+            (
+                "subscriptions.relays_per_subscriber_per_day",
+                self.subscriptions.relays_per_subscriber_per_day,
+            ),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::InvalidValue {
+                    key: key.into(),
+                    reason: "must be positive (a subscriber must be able to pause and resume)",
+                });
+            }
+        }
         if self.limits.max_body_bytes == 0 {
             return Err(ConfigError::InvalidValue {
                 key: "limits.max_body_bytes".into(),

@@ -103,7 +103,9 @@ pub(super) const ERRORS: &[(u16, &str, &str, &[&str])] = &[
     (
         429,
         "RateLimited",
-        "Over the per-client rate limit; retry after `Retry-After` seconds.",
+        "Over the per-client rate limit, or (a subscriber's pause, resume or cancel) over the \
+         bound on relayed transactions per subscription per hour or per subscriber per day, \
+         with nothing sent; retry after `Retry-After` seconds.",
         &["RateLimited"],
     ),
     (

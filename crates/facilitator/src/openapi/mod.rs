@@ -150,8 +150,9 @@ const DESCRIPTION: &str = "Settles client-signed stablecoin transfers on EVM cha
     decimal strings in the token's smallest unit; addresses 0x-hex; hashes 0x-hex 32 bytes. \
     Errors are `{\"error\": {\"code\", \"message\"}}`, also for a query string or path parameter \
     that does not parse (400 `InvalidQuery`, `InvalidPath`), an unknown path (404), a method a \
-    path does not take (405 `MethodNotAllowed`, with `Allow`), a request over the rate limit \
-    (429 `RateLimited`, with `Retry-After`) or over the request timeout (408 `RequestTimeout`).";
+    path does not take (405 `MethodNotAllowed`, with `Allow`), a request over the rate limit or \
+    a subscriber's lifecycle call over the bound on relayed transactions (429 `RateLimited`, \
+    with `Retry-After`) or over the request timeout (408 `RequestTimeout`).";
 
 const TAGS: &[(&str, &str)] = &[
     (

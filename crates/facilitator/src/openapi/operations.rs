@@ -124,7 +124,7 @@ pub(super) fn operations(d: &mut Doc) {
             ),
         };
         d.add(Post, path, op(name, "subscriptions", &format!("Relay the subscriber's signed {what}: EIP-712 `Action` with value 0 and the subscriber's current nonce; answers after confirmation, gasless for the subscriber."))
-            .description(&format!("Idempotent: the same signed request again, or an action whose target state already holds, answers the subscription as it is without a transaction. Refused without sending: a signature that does not recover to the subscriber (422 `InvalidSignature`), a passed deadline (422 `SignatureExpired`), an action on a cancelled subscription (409 `SubscriptionNotActive`). {more}"))
+            .description(&format!("Idempotent: the same signed request again, or an action whose target state already holds, answers the subscription as it is without a transaction. Refused without sending: a signature that does not recover to the subscriber (422 `InvalidSignature`), a passed deadline (422 `SignatureExpired`), an action on a cancelled subscription (409 `SubscriptionNotActive`), and an action beyond the facilitator's bound on relayed transactions, by default 4 per subscription per hour and 24 per subscriber per day (429 `RateLimited`, with `Retry-After`; what is answered without a transaction is never counted, and a subscription's first cancel is never refused). {more}"))
             .hash_path("id", "The subscription id.")
             .body::<ActionRequest>()
             .ok::<SubscriptionView>(200, "The subscription after the action.")

@@ -16,6 +16,12 @@
 //!   cancelled subscription, and a second, differently signed cancel (409
 //!   `SubscriptionNotActive`: cancelled is final, subscribe again).
 //!
+//! **Bounded.** Each relayed action costs the facilitator gas and becomes a webhook event, so a
+//! call that is about to send is counted first ([`super::relays`]): beyond a few per
+//! subscription per hour, or per subscriber per day, it is refused with 429 `RateLimited` and
+//! `Retry-After`, before anything is sent (the ending cycle's charge included). What is answered
+//! without a transaction above is never counted; a subscription's first cancel is never refused.
+//!
 //! **Money.** Resuming a subscription whose paid period has ended bills a new cycle in the same
 //! transaction (the contract's `_resume`); the ending cycle's metered usage is closed and charged
 //! first, as the keeper does before a renewal, so that no charge is left for a cycle the
@@ -121,23 +127,45 @@ impl Facilitator {
                 format!("deadline {} has passed (now {now})", req.deadline),
             ));
         }
+        let relayer = self.relayer().await?;
+        // From here on a transaction is sent: counted first, refused beyond the bounds.
+        let slot = self
+            .take_relay(
+                net,
+                id,
+                sub.subscriber,
+                action.as_str(),
+                action == SubscriberAction::Cancel,
+            )
+            .await?;
         // Resuming bills the next cycle when the paid period has ended (by the chain's latest
         // block, not the cached clock): the ending cycle's usage is charged first.
-        if action == SubscriberAction::Resume
-            && !sub.maxOverage.is_zero()
-            && net.chain.timestamp().await? >= sub.paidThrough
-        {
-            let mut report = MeteringReport::default();
-            let closed = self
-                .close_cycle(net, subs, id, sub.cycle, sub.maxOverage, &mut report)
-                .await?;
-            if !closed {
-                return Err(self.charge_pending(net, id, sub.cycle).await);
+        if action == SubscriberAction::Resume && !sub.maxOverage.is_zero() {
+            let closed: Result<bool> = match net.chain.timestamp().await {
+                Ok(now) if now < sub.paidThrough => Ok(true),
+                Ok(_) => {
+                    let mut report = MeteringReport::default();
+                    self.close_cycle(net, subs, id, sub.cycle, sub.maxOverage, &mut report)
+                        .await
+                        .map_err(Error::from)
+                }
+                Err(e) => Err(e.into()),
+            };
+            match closed {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.release_relay(slot).await;
+                    return Err(self.charge_pending(net, id, sub.cycle).await);
+                }
+                Err(e) => {
+                    self.release_relay(slot).await;
+                    return Err(e);
+                }
             }
         }
 
         let data = call_data(action, id, U256::from(req.deadline), req.signature.clone());
-        let tx = TxRequest::call(self.relayer().await?, subs, data);
+        let tx = TxRequest::call(relayer, subs, data);
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
             timeout: self.settings().confirmation_timeout,
@@ -145,6 +173,8 @@ impl Facilitator {
         // A call that would revert is refused here, before broadcast (the simulation).
         let sent = match net.chain.send_and_wait(tx, opts).await {
             Err(ChainError::Revert(revert)) => {
+                // Nothing was sent: nothing counts.
+                self.release_relay(slot).await;
                 // Another facilitator (replica) may have relayed the same signature meanwhile:
                 // then the nonce is used and the target state holds.
                 let view = self.current(net, subs, id).await?;

@@ -11,7 +11,8 @@
 //! an earlier nonce, whose subscription is returned as is without broadcasting.
 //!
 //! The subscriber's own calls after that: [`lifecycle`] relays the signed pause, resume and
-//! cancel; [`listing`] lists a subscriber's subscriptions for that subscriber. A subscription's
+//! cancel, within the bounds [`relays`] counts; [`listing`] lists a subscriber's subscriptions
+//! for that subscriber. A subscription's
 //! remaining allowance is the usage ledger's (see [`AllowanceView`]), the same number
 //! `GET /subscriptions/{id}/usage` answers.
 
@@ -36,6 +37,7 @@ use crate::{
 
 mod lifecycle;
 mod listing;
+mod relays;
 
 /// How many nonces back a repeated intent is looked for (a subscriber that signed other intents
 /// since is beyond idempotent replay and gets `InvalidSignature`).

@@ -13,6 +13,7 @@ mod metering;
 mod metrics_names;
 mod properties;
 mod providers;
+mod relays;
 mod renewals;
 mod replicas;
 mod store;

@@ -11,7 +11,7 @@
 //! a second `INSERT ... ON CONFLICT DO NOTHING` of a key waits for the first to commit and then
 //! does nothing; a second conditional `UPDATE` of a row waits for the first, then re-evaluates
 //! its `WHERE` against the committed row (so "first confirmation wins" needs no explicit lock).
-//! Reads and allowance deductions use the pool directly.
+//! Reads, allowance deductions and counts of relayed transactions use the pool directly.
 
 use std::{borrow::Cow, str::FromStr};
 
@@ -22,10 +22,10 @@ use sqlx::{
 };
 
 use crate::{
-    DeductOutcome, Deduction, StoreError, StoreResult,
+    DeductOutcome, Deduction, Relay, RelayBounds, RelayOutcome, StoreError, StoreResult,
     backend::{Backend, BoxFuture},
     group::{self, Merge, Writer},
-    metering,
+    metering, relays,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
@@ -146,6 +146,15 @@ impl Backend for PostgresStore {
         if outcome != DeductOutcome::KeyConflict {
             tx.commit().await?;
         }
+        Ok(outcome)
+    }
+
+    async fn relay(&self, relay: &Relay, bounds: &RelayBounds) -> StoreResult<RelayOutcome> {
+        // A transaction of its own, not the group commit's: the subscriber's lock is held only
+        // for this count, so no other write waits behind another replica's.
+        let mut tx = self.pool.begin().await?;
+        let outcome = relays::take(&mut *tx, relay, bounds).await?;
+        tx.commit().await?;
         Ok(outcome)
     }
 }

@@ -26,10 +26,10 @@ use sqlx::{
 };
 
 use crate::{
-    DeductOutcome, Deduction, StoreError, StoreResult,
+    DeductOutcome, Deduction, Relay, RelayBounds, RelayOutcome, StoreError, StoreResult,
     backend::{Backend, BoxFuture},
     group::{self, Merge, Writer},
-    metering,
+    metering, relays,
 };
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
@@ -224,6 +224,13 @@ impl Backend for SqliteStore {
         let d = d.clone();
         // The single writer needs no row lock: the idempotency key is checked first.
         self.write(move |c| Box::pin(async move { metering::deduct(c, &d, false).await }))
+            .await
+    }
+
+    async fn relay(&self, relay: &Relay, bounds: &RelayBounds) -> StoreResult<RelayOutcome> {
+        let (relay, bounds) = (relay.clone(), *bounds);
+        // The single writer orders every count: no lock is waited for.
+        self.write(move |c| Box::pin(async move { relays::take(c, &relay, &bounds).await }))
             .await
     }
 }

@@ -62,7 +62,8 @@ impl Facilitator {
                     RelayScope::Subscriber => (bounds.per_subscriber, bounds.subscriber_window),
                 };
                 let retry_after = retry_at.saturating_sub(at).max(1);
-                tracing::info!(
+                // Debug, as the per-client rate's refusals: a flood of refusals is no flood of logs.
+                tracing::debug!(
                     network = %net.spec.name, %id, %subscriber, %action, ?scope, retry_after,
                     "relay refused: at its bound"
                 );

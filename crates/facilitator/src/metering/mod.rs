@@ -37,6 +37,7 @@ use alloy::{
 };
 use tollgate_chain::{
     Confirmation, TxRequest, WaitOptions,
+    authorization::{Action, ActionKind, recover, subscriptions_domain},
     contracts::{self, Subscriptions},
 };
 use tollgate_protocol::{
@@ -323,7 +324,21 @@ impl Facilitator {
                 confirmations: net.spec.confirmations,
                 timeout: self.settings().confirmation_timeout,
             };
-            match net.chain.send_and_wait(tx, opts).await {
+            // Counted against the lifecycle relay bounds, as pause and resume are, once the
+            // signature is the subscriber's (else the simulation refuses it, and nobody's budget
+            // is used).
+            let slot = match self.raise_signer(net, subs, id, wanted, req).await? {
+                Some(subscriber) => {
+                    Some(self.take_relay(net, id, subscriber, "raise", false).await?)
+                }
+                None => None,
+            };
+            let sent = net.chain.send_and_wait(tx, opts).await;
+            if let (Err(tollgate_chain::Error::Revert(_)), Some(slot)) = (&sent, slot) {
+                // Refused at simulation: nothing was sent, nothing counts.
+                self.release_relay(slot).await;
+            }
+            match sent {
                 Ok(Confirmation::Confirmed(r)) if r.success => {}
                 Ok(Confirmation::Confirmed(r)) => {
                     return Err(Error::Reverted {
@@ -348,6 +363,40 @@ impl Facilitator {
             .upsert_allowance_cycle(&name, id, view.cycle, cap, false, unix_now())
             .await?;
         Ok(view)
+    }
+}
+
+impl Facilitator {
+    /// The subscriber of `id`, when the raise's signature is theirs with their current nonce.
+    async fn raise_signer(
+        &self,
+        net: &Network,
+        subs: Address,
+        id: B256,
+        wanted: U256,
+        req: &RaiseAllowanceRequest,
+    ) -> Result<Option<Address>> {
+        let chain = net.chain.as_ref();
+        let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
+        let nonce = contracts::read(
+            chain,
+            subs,
+            &Subscriptions::noncesCall {
+                subscriber: sub.subscriber,
+            },
+        )
+        .await?;
+        let action = Action::new(
+            id,
+            ActionKind::RaiseAllowance,
+            wanted,
+            nonce,
+            U256::from(req.deadline),
+        );
+        let domain = subscriptions_domain(net.spec.chain_id, subs);
+        Ok(recover(&action, &domain, &req.signature)
+            .ok()
+            .filter(|signer| *signer == sub.subscriber))
     }
 }
 

@@ -21,6 +21,7 @@
 //! subscription per hour, or per subscriber per day, it is refused with 429 `RateLimited` and
 //! `Retry-After`, before anything is sent (the ending cycle's charge included). What is answered
 //! without a transaction above is never counted; a subscription's first cancel is never refused.
+//! A relayed allowance raise (`crate::metering`) counts against the same bounds.
 //!
 //! **Money.** Resuming a subscription whose paid period has ended bills a new cycle in the same
 //! transaction (the contract's `_resume`); the ending cycle's metered usage is closed and charged

@@ -1,6 +1,6 @@
 //! Issue 33, fault 6: relayed lifecycle calls are bounded. A subscriber could make the
-//! facilitator send pause/resume transactions back to back at the operator's gas, each one a
-//! webhook event. The rule (the defaults): at most 4 relayed transactions per subscription per
+//! facilitator send pause/resume (or allowance raise) transactions back to back at the operator's
+//! gas, each one a webhook event. The rule (the defaults): at most 4 relayed transactions per subscription per
 //! hour and 24 per subscriber per day on a network, counted in the store (so across replicas);
 //! a call beyond either is refused with 429 `RateLimited` and `Retry-After` before anything is
 //! sent. An idempotent repeat, or an action whose target state already holds, sends nothing and is
@@ -500,6 +500,54 @@ async fn a_call_refused_at_simulation_is_not_counted() {
     send(h, OTHER, token, back.abi_encode()).await;
     w.flips(&h.url, id, SUBSCRIBER, 1).await;
     assert_eq!(w.status(id).await, "ACTIVE");
+}
+
+/// Raising the overage cap is relayed at the operator's gas too: the same bound holds (it shares
+/// the subscription's count with pause and resume); a raise whose signature is not the
+/// subscriber's is refused at simulation and uses up nobody's budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn raises_are_bounded_by_the_same_count() {
+    let w = World::new(Harness::new(Backend::Devnet).await).await;
+    let h = &w.h;
+    let id = w.subscribe(SUBSCRIBER).await;
+    let raise = |cap: u64, who: usize| {
+        let w = &w;
+        async move {
+            let h = &w.h;
+            let deadline = h.now().await + 600;
+            let action = Action::new(
+                id,
+                ActionKind::RaiseAllowance,
+                U256::from(cap),
+                w.nonce(SUBSCRIBER).await,
+                U256::from(deadline),
+            );
+            let domain = subscriptions_domain(h.chain_id(), h.fixture.deployment.subscriptions);
+            let signature = sign(&h.account(who).signer(), &action, &domain).unwrap();
+            let body = json!({
+                "network": NETWORK, "maxOverage": cap.to_string(),
+                "deadline": deadline, "signature": signature
+            });
+            w.act(&h.url, id, "allowance", &body).await
+        }
+    };
+    let sent = w.sent_by(RELAYER).await;
+    // Forged by another key: refused, not counted.
+    for cap in 1..=3 {
+        let a = raise(cap * 1_000, OTHER).await;
+        assert!(a.status >= 400 && a.status != 429, "{a:?}");
+    }
+    for cap in 1..=PER_SUBSCRIPTION as u64 {
+        let a = raise(cap * 1_000, SUBSCRIBER).await;
+        assert_eq!(a.status, 200, "raise {cap}: {a:?}");
+    }
+    assert_refused(&raise(99_000, SUBSCRIBER).await, HOUR);
+    // A pause shares the count.
+    let (_, _, a) = w.flip(&h.url, id, SUBSCRIBER).await;
+    assert_refused(&a, HOUR);
+    assert_eq!(w.sent_by(RELAYER).await - sent, PER_SUBSCRIPTION as u64);
+    w.advance(HOUR + 1).await;
+    assert_eq!(raise(99_000, SUBSCRIBER).await.status, 200);
 }
 
 /// The store's counting rules, on `stores` (one store, or pools of its own on one database).

@@ -117,8 +117,7 @@ impl Harness {
     /// [`Harness::gated_app`], its gate (and its 402s) naming the facilitator at `facilitator`.
     pub async fn gated_app_via(&self, facilitator: &str) -> App {
         let gate = self.gate_via(facilitator).await;
-        self.app_of(gate)
-            .await
+        self.app_of(gate).await
     }
 
     /// [`Harness::gated_app`] whose gate holds a pending x402 settlement's request `hold`
@@ -166,10 +165,7 @@ impl Harness {
 
     /// [`Harness::gate`] through the facilitator at `facilitator`.
     pub async fn gate_via(&self, facilitator: &str) -> Gate {
-        self.gate_builder(facilitator)
-            .build()
-            .await
-            .expect("gate")
+        self.gate_builder(facilitator).build().await.expect("gate")
     }
 }
 

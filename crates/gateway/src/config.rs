@@ -55,6 +55,46 @@ pub struct McpConfig {
     pub path: String,
     /// The tools.
     pub tools: Vec<ToolConfig>,
+    /// Most MCP sessions open at once (default 1024). Each costs memory while it lives (about
+    /// 60 KB), so this bounds what sessions can take; an `initialize` beyond it is answered 503
+    /// `Unavailable` with `Retry-After` until one ends.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    /// Most MCP sessions one client may hold open (default 32); an `initialize` beyond it is
+    /// answered 429 `RateLimited`. Clients are told apart as the rate limit tells them
+    /// (`server.client_address`; behind a reverse proxy set `"x-forwarded-for"`), and loopback
+    /// and private-network clients, which may be a proxy speaking for many, are held to it only
+    /// with `server.rate_limit_private` (the global `max_sessions` holds them either way).
+    #[serde(default = "default_max_sessions_per_client")]
+    pub max_sessions_per_client: usize,
+    /// A session with no request in flight for this many seconds is closed and frees its slot
+    /// (default 120). A call in flight keeps its session, however long it takes.
+    #[serde(default = "default_session_idle_timeout")]
+    pub session_idle_timeout_secs: u64,
+}
+
+impl McpConfig {
+    /// The session limits, checked.
+    fn check(&self) -> Result<()> {
+        let positive = [
+            ("max_sessions", self.max_sessions as u64),
+            (
+                "max_sessions_per_client",
+                self.max_sessions_per_client as u64,
+            ),
+            ("session_idle_timeout_secs", self.session_idle_timeout_secs),
+        ];
+        if let Some((key, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(Error::Invalid(format!("mcp.{key}: must be positive")));
+        }
+        if self.max_sessions_per_client > self.max_sessions {
+            return Err(Error::Invalid(format!(
+                "mcp.max_sessions_per_client: {} is more than mcp.max_sessions ({})",
+                self.max_sessions_per_client, self.max_sessions
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// `[[mcp.tools]]`: one tool.
@@ -85,6 +125,18 @@ fn default_true() -> bool {
 
 fn default_mcp_path() -> String {
     "/mcp".into()
+}
+
+fn default_max_sessions() -> usize {
+    1024
+}
+
+fn default_max_sessions_per_client() -> usize {
+    32
+}
+
+fn default_session_idle_timeout() -> u64 {
+    120
 }
 
 fn default_tool_method() -> String {
@@ -284,6 +336,9 @@ impl Config {
                 .map_err(|e| Error::Invalid(format!("routes[{i}].metered: {e}")))?;
         }
         config.prefixes()?;
+        if let Some(m) = &config.mcp {
+            m.check()?;
+        }
         Ok(config)
     }
 
@@ -445,6 +500,56 @@ free = true
             let err = Config::from_toml_str(&with(&route, gate))
                 .unwrap_err()
                 .to_string();
+            assert!(err.contains(needle), "{err} should mention {needle}");
+        }
+    }
+
+    #[test]
+    fn mcp_session_limits() {
+        let tools = "[mcp]\n[[mcp.tools]]\nname = \"t\"\nupstream_path = \"/t\"\n";
+        let m = Config::from_toml_str(&format!("{GOOD}{tools}"))
+            .unwrap()
+            .mcp
+            .unwrap();
+        assert_eq!(
+            (
+                m.max_sessions,
+                m.max_sessions_per_client,
+                m.session_idle_timeout_secs
+            ),
+            (1024, 32, 120)
+        );
+        let with = |keys: &str| {
+            format!(
+                "{GOOD}{}",
+                tools.replace("[mcp]\n", &format!("[mcp]\n{keys}\n"))
+            )
+        };
+        let m = Config::from_toml_str(&with(
+            "max_sessions = 10\nmax_sessions_per_client = 10\nsession_idle_timeout_secs = 1",
+        ))
+        .unwrap()
+        .mcp
+        .unwrap();
+        assert_eq!(m.max_sessions_per_client, 10);
+        for (keys, needle) in [
+            ("max_sessions = 0", "mcp.max_sessions: must be positive"),
+            (
+                "max_sessions_per_client = 0",
+                "mcp.max_sessions_per_client: must be positive",
+            ),
+            (
+                "session_idle_timeout_secs = 0",
+                "mcp.session_idle_timeout_secs: must be positive",
+            ),
+            (
+                "max_sessions = 4\nmax_sessions_per_client = 5",
+                "mcp.max_sessions_per_client: 5 is more than mcp.max_sessions (4)",
+            ),
+            ("max_session = 4", "max_session"),
+            ("max_sessions = -1", "max_sessions"),
+        ] {
+            let err = Config::from_toml_str(&with(keys)).unwrap_err().to_string();
             assert!(err.contains(needle), "{err} should mention {needle}");
         }
     }

@@ -34,9 +34,9 @@ pub enum Error {
         /// Cause.
         source: tollgate_gate::StoreError,
     },
-    /// The gate could not be built.
+    /// The gate could not be built (boxed: it is large, and rare).
     #[error("gate: {0}")]
-    Gate(#[from] tollgate_gate::BuildError),
+    Gate(#[source] Box<tollgate_gate::BuildError>),
 }
 
 /// `Result` with the gateway's [`Error`].

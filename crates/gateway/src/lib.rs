@@ -73,6 +73,12 @@
 //! price = "50000"            # per call, smallest units; absent: free
 //! ```
 //!
+//! Its sessions are bounded: `mcp.max_sessions` (default 1024; an `initialize` beyond is
+//! answered 503 `Unavailable`), `mcp.max_sessions_per_client` (default 32, 429 `RateLimited`;
+//! clients told apart by `server.client_address`, loopback and private ones only with
+//! `server.rate_limit_private`), and `mcp.session_idle_timeout_secs` (default 120: a session
+//! with no request in flight that long is closed). An open session holds about 60 KB.
+//!
 //! **State.** The SQLite memo store's directory (`.tollgate/` by default) is created at start;
 //! a path that cannot be created or opened is named in the error.
 
@@ -216,7 +222,20 @@ pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
     let mut router = Router::new();
     if let Some(m) = &config.mcp {
         let hosts = url_host(&public_url).into_iter().collect();
-        let service = mcp::service(gate.clone(), m.tools.clone(), upstream.clone(), hosts);
+        let limits = mcp::SessionLimits {
+            max_sessions: m.max_sessions,
+            max_per_client: m.max_sessions_per_client,
+            idle_timeout: Duration::from_secs(m.session_idle_timeout_secs),
+            client: config.server.client_address,
+            limit_private: config.server.rate_limit_private,
+        };
+        let service = mcp::service(
+            gate.clone(),
+            m.tools.clone(),
+            upstream.clone(),
+            hosts,
+            limits,
+        );
         router = router.nest_service(&m.path, service);
     }
     let dispatch = Dispatch {
@@ -267,9 +286,9 @@ fn gate_error(config: &Config, e: BuildError) -> Error {
                 path: path.to_owned(),
                 source,
             },
-            None => Error::Gate(BuildError::Store(source)),
+            None => Error::Gate(Box::new(BuildError::Store(source))),
         },
-        e => Error::Gate(e),
+        e => Error::Gate(Box::new(e)),
     }
 }
 

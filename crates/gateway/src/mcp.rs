@@ -12,9 +12,16 @@
 //!   `_meta["x402/payment-response"]`.
 //! - A refused payment (a replay, a tampered payload, too little) is the payment-required result
 //!   again with the reason in `error`; the tool does not run.
+//!
+//! Sessions are bounded (see [`sessions`]): at most `mcp.max_sessions` open (503 beyond), at
+//! most `mcp.max_sessions_per_client` per client (429 beyond), each closed after
+//! `mcp.session_idle_timeout_secs` with no request in flight.
+
+mod sessions;
 
 use std::sync::Arc;
 
+use axum::{Router, middleware};
 use rmcp::{
     ErrorData as McpError, RoleServer, ServerHandler,
     model::{
@@ -23,9 +30,7 @@ use rmcp::{
         Tool,
     },
     service::RequestContext,
-    transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-    },
+    transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService},
 };
 use serde_json::{Map, Value, json};
 use tollgate_gate::{Gate, Offer, Pricing, X402Failure};
@@ -34,6 +39,8 @@ use tollgate_protocol::x402::{
     SettlementResponseHeader,
 };
 
+pub(crate) use self::sessions::SessionLimits;
+use self::sessions::Sessions;
 use crate::{config::ToolConfig, proxy::Upstream};
 
 /// The MCP server: the tools, the gate that prices them and the upstream that runs them.
@@ -44,14 +51,15 @@ pub(crate) struct McpTools {
     upstream: Upstream,
 }
 
-/// The streamable HTTP service serving `tools`, accepting the `Host`s `allowed_hosts` (and
-/// loopback).
+/// The MCP endpoint: the streamable HTTP service serving `tools`, accepting the `Host`s
+/// `allowed_hosts` (and loopback), its sessions bounded by `limits`.
 pub(crate) fn service(
     gate: Gate,
     tools: Vec<ToolConfig>,
     upstream: Upstream,
     allowed_hosts: Vec<String>,
-) -> StreamableHttpService<McpTools, LocalSessionManager> {
+    limits: SessionLimits,
+) -> Router {
     let server = McpTools {
         gate,
         tools: Arc::new(tools),
@@ -63,11 +71,15 @@ pub(crate) fn service(
         "::1".to_owned(),
     ];
     hosts.extend(allowed_hosts);
-    StreamableHttpService::new(
+    let sessions = Sessions::new(limits);
+    let mcp = StreamableHttpService::new(
         move || Ok(server.clone()),
-        LocalSessionManager::default().into(),
+        Arc::new(sessions.clone()),
         StreamableHttpServerConfig::default().with_allowed_hosts(hosts),
-    )
+    );
+    Router::new()
+        .fallback_service(mcp)
+        .layer(middleware::from_fn_with_state(sessions, sessions::admit))
 }
 
 impl McpTools {
@@ -164,7 +176,11 @@ impl ServerHandler for McpTools {
         let Some(payment) = ctx.meta.get(PAYMENT_META) else {
             return Ok(self.payment_required(&offer, "PaymentRequired").into());
         };
-        let settled = match self.gate.settle_x402_value(payment, &offer, price).await {
+        let settled = match self
+            .gate
+            .settle_x402_value(payment, &offer, price, None)
+            .await
+        {
             Ok(settled) => settled,
             Err(X402Failure::Refused(reason)) => {
                 tracing::debug!(tool = %tool.name, %reason, "MCP payment refused");

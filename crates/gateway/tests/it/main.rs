@@ -4,5 +4,6 @@
 #![allow(unreachable_pub, clippy::print_stderr)]
 
 mod mcp;
+mod mcp_sessions;
 mod plans;
 mod support;

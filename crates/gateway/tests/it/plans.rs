@@ -226,7 +226,7 @@ async fn plan_routes_need_a_chain_and_a_live_plan() {
         .await
         .unwrap_err();
     assert!(
-        matches!(e, Error::Gate(tollgate_gate::BuildError::UnknownPlan(id)) if id == unknown),
+        matches!(&e, Error::Gate(b) if matches!(**b, tollgate_gate::BuildError::UnknownPlan(id) if id == unknown)),
         "{e:?}"
     );
     let r = net
@@ -245,7 +245,7 @@ async fn plan_routes_need_a_chain_and_a_live_plan() {
         .await
         .unwrap_err();
     assert!(
-        matches!(e, Error::Gate(tollgate_gate::BuildError::PlanDeprecated(id)) if id == plan),
+        matches!(&e, Error::Gate(b) if matches!(**b, tollgate_gate::BuildError::PlanDeprecated(id) if id == plan)),
         "{e:?}"
     );
     assert!(e.to_string().contains("PlanDeprecated"), "{e}");

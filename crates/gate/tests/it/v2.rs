@@ -332,6 +332,32 @@ async fn browsers_get_the_paywall_where_a_route_has_one_and_programs_never() {
     let router: alloy::primitives::Address =
         embedded["pay"]["router"].as_str().unwrap().parse().unwrap();
     assert_eq!(router, h.fixture.deployment.router);
+    // The dashboard's security headers: a CSP that runs only the page's own script (by its
+    // hash), connects only to this origin and the facilitator, and lets no site frame the page.
+    let csp = page.headers["content-security-policy"].to_str().unwrap();
+    for part in [
+        "default-src 'none'".to_owned(),
+        "frame-ancestors 'none'".to_owned(),
+        "base-uri 'none'".to_owned(),
+        "form-action 'none'".to_owned(),
+        format!("connect-src 'self' {}", h.url),
+    ] {
+        assert!(csp.contains(&part), "{part} in {csp}");
+    }
+    let script_start = html.find("<script>").unwrap() + "<script>".len();
+    let script_end = script_start + html[script_start..].find("</script>").unwrap();
+    let hash = base64::Engine::encode(
+        &base64::engine::general_purpose::STANDARD,
+        <sha2::Sha256 as sha2::Digest>::digest(html[script_start..script_end].as_bytes()),
+    );
+    assert!(
+        csp.contains(&format!("script-src 'sha256-{hash}';")),
+        "{csp}"
+    );
+    assert_eq!(page.headers["x-frame-options"], "DENY");
+    assert_eq!(page.headers["x-content-type-options"], "nosniff");
+    assert_eq!(page.headers["referrer-policy"], "no-referrer");
+    assert_eq!(page.headers["cache-control"], "no-store");
     // Programs: JSON whatever else they accept.
     for accept in [
         "*/*",

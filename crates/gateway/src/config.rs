@@ -172,6 +172,13 @@ pub struct GateConfig {
     /// How long 402 terms can be paid, seconds (default 300).
     #[serde(default = "default_memo_ttl")]
     pub memo_ttl_secs: u64,
+    /// How long a paying request (an HTTP route's or an MCP tool call's) whose x402 settlement
+    /// was sent but not confirmed is held open for the outcome, seconds (default 15; 0 answers
+    /// at once). Still pending then, it is answered 503 `SettlementPending` (HTTP) or a
+    /// `SettlementPending` tool result (MCP) with the payment's retry token: the same payment
+    /// sent again with it is served once the settlement confirms, never charged again.
+    #[serde(default = "default_pending_hold")]
+    pub pending_hold_secs: u64,
     /// Name of the environment variable holding the provider's facilitator API key (from
     /// `tollgate provider register`). Required by `metered` routes, which deduct each request
     /// from the subscriber's allowance through the facilitator.
@@ -251,6 +258,9 @@ fn default_memo_store() -> String {
 }
 fn default_memo_ttl() -> u64 {
     300
+}
+fn default_pending_hold() -> u64 {
+    tollgate_gate::DEFAULT_PENDING_HOLD.as_secs()
 }
 fn default_token_decimals() -> u8 {
     6
@@ -361,15 +371,21 @@ impl Config {
     }
 
     /// The HTTP server's limits from `[server]`, with the request timeout raised to at least
-    /// `upstream_timeout_secs` + 5 s, so that a slow upstream is answered 504, not 408.
+    /// what a paid request may take before its answer: the facilitator's timeout and
+    /// `gate.pending_hold_secs` (settling), then `upstream_timeout_secs`, and 5 s, so that a
+    /// paid request is answered (504 for a slow upstream, 503 `SettlementPending`), never cut
+    /// at 408 after its payment.
     pub fn limits(&self) -> Result<tollgate_server::Limits> {
         let mut limits = self
             .server
             .limits()
             .map_err(|e| Error::Invalid(format!("server.{e}")))?;
-        limits.request_timeout = limits.request_timeout.max(Duration::from_secs(
-            self.upstream_timeout_secs.saturating_add(5),
-        ));
+        let paid = tollgate_gate::DEFAULT_FACILITATOR_TIMEOUT
+            .as_secs()
+            .saturating_add(self.gate.pending_hold_secs)
+            .saturating_add(self.upstream_timeout_secs)
+            .saturating_add(5);
+        limits.request_timeout = limits.request_timeout.max(Duration::from_secs(paid));
         Ok(limits)
     }
 
@@ -502,6 +518,23 @@ free = true
                 .to_string();
             assert!(err.contains(needle), "{err} should mention {needle}");
         }
+    }
+
+    #[test]
+    fn a_paid_request_is_answered_before_the_request_timeout() {
+        let c = Config::from_toml_str(GOOD).unwrap();
+        assert_eq!(c.gate.pending_hold_secs, 15);
+        // The facilitator's 10 s, the hold, the upstream's 30 s, and 5 s.
+        assert_eq!(c.limits().unwrap().request_timeout, Duration::from_secs(60));
+        let c = Config::from_toml_str(&GOOD.replace(
+            "facilitator = \"http://127.0.0.1:8402\"",
+            "facilitator = \"http://127.0.0.1:8402\"\npending_hold_secs = 0",
+        ))
+        .unwrap();
+        assert_eq!(c.limits().unwrap().request_timeout, Duration::from_secs(45));
+        let c =
+            Config::from_toml_str(&format!("{GOOD}[server]\nrequest_timeout_secs = 90\n")).unwrap();
+        assert_eq!(c.limits().unwrap().request_timeout, Duration::from_secs(90));
     }
 
     #[test]

@@ -176,6 +176,7 @@ pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
         .facilitator(g.facilitator.clone())
         .public_url(public_url.clone())
         .memo_ttl(Duration::from_secs(g.memo_ttl_secs))
+        .pending_hold(Duration::from_secs(g.pending_hold_secs))
         .memo_store_url(g.memo_store.clone());
     for plan in config.plans() {
         builder = builder.plan(plan);

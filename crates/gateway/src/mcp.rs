@@ -12,6 +12,18 @@
 //!   `_meta["x402/payment-response"]`.
 //! - A refused payment (a replay, a tampered payload, too little) is the payment-required result
 //!   again with the reason in `error`; the tool does not run.
+//! - A payment whose settlement was sent but is not confirmed within `gate.pending_hold_secs` is
+//!   a result with `isError` whose `structuredContent` is a [`SettlementPending`] (`error:
+//!   "SettlementPending"`, `retryToken`, `retryAfter`, `transaction`): the payment is held for
+//!   its payer. The same payment sent again with the token in
+//!   `params._meta["tollgate/payment-retry"]` is served once the settlement confirms; anyone
+//!   else presenting it is refused (`duplicate_settlement`). A client may choose its token and
+//!   send it with the payment in the first place (the Tollgate agent does), so that a lost
+//!   answer cannot lose it.
+//! - When the payment cannot be settled now (the facilitator or the memo store unreachable) the
+//!   result has `isError` and `structuredContent` `{"error": "FacilitatorUnavailable" |
+//!   "MemoStoreUnavailable", "message", "retryAfter"}`: no tool result, nothing known to be
+//!   paid; send the same payment again later, do not pay again.
 //!
 //! Sessions are bounded (see [`sessions`]): at most `mcp.max_sessions` open (503 beyond), at
 //! most `mcp.max_sessions_per_client` per client (429 beyond), each closed after
@@ -36,12 +48,17 @@ use serde_json::{Map, Value, json};
 use tollgate_gate::{Gate, Offer, Pricing, X402Failure};
 use tollgate_protocol::x402::{
     MCP_PAYMENT_META as PAYMENT_META, MCP_PAYMENT_RESPONSE_META as PAYMENT_RESPONSE_META,
+    MCP_PAYMENT_RETRY_META as PAYMENT_RETRY_META, RetryToken, SettlementPending,
     SettlementResponseHeader,
 };
 
 pub(crate) use self::sessions::SessionLimits;
 use self::sessions::Sessions;
 use crate::{config::ToolConfig, proxy::Upstream};
+
+/// The `retryAfter` of a pending or unavailable answer, seconds (as the HTTP gate's
+/// `Retry-After`).
+const RETRY_AFTER_SECS: u64 = 5;
 
 /// The MCP server: the tools, the gate that prices them and the upstream that runs them.
 #[derive(Clone, Debug)]
@@ -176,9 +193,15 @@ impl ServerHandler for McpTools {
         let Some(payment) = ctx.meta.get(PAYMENT_META) else {
             return Ok(self.payment_required(&offer, "PaymentRequired").into());
         };
+        // The payer's retry token; one that does not parse is no token.
+        let retry = ctx
+            .meta
+            .get(PAYMENT_RETRY_META)
+            .and_then(Value::as_str)
+            .and_then(|t| t.parse::<RetryToken>().ok());
         let settled = match self
             .gate
-            .settle_x402_value(payment, &offer, price, None)
+            .settle_x402_value(payment, &offer, price, retry)
             .await
         {
             Ok(settled) => settled,
@@ -186,12 +209,41 @@ impl ServerHandler for McpTools {
                 tracing::debug!(tool = %tool.name, %reason, "MCP payment refused");
                 return Ok(self.payment_required(&offer, reason.as_str()).into());
             }
+            Err(e @ X402Failure::Pending { .. }) => {
+                tracing::info!(tool = %tool.name, error = %e, "MCP payment pending; its payer's retry with its token picks it up");
+                let X402Failure::Pending {
+                    transaction,
+                    retry_token,
+                } = e
+                else {
+                    unreachable!("matched above")
+                };
+                let message = format!(
+                    "the payment is being settled (transaction {}): send the same payment again \
+                     with retryToken in _meta[\"{PAYMENT_RETRY_META}\"] after retryAfter seconds \
+                     to be served; do not pay again",
+                    transaction.map_or_else(|| "unknown".to_owned(), |t| t.to_string())
+                );
+                let pending =
+                    SettlementPending::new(message, transaction, retry_token, RETRY_AFTER_SECS);
+                return Ok(CallToolResult::structured_error(
+                    serde_json::to_value(pending).unwrap_or(Value::Null),
+                )
+                .into());
+            }
             Err(e) => {
-                // Not known to be wrong: the client should send the same payment again.
-                tracing::warn!(tool = %tool.name, error = %e, "MCP payment not settled");
-                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
-                    "{e}: send the same payment again; do not pay again"
-                ))])
+                // Not known to be settled, nor refused: no result, and the client should send
+                // the same payment again later, never another.
+                tracing::error!(tool = %tool.name, error = %e, source = ?std::error::Error::source(&e), "cannot settle an MCP payment");
+                let code = match e {
+                    X402Failure::StoreUnavailable(_) => "MemoStoreUnavailable",
+                    _ => "FacilitatorUnavailable",
+                };
+                return Ok(CallToolResult::structured_error(json!({
+                    "error": code,
+                    "message": format!("{e}: send the same payment again later; do not pay again"),
+                    "retryAfter": RETRY_AFTER_SECS,
+                }))
                 .into());
             }
         };

@@ -4,6 +4,7 @@
 #![allow(unreachable_pub, clippy::print_stderr)]
 
 mod mcp;
+mod mcp_pending;
 mod mcp_sessions;
 mod plans;
 mod support;

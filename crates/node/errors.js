@@ -3,11 +3,18 @@
 // turns them into `error.name === "<Name>"` (the spec's error names: InsufficientFunds,
 // SubscriptionNotActive, AllowanceExhausted, InvalidPaymentProof, PlanDeprecated, ...), with
 // `error.code` the same name and `error.message` the rest; a `RateLimited` one also gets
-// `error.retryAfter` (seconds), when the facilitator said.
+// `error.retryAfter` (seconds), when the facilitator said; a `SettlementPending` one (paid, the
+// settlement not confirmed within the agent's wait: never pay again) `error.transaction`, when
+// the server named it; a `NotServed` one (paid, not served, nothing shows the payment moved)
+// `error.status`, the server's HTTP status or its MCP twin.
 
 const NAMED = /^([A-Z][A-Za-z0-9]+): ([\s\S]*)$/
 // A `RateLimited` message ends with the facilitator's `Retry-After`, when it gave one.
 const RETRY_AFTER = /\(retry after (\d+) s\)$/
+// A `SettlementPending` message names the transaction, when the server did.
+const TRANSACTION = /\(transaction (0x[0-9a-fA-F]{64})\)/
+// A `NotServed` message names the server's status.
+const STATUS = /^the server answered (\d{3}) /
 
 /** Renames a native error in place (and returns it); other values pass through. */
 function named(err) {
@@ -19,6 +26,10 @@ function named(err) {
       err.message = m[2]
       const wait = m[1] === 'RateLimited' && RETRY_AFTER.exec(m[2])
       if (wait) err.retryAfter = Number(wait[1])
+      const tx = m[1] === 'SettlementPending' && TRANSACTION.exec(m[2])
+      if (tx) err.transaction = tx[1]
+      const status = m[1] === 'NotServed' && STATUS.exec(m[2])
+      if (status) err.status = Number(status[1])
     }
   }
   return err

@@ -230,7 +230,12 @@ export declare class Agent {
   readonly spent: string
   /** The spec's `agent.pay()`. */
   pay(input: string | URL | Request, init?: RequestInit): Promise<PaidResponse>
-  /** Calls a (possibly priced) MCP tool over streamable HTTP, paying once within the policy. */
+  /**
+   * Calls a (possibly priced) MCP tool over streamable HTTP, paying once within the policy. A
+   * pending settlement is followed by the same payment with its retry token until the result;
+   * still pending at the agent's settle timeout it rejects with `SettlementPending`, and a call
+   * the server could not settle with `NotServed`: never a second payment.
+   */
   callTool(
     url: string | URL,
     name: string,
@@ -257,6 +262,8 @@ export type TollgateErrorName =
   | 'InvalidArgument'
   | 'FacilitatorUnavailable'
   | 'RateLimited'
+  | 'SettlementPending'
+  | 'NotServed'
   | string
 
 /** An error thrown by the package: `name` and `code` are its {@link TollgateErrorName}. */
@@ -265,4 +272,14 @@ export interface TollgateError extends Error {
   code: TollgateErrorName
   /** `RateLimited` (the facilitator's 429): seconds until it takes the call again, when it said. */
   retryAfter?: number
+  /**
+   * `SettlementPending` (paid; the settlement was not confirmed within the agent's wait, the
+   * payment was never made twice): the settlement transaction, when the server named it.
+   */
+  transaction?: string
+  /**
+   * `NotServed` (paid; the server could neither serve nor settle, e.g. its facilitator was
+   * unreachable, and nothing shows the payment moved): its HTTP status, 503 for the MCP twin.
+   */
+  status?: number
 }

@@ -34,6 +34,12 @@ pub(crate) fn agent_error(e: AgentError) -> napi::Error {
         AgentError::Http(_) => "NetworkError",
         AgentError::Timeout { .. } => "Timeout",
         AgentError::Mcp { .. } => "McpError",
+        // Paid, the outcome not known yet: its message ends with "(transaction 0x…)" when the
+        // server named it (errors.js reads it into `error.transaction`).
+        AgentError::SettlementPending { .. } => "SettlementPending",
+        // Paid, not served, nothing shows the payment moved: "the server answered <status>…"
+        // (errors.js reads it into `error.status`).
+        AgentError::NotServed { .. } => "NotServed",
         // Its message ends with "(retry after N s)" when the facilitator said: errors.js reads
         // it into `error.retryAfter`.
         AgentError::RateLimited { .. } => "RateLimited",

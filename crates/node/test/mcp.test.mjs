@@ -2,7 +2,8 @@
 // `tollgate dev`. An unmodified MCP client (@modelcontextprotocol/sdk) calls a free tool and a
 // paid one: the paid one answers with x402's payment-required result, and the client pays it the
 // way x402's MCP client does (the payload made by the unmodified @x402/core client, sent in
-// `_meta["x402/payment"]`). The JS Agent pays a paid tool once per call; a replay is refused.
+// `_meta["x402/payment"]`). The JS Agent pays a paid tool once per call; a replay is refused; a
+// call the gateway cannot settle (its facilitator gone) rejects with NotServed, never paid.
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { writeFileSync } from "node:fs";
@@ -64,20 +65,26 @@ upstream_path = "/v1/ping"
 method = "GET"
 `,
   );
-  gateway = spawn(tollgateBin(), ["gateway", "--config", config], {
+  ({ child: gateway, mcpUrl } = await startGateway(config));
+});
+
+/** Runs `tollgate gateway --config <config>`; resolves to the child and its MCP URL. */
+async function startGateway(config) {
+  const child = spawn(tollgateBin(), ["gateway", "--config", config], {
     stdio: ["ignore", "ignore", "pipe"],
     env: { ...process.env, NO_COLOR: "1", TOLLGATE_LOG: "info" },
   });
   let stderr = "";
-  mcpUrl = await new Promise((resolve, reject) => {
-    gateway.stderr.on("data", (chunk) => {
+  const url = await new Promise((resolve, reject) => {
+    child.stderr.on("data", (chunk) => {
       stderr += chunk;
       const m = /gateway listening listen=(\S+)/.exec(stderr);
       if (m) resolve(`http://${m[1]}/mcp`);
     });
-    gateway.on("exit", () => reject(new Error(`tollgate gateway exited: ${stderr}`)));
+    child.on("exit", () => reject(new Error(`tollgate gateway exited: ${stderr}`)));
   });
-});
+  return { child, mcpUrl: url };
+}
 
 after(async () => {
   gateway?.kill("SIGTERM");
@@ -169,4 +176,51 @@ test("the JS Agent pays an MCP tool once per call, within its policy", async () 
   // The budget is spent: the third call pays nothing.
   await assert.rejects(agent.callTool(mcpUrl, "analysis", {}), { name: "PolicyViolation" });
   assert.equal(await balance(dev, payTo), before + 2n * PRICE);
+});
+
+test("a paid MCP call the gateway cannot settle rejects with NotServed, never paid", async () => {
+  // A gateway whose facilitator is gone (nothing listens there): its payment-required needs
+  // none, its settlement does.
+  const gone = await listen(() => {});
+  const deadUrl = gone.url;
+  await gone.close();
+  const config = join(dev.dir, "gateway-no-facilitator.toml");
+  writeFileSync(
+    config,
+    `listen = "127.0.0.1:0"
+upstream = "${upstream.url}"
+[gate]
+network = "${dev.network}"
+token = "${dev.contracts.token}"
+pay_to = "${payTo}"
+facilitator = "${deadUrl}"
+memo_store = "sqlite://${join(dev.dir, "gateway-no-facilitator.db")}"
+[[routes]]
+prefix = "/healthz"
+free = true
+[mcp]
+[[mcp.tools]]
+name = "analysis"
+upstream_path = "/v1/analysis"
+price = "${PRICE}"
+`,
+  );
+  const { child, mcpUrl: url } = await startGateway(config);
+  try {
+    const payer = dev.payers[0];
+    const agent = new Agent({ key: payer.privateKey, policy: { maxPerRequest: "0.02", budget: "0.04" } });
+    const before = await balance(dev, payer.address);
+    const ran = calls;
+    await assert.rejects(agent.callTool(url, "analysis", {}), (e) => {
+      assert.equal(e.name, "NotServed", e.message);
+      assert.equal(e.code, "NotServed");
+      assert.equal(e.status, 503);
+      assert.match(e.message, /FacilitatorUnavailable/);
+      return true;
+    });
+    assert.equal(calls, ran, "the tool did not run");
+    assert.equal(await balance(dev, payer.address), before, "nothing moved");
+  } finally {
+    child.kill("SIGTERM");
+  }
 });

@@ -49,7 +49,7 @@ use tokio::sync::{Semaphore, watch};
 use tower::ServiceExt;
 
 pub use config::{InvalidField, ServerConfig};
-pub use rate::{ClientAddress, RateLimit};
+pub use rate::{ClientAddress, RateLimit, client_key};
 
 /// The limits a server enforces. [`Limits::default`] suits a public service; every service
 /// exposes them in its config.

@@ -134,24 +134,7 @@ impl Limiter {
 
     /// The key of the request's client, or `None` when it is not limited.
     fn client_of(&self, req: &Request) -> Option<IpAddr> {
-        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>()?.0.ip();
-        let ip = match self.limit.client {
-            ClientAddress::Peer => peer,
-            ClientAddress::XForwardedFor => req
-                .headers()
-                .get_all("x-forwarded-for")
-                .iter()
-                .next_back()
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.rsplit(',').next())
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(peer),
-        };
-        let ip = ip.to_canonical();
-        if is_private(ip) && !self.limit.limit_private {
-            return None;
-        }
-        Some(key(ip))
+        client_key(req, self.limit.client, self.limit.limit_private)
     }
 
     /// Takes one request from `client`'s allowance at `now`, or says how long to wait.
@@ -174,6 +157,32 @@ impl Limiter {
     pub(crate) fn clients(&self) -> usize {
         self.cells.lock().unwrap().tat.len()
     }
+}
+
+/// The key a request's client is limited under, as [`RateLimit`] keys it: the peer's address, or
+/// with [`ClientAddress::XForwardedFor`] the last `X-Forwarded-For` address (the peer's when
+/// there is none); an IPv6 client by its /64. `None` when the request has no peer address
+/// (`ConnectInfo`), or when the client is loopback or on a private network and `limit_private`
+/// is off (such an address is usually a proxy speaking for many clients).
+pub fn client_key(req: &Request, client: ClientAddress, limit_private: bool) -> Option<IpAddr> {
+    let peer = req.extensions().get::<ConnectInfo<SocketAddr>>()?.0.ip();
+    let ip = match client {
+        ClientAddress::Peer => peer,
+        ClientAddress::XForwardedFor => req
+            .headers()
+            .get_all("x-forwarded-for")
+            .iter()
+            .next_back()
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.rsplit(',').next())
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(peer),
+    };
+    let ip = ip.to_canonical();
+    if is_private(ip) && !limit_private {
+        return None;
+    }
+    Some(key(ip))
 }
 
 /// Loopback, private (10/8, 172.16/12, 192.168/16), CGNAT (100.64/10), link-local, or IPv6

@@ -158,7 +158,19 @@ impl Agent {
             .await;
         // Sent: the authorization may be settled, so it counts as spent.
         reservation.commit();
-        let mut paid = paid.map_err(mcp_error)?;
+        let mut paid = match paid {
+            Ok(paid) => paid,
+            Err(e) => {
+                // Sent, answer lost: the outcome is unknown, the payment is the caller's to
+                // resend with its token (the server holds it under that token), never to make
+                // again.
+                tracing::warn!(tool = name, error = %e, "the paid MCP call got no answer");
+                return Err(Error::SettlementPending {
+                    transaction: None,
+                    payments: vec![payment],
+                });
+            }
+        };
         let deadline = Instant::now() + self.inner.settle_timeout;
         let mut resends = 0u32;
         while let Some(pending) = settlement_pending(&paid) {

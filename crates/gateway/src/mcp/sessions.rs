@@ -21,7 +21,7 @@
 use std::{
     cell::RefCell,
     collections::HashMap,
-    net::{IpAddr, SocketAddr},
+    net::IpAddr,
     pin::Pin,
     sync::{Arc, Mutex, MutexGuard, Weak},
     task::{Context, Poll},
@@ -29,7 +29,7 @@ use std::{
 };
 
 use axum::{
-    extract::{ConnectInfo, Request, State},
+    extract::{Request, State},
     http::{HeaderValue, Method, StatusCode, header},
     middleware::Next,
     response::Response,
@@ -71,51 +71,13 @@ impl SessionLimits {
     /// per-client cap: the rate limiter's key (`tollgate_server`'s: the peer, or the last
     /// `X-Forwarded-For` address; an IPv6 client by its /64).
     fn client_of(&self, req: &Request) -> Option<IpAddr> {
-        let peer = req.extensions().get::<ConnectInfo<SocketAddr>>()?.0.ip();
-        let ip = match self.client {
-            ClientAddress::XForwardedFor => req
-                .headers()
-                .get_all("x-forwarded-for")
-                .iter()
-                .next_back()
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.rsplit(',').next())
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(peer),
-            _ => peer,
-        }
-        .to_canonical();
-        if is_private(ip) && !self.limit_private {
-            return None;
-        }
-        Some(match ip {
-            IpAddr::V4(_) => ip,
-            IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
-        })
+        tollgate_server::client_key(req, self.client, self.limit_private)
     }
 
     /// The `Retry-After` of a refusal: a slot frees when a session ends, at the latest after
     /// the idle timeout; clients are asked back within 10 s.
     fn retry_after(&self) -> u64 {
         self.idle_timeout.as_secs().clamp(1, 10)
-    }
-}
-
-/// Loopback, private (10/8, 172.16/12, 192.168/16), CGNAT (100.64/10), link-local, or IPv6
-/// unique-local and link-local: the addresses `tollgate_server`'s rate limit exempts by default.
-fn is_private(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || (a == 100 && (64..128).contains(&b))
-        }
-        IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
-            v6.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
-        }
     }
 }
 
@@ -560,6 +522,10 @@ mod tests {
 
     #[test]
     fn clients_are_keyed_as_the_rate_limit_keys_them() {
+        use std::net::SocketAddr;
+
+        use axum::extract::ConnectInfo;
+
         let request = |peer: &str, xff: Option<&str>| {
             let mut req = Request::new(axum::body::Body::empty());
             let peer: SocketAddr = format!("{peer}:1234").parse().unwrap();

@@ -313,6 +313,38 @@ impl TestNet {
         self.fixture.account(i)
     }
 
+    /// A JSON-RPC call to the chain's node over HTTP (anvil, or a devnet with a listener): its
+    /// `result`.
+    ///
+    /// # Panics
+    /// If the fixture has no node URL, or the node answers an error.
+    pub async fn rpc(&self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        let url = self.fixture.rpc_url().expect("a node with a JSON-RPC URL");
+        let body =
+            serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let answer = self
+            .http
+            .post(url)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("the node answers")
+            .bytes()
+            .await
+            .expect("the node's answer");
+        let r: serde_json::Value = serde_json::from_slice(&answer).expect("a JSON-RPC answer");
+        assert!(r.get("error").is_none(), "{method}: {r}");
+        r["result"].clone()
+    }
+
+    /// Makes anvil mine a block every `secs` seconds and no longer on each transaction: a chain
+    /// as real ones run, where a settlement waits for its blocks.
+    pub async fn mine_every(&self, secs: u64) {
+        self.rpc("evm_setIntervalMining", serde_json::json!([secs]))
+            .await;
+    }
+
     /// Dev account `i`'s address.
     pub fn address(&self, i: usize) -> Address {
         self.fixture.address(i)

@@ -63,20 +63,7 @@ impl Harness {
             .start()
             .await
             .expect("test network");
-        let rpc = net.fixture.rpc_url().expect("anvil").to_owned();
-        let r: serde_json::Value = net
-            .http
-            .post(rpc)
-            .json(&serde_json::json!({
-                "jsonrpc": "2.0", "id": 1, "method": "evm_setIntervalMining", "params": [block_secs]
-            }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert!(r.get("error").is_none(), "{r}");
+        net.mine_every(block_secs).await;
         Self(net)
     }
 

@@ -376,16 +376,7 @@ impl Facilitator {
         wanted: U256,
         req: &RaiseAllowanceRequest,
     ) -> Result<Option<Address>> {
-        let chain = net.chain.as_ref();
-        let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
-        let nonce = contracts::read(
-            chain,
-            subs,
-            &Subscriptions::noncesCall {
-                subscriber: sub.subscriber,
-            },
-        )
-        .await?;
+        let (sub, nonce) = crate::subscriptions::with_nonce(net.chain.as_ref(), subs, id).await?;
         let action = Action::new(
             id,
             ActionKind::RaiseAllowance,

@@ -66,16 +66,8 @@ impl Facilitator {
         let (net, subs) = self.subscriptions_network(Some(&req.network))?;
         let _guard = self.inner.locks.lock(keccak256(id)).await;
         let chain = net.chain.as_ref();
-        let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
+        let (sub, nonce) = super::with_nonce(chain, subs, id).await?;
         let state = status(sub.state).ok_or_else(|| not_found(id))?;
-        let nonce = contracts::read(
-            chain,
-            subs,
-            &Subscriptions::noncesCall {
-                subscriber: sub.subscriber,
-            },
-        )
-        .await?;
         let domain = subscriptions_domain(net.spec.chain_id, subs);
         let kind = action_kind(action);
         let signer_at = |nonce: U256| {

@@ -344,6 +344,25 @@ impl Facilitator {
 }
 
 /// The contract's state code as a status; `None` for 0 (no such subscription).
+/// Subscription `id` as the contract holds it, and its subscriber's current signature nonce (what
+/// a relayed signature must be signed with).
+pub(crate) async fn with_nonce(
+    chain: &dyn tollgate_chain::Chain,
+    subs: Address,
+    id: B256,
+) -> Result<(Subscriptions::subscriptionsReturn, U256)> {
+    let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
+    let nonce = contracts::read(
+        chain,
+        subs,
+        &Subscriptions::noncesCall {
+            subscriber: sub.subscriber,
+        },
+    )
+    .await?;
+    Ok((sub, nonce))
+}
+
 fn status(state: u8) -> Option<SubscriptionStatus> {
     match state {
         1 => Some(SubscriptionStatus::Active),

@@ -57,7 +57,7 @@ fn token_of(r: &Reply) -> String {
 async fn rebuild_from_chain(h: &Harness, payer: Address) -> String {
     for _ in 0..100 {
         for block in ["pending", "latest"] {
-            let b = h.anvil("eth_getBlockByNumber", json!([block, true])).await;
+            let b = h.rpc("eth_getBlockByNumber", json!([block, true])).await;
             for tx in b["transactions"].as_array().into_iter().flatten() {
                 let input: Bytes = tx["input"].as_str().unwrap().parse().unwrap();
                 if let Some(p) = decode(&input, payer) {

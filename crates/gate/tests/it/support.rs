@@ -78,29 +78,8 @@ impl Harness {
             .start()
             .await
             .expect("test network");
-        let h = Self(net);
-        h.anvil("evm_setIntervalMining", serde_json::json!([block_secs]))
-            .await;
-        h
-    }
-
-    /// A JSON-RPC call to the anvil node; its `result`.
-    pub async fn anvil(&self, method: &str, params: Value) -> Value {
-        let rpc = self.fixture.rpc_url().expect("anvil");
-        let r: Value = self
-            .http
-            .post(rpc)
-            .json(
-                &serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
-            )
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert!(r.get("error").is_none(), "{method}: {r}");
-        r["result"].clone()
+        net.mine_every(block_secs).await;
+        Self(net)
     }
 
     /// A gate builder for this chain and facilitator, paid to [`PAYEE`].

@@ -348,7 +348,7 @@ async fn browsers_get_the_paywall_where_a_route_has_one_and_programs_never() {
     let script_end = script_start + html[script_start..].find("</script>").unwrap();
     let hash = base64::Engine::encode(
         &base64::engine::general_purpose::STANDARD,
-        <sha2::Sha256 as sha2::Digest>::digest(html[script_start..script_end].as_bytes()),
+        <sha2::Sha256 as sha2::Digest>::digest(&html.as_bytes()[script_start..script_end]),
     );
     assert!(
         csp.contains(&format!("script-src 'sha256-{hash}';")),

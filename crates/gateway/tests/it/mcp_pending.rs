@@ -43,18 +43,7 @@ async fn slow_chain() -> TestNet {
         .start()
         .await
         .expect("test network");
-    let rpc = net.fixture.rpc_url().expect("anvil").to_owned();
-    let r: Value = net
-        .http
-        .post(rpc)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "evm_setIntervalMining", "params": [2]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(r.get("error").is_none(), "{r}");
+    net.mine_every(2).await;
     net
 }
 

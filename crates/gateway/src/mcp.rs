@@ -209,15 +209,11 @@ impl ServerHandler for McpTools {
                 tracing::debug!(tool = %tool.name, %reason, "MCP payment refused");
                 return Ok(self.payment_required(&offer, reason.as_str()).into());
             }
-            Err(e @ X402Failure::Pending { .. }) => {
-                tracing::info!(tool = %tool.name, error = %e, "MCP payment pending; its payer's retry with its token picks it up");
-                let X402Failure::Pending {
-                    transaction,
-                    retry_token,
-                } = e
-                else {
-                    unreachable!("matched above")
-                };
+            Err(X402Failure::Pending {
+                transaction,
+                retry_token,
+            }) => {
+                tracing::info!(tool = %tool.name, tx = ?transaction, "MCP payment pending; its payer's retry with its token picks it up");
                 let message = format!(
                     "the payment is being settled (transaction {}): send the same payment again \
                      with retryToken in _meta[\"{PAYMENT_RETRY_META}\"] after retryAfter seconds \

@@ -25,7 +25,7 @@
 //!   "MemoStoreUnavailable", "message", "retryAfter"}`: no tool result, nothing known to be
 //!   paid; send the same payment again later, do not pay again.
 //!
-//! Sessions are bounded (see [`sessions`]): at most `mcp.max_sessions` open (503 beyond), at
+//! Sessions are bounded (`mcp::sessions`): at most `mcp.max_sessions` open (503 beyond), at
 //! most `mcp.max_sessions_per_client` per client (429 beyond), each closed after
 //! `mcp.session_idle_timeout_secs` with no request in flight.
 

@@ -172,6 +172,19 @@ pub trait Chain: Send + Sync + fmt::Debug + 'static {
     /// [`Error::Revert`].
     async fn call(&self, from: Option<Address>, to: Address, data: Bytes) -> Result<Bytes>;
 
+    /// Executes a call like [`Chain::call`], with each account of `accounts` replaced by a fresh
+    /// one holding the given code (nonce 0, empty storage) for this call only (an `eth_call` with
+    /// state overrides). A backend that cannot run one answers [`Error::Unsupported`].
+    async fn call_with_code(
+        &self,
+        to: Address,
+        data: Bytes,
+        accounts: Vec<(Address, Bytes)>,
+    ) -> Result<Bytes> {
+        let _ = (to, data, accounts);
+        Err(Error::Unsupported("eth_call with state overrides"))
+    }
+
     /// Signs `tx` with the sender's key and broadcasts it. A call that would revert is refused
     /// before broadcast with [`Error::Revert`] (the gas estimate simulates it).
     async fn send(&self, tx: TxRequest) -> Result<B256>;

@@ -228,6 +228,16 @@ impl Chain for FailoverChain {
         self.run(|c| c.call(from, to, data.clone())).await
     }
 
+    async fn call_with_code(
+        &self,
+        to: Address,
+        data: Bytes,
+        accounts: Vec<(Address, Bytes)>,
+    ) -> Result<Bytes> {
+        self.run(|c| c.call_with_code(to, data.clone(), accounts.clone()))
+            .await
+    }
+
     async fn send(&self, tx: TxRequest) -> Result<B256> {
         self.run(|c| c.send(tx.clone())).await
     }

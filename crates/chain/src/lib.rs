@@ -15,6 +15,7 @@ pub mod accounts;
 pub mod authorization;
 mod backend;
 pub mod contracts;
+pub mod deploy;
 mod error;
 pub mod failover;
 pub mod proof;

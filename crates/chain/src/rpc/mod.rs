@@ -319,6 +319,29 @@ impl Chain for RpcChain {
         self.request("eth_call", self.calls_out.call(request)).await
     }
 
+    async fn call_with_code(
+        &self,
+        to: Address,
+        data: Bytes,
+        accounts: Vec<(Address, Bytes)>,
+    ) -> Result<Bytes> {
+        let request = TransactionRequest::default().with_to(to).with_input(data);
+        let overrides = accounts.into_iter().fold(
+            alloy::rpc::types::state::StateOverridesBuilder::default(),
+            |o, (account, code)| {
+                o.with_code(account, code)
+                    .with_nonce(account, 0)
+                    .with_state(account, [])
+            },
+        );
+        let call = self
+            .provider
+            .call(request)
+            .overrides(overrides.build())
+            .block(alloy::eips::BlockId::latest());
+        self.request("eth_call", call).await
+    }
+
     async fn send(&self, tx: TxRequest) -> Result<B256> {
         self.send_transaction(tx).await
     }

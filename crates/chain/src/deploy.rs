@@ -8,7 +8,7 @@ use alloy::{
 };
 
 use crate::{
-    Chain, Result,
+    Chain, Confirmation, Deployment, Error, Receipt, Result, TxRequest, WaitOptions,
     contracts::{PaymentRouter, Subscriptions},
 };
 
@@ -81,6 +81,143 @@ pub async fn expected_runtime_code(chain: &dyn Chain, init_code: Bytes) -> Resul
         (target, Bytes::new()),
     ];
     chain.call_with_code(CREATE2_PROXY, data, accounts).await
+}
+
+/// One contract of a [`Plan`]: where it lands and what creates it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// Its CREATE2 address ([`create2_address`] of the init code).
+    pub address: Address,
+    /// Its init code (creation code and constructor arguments).
+    pub init_code: Bytes,
+}
+
+impl Planned {
+    fn new(init_code: Bytes) -> Self {
+        Self {
+            address: create2_address(&init_code),
+            init_code,
+        }
+    }
+
+    /// The transaction from `from` that deploys it: a call of [`CREATE2_PROXY`] with
+    /// `salt ‖ init_code`.
+    pub fn tx(&self, from: Address) -> TxRequest {
+        let data: Bytes = [salt().as_slice(), &self.init_code].concat().into();
+        TxRequest::call(from, CREATE2_PROXY, data)
+    }
+}
+
+/// The deterministic deployment for one token and fee recipient (on any chain carrying
+/// [`CREATE2_PROXY`]): a `PaymentRouter` and a `Subscriptions` contract.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The token the router settles in.
+    pub token: Address,
+    /// The router's fee recipient.
+    pub fee_recipient: Address,
+    /// The `PaymentRouter`.
+    pub router: Planned,
+    /// The `Subscriptions` contract.
+    pub subscriptions: Planned,
+}
+
+impl Plan {
+    /// The plan for `token` and `fee_recipient`.
+    pub fn new(token: Address, fee_recipient: Address) -> Self {
+        Self {
+            token,
+            fee_recipient,
+            router: Planned::new(router_init_code(token, fee_recipient)),
+            subscriptions: Planned::new(subscriptions_init_code()),
+        }
+    }
+
+    /// The contracts, named, in deployment order.
+    pub fn contracts(&self) -> [(&'static str, &Planned); 2] {
+        [
+            ("PaymentRouter", &self.router),
+            ("Subscriptions", &self.subscriptions),
+        ]
+    }
+
+    /// Where the contracts land, with the token.
+    pub fn deployment(&self) -> Deployment {
+        Deployment {
+            token: self.token,
+            router: self.router.address,
+            subscriptions: self.subscriptions.address,
+        }
+    }
+}
+
+/// What [`deploy`] did for one contract.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Deployed {
+    /// It was there already, with the expected code; nothing was sent.
+    Present,
+    /// This transaction deployed it.
+    Sent(Receipt),
+}
+
+/// Whether `planned` is on `chain` already: `Ok(true)` when its address holds the expected code,
+/// `Ok(false)` when it holds none, an error when it holds other code.
+pub async fn is_deployed(chain: &dyn Chain, planned: &Planned) -> Result<bool> {
+    let code = chain.code(planned.address).await?;
+    if code.is_empty() {
+        return Ok(false);
+    }
+    verify(chain, planned, &code).await?;
+    Ok(true)
+}
+
+async fn verify(chain: &dyn Chain, planned: &Planned, code: &Bytes) -> Result<()> {
+    let expected = expected_runtime_code(chain, planned.init_code.clone()).await?;
+    if expected.is_empty() || *code != expected {
+        return Err(Error::InvalidInput(format!(
+            "the code at {} is not the expected contract's ({} bytes, expected {})",
+            planned.address,
+            code.len(),
+            expected.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Deploys what of `plan` is not on `chain` yet, from `from` (one of the backend's signers),
+/// through [`CREATE2_PROXY`], waiting `opts` for each; then checks each contract's code against
+/// [`expected_runtime_code`]. Contracts already there (with the expected code) are left alone: a
+/// second run sends nothing. Returns what it did, in [`Plan::contracts`] order.
+pub async fn deploy(
+    chain: &dyn Chain,
+    from: Address,
+    plan: &Plan,
+    opts: WaitOptions,
+) -> Result<Vec<Deployed>> {
+    if chain.code(CREATE2_PROXY).await?.is_empty() {
+        return Err(Error::Unsupported(
+            "no deterministic deployment proxy at 0x4e59b44847b379578588920cA78FbF26c0B4956C",
+        ));
+    }
+    let mut done = Vec::new();
+    for (_, planned) in plan.contracts() {
+        if is_deployed(chain, planned).await? {
+            done.push(Deployed::Present);
+            continue;
+        }
+        let receipt = match chain.send_and_wait(planned.tx(from), opts).await? {
+            Confirmation::Confirmed(r) => r,
+            Confirmation::Pending { tx_hash } => {
+                return Err(Error::Unavailable(format!(
+                    "deployment transaction {tx_hash} not confirmed in time"
+                )));
+            }
+        };
+        let code = chain.code(planned.address).await?;
+        verify(chain, planned, &code).await?;
+        done.push(Deployed::Sent(receipt));
+    }
+    Ok(done)
 }
 
 #[cfg(test)]

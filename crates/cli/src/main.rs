@@ -44,6 +44,9 @@ enum Command {
     Provider(cmd::provider::Args),
     /// Subscription plans through the facilitator: `create`, `show`, `deprecate`.
     Plan(cmd::plan::Args),
+    /// Deploy PaymentRouter and Subscriptions for a network's USDC at deterministic (CREATE2)
+    /// addresses; a second run finds them and sends nothing.
+    Deploy(cmd::deploy::Args),
     /// Webhook endpoints through the facilitator: `create`, `list`, `show`, `update`, `delete`,
     /// `rotate`, `deliveries`, `redeliver`, and the `events` log.
     Webhooks(cmd::webhooks::Args),
@@ -72,6 +75,7 @@ fn main() -> ExitCode {
             Command::Provider(args) => cmd::provider::run(args).await,
             Command::Plan(args) => cmd::plan::run(args).await,
             Command::Webhooks(args) => cmd::webhooks::run(args).await,
+            Command::Deploy(args) => cmd::deploy::run(args).await,
             // `pay` reports its own errors, with its own exit codes.
             Command::Pay(args) => return Ok(cmd::pay::run(args).await),
             Command::Subscribe(args) => return Ok(cmd::subscribe::run(args).await),

@@ -175,6 +175,17 @@ impl RpcChain {
         .await
     }
 
+    /// What sending `tx` would cost at most: the gas limit [`crate::Chain::send`] would give it
+    /// (the node's estimate with the margin) and the max fee per gas it would offer. A call that
+    /// would revert is [`Error::Revert`].
+    pub async fn gas_cost(&self, tx: &TxRequest) -> Result<(u64, u128)> {
+        let gas = match tx.gas {
+            Some(g) => g,
+            None => self.estimate_gas(tx).await?,
+        };
+        Ok((gas, self.fees().await?.max_fee_per_gas))
+    }
+
     async fn estimate_gas(&self, tx: &TxRequest) -> Result<u64> {
         let mut request = TransactionRequest::default()
             .with_from(tx.from)

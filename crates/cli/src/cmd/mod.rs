@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub(crate) mod demo;
+pub(crate) mod deploy;
 pub(crate) mod dev;
 pub(crate) mod devnet;
 pub(crate) mod facilitator;

@@ -3,6 +3,7 @@
 mod conformance;
 mod crash;
 mod dashboard;
+mod deploy;
 mod dev;
 mod devnet;
 mod facilitator;

@@ -193,12 +193,7 @@ impl<'a> TestNetBuilder<'a> {
             .iter()
             .map(|name| {
                 (
-                    network_spec(
-                        name,
-                        fixture.chain.chain_id(),
-                        &fixture.deployment,
-                        self.confirmations,
-                    ),
+                    fixture_spec(name, &fixture, self.confirmations),
                     Arc::clone(&chain),
                 )
             })
@@ -293,7 +288,7 @@ impl TestNet {
             .iter()
             .map(|name| {
                 (
-                    network_spec(name, self.chain_id(), &self.fixture.deployment, 1),
+                    fixture_spec(name, &self.fixture, 1),
                     Arc::clone(&self.fixture.chain),
                 )
             })
@@ -455,6 +450,21 @@ pub fn network_spec(
         router: deployment.router,
         subscriptions: Some(deployment.subscriptions),
         confirmations,
+    }
+}
+
+/// [`network_spec`] of `fixture`'s chain and contracts, with its token's EIP-712 name and version
+/// ([`Fixture::token_params`]).
+fn fixture_spec(name: &str, fixture: &Fixture, confirmations: u64) -> NetworkSpec {
+    NetworkSpec {
+        token_name: fixture.token_params.name.clone(),
+        token_version: fixture.token_params.version.clone(),
+        ..network_spec(
+            name,
+            fixture.chain.chain_id(),
+            &fixture.deployment,
+            confirmations,
+        )
     }
 }
 

@@ -23,6 +23,7 @@ mod anvil;
 pub mod harness;
 pub mod load;
 pub mod signing;
+pub mod usdc;
 
 use std::{fmt, sync::Arc};
 
@@ -51,6 +52,9 @@ pub enum Error {
     /// A temporary directory or listener could not be created.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// Circle's USDC could not be deployed ([`usdc`]).
+    #[error("USDC: {0}")]
+    Usdc(String),
     /// The facilitator, its store or an HTTP client could not be set up.
     #[error("setting up: {0}")]
     Setup(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -89,6 +93,9 @@ pub struct Fixture {
     pub accounts: Vec<DevAccount>,
     /// Which backend this is.
     pub backend: Backend,
+    /// The token's name, symbol and EIP-712 version (its domain's name and version): the
+    /// devnet's token's ([`TokenParams::default`]), or USDC's on a [`usdc::fixture`].
+    pub token_params: TokenParams,
     guard: Guard,
 }
 
@@ -98,6 +105,7 @@ impl fmt::Debug for Fixture {
             .field("backend", &self.backend)
             .field("chain", &self.chain)
             .field("deployment", &self.deployment)
+            .field("token_params", &self.token_params)
             .finish_non_exhaustive()
     }
 }
@@ -211,6 +219,7 @@ pub async fn anvil_fixture() -> Result<Fixture> {
         deployment,
         accounts,
         backend: Backend::Anvil,
+        token_params: TokenParams::default(),
         guard: Guard::Anvil(anvil),
     })
 }
@@ -232,6 +241,7 @@ pub async fn devnet_fixture() -> Result<Fixture> {
         deployment: devnet.deployment(),
         accounts: devnet.accounts().to_vec(),
         backend: Backend::Devnet,
+        token_params: devnet.config().token.clone(),
         guard: Guard::Devnet { devnet, _dir: dir },
     })
 }
@@ -260,6 +270,7 @@ pub async fn devnet_rpc_fixture() -> Result<Fixture> {
         deployment: devnet.deployment(),
         accounts,
         backend: Backend::DevnetRpc,
+        token_params: devnet.config().token.clone(),
         guard: Guard::DevnetRpc {
             devnet,
             url,

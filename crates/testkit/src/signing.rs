@@ -1,6 +1,7 @@
 //! Signing helpers: payments signed with the dev accounts' keys on a [`Fixture`]'s token, as a
 //! Tollgate agent signs them (a router payment) and as an x402 V1 client does (`exact`).
 
+use alloy::sol_types::Eip712Domain;
 use tollgate_chain::{
     Address, B256, U256,
     accounts::DevAccount,
@@ -17,7 +18,7 @@ use tollgate_protocol::{
 use crate::{Fixture, Result};
 
 /// The token's EIP-712 name and version (the devnet's genesis and [`crate::anvil_chain`] deploy
-/// it so).
+/// it so; a [`crate::usdc::fixture`]'s differ: see [`Fixture::token_params`]).
 pub const TOKEN_NAME: &str = "USD Coin";
 /// See [`TOKEN_NAME`].
 pub const TOKEN_VERSION: &str = "2";
@@ -89,6 +90,17 @@ impl Fixture {
         .await?)
     }
 
+    /// The token's EIP-712 domain: its name and version ([`Fixture::token_params`]), chain id and
+    /// address.
+    pub fn token_domain(&self) -> Eip712Domain {
+        token_domain(
+            self.token_params.name.clone(),
+            self.token_params.version.clone(),
+            self.chain.chain_id(),
+            self.deployment.token,
+        )
+    }
+
     /// A router payment on `network` signed by dev account `payer`, as a Tollgate agent signs it.
     pub fn sign_router_payment(
         &self,
@@ -106,7 +118,7 @@ impl Fixture {
             validBefore: U256::from(terms.valid_before),
             nonce: router_nonce(terms.pay_to, terms.memo, U256::from(terms.fee)),
         };
-        let domain = token_domain(TOKEN_NAME, TOKEN_VERSION, self.chain.chain_id(), d.token);
+        let domain = self.token_domain();
         let signature = sign(&payer.signer(), &auth, &domain)?;
         Ok(SignedPayment {
             network: network.into(),
@@ -143,12 +155,7 @@ impl Fixture {
             validBefore: U256::from(terms.valid_before),
             nonce: terms.nonce,
         };
-        let domain = token_domain(
-            TOKEN_NAME,
-            TOKEN_VERSION,
-            self.chain.chain_id(),
-            self.deployment.token,
-        );
+        let domain = self.token_domain();
         let signature = sign(&payer.signer(), &auth, &domain)?;
         Ok(PaymentPayload {
             x402_version: 1,

@@ -19,6 +19,7 @@ mod replicas;
 mod store;
 mod subscriptions;
 mod support;
+mod usdc;
 mod webhooks;
 mod x402;
 mod x402_v2;

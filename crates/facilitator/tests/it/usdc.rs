@@ -1,0 +1,117 @@
+//! Circle's USDC (FiatToken v2.2 behind its proxy) at its own Base Sepolia address, on anvil run
+//! as Base Sepolia with 2 s blocks and 2 confirmations: the money paths against the real token.
+
+use alloy::primitives::{B256, U256};
+use serde_json::{Value, json};
+use tollgate_testkit::{
+    harness::{PAYEE, PAYER, TestNet},
+    usdc::{self, BASE_SEPOLIA_CHAIN_ID, USDC_BASE_SEPOLIA, Usdc},
+};
+
+const NETWORK: &str = "base-sepolia";
+
+async fn post(net: &TestNet, path: &str, body: &Value) -> (u16, Value) {
+    let r = net
+        .http
+        .post(format!("{}{path}", net.url))
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// A facilitator serving `base-sepolia` over FiatToken, blocks every 2 s, 2 confirmations.
+async fn usdc_net() -> (TestNet, Usdc) {
+    let (fixture, usdc) = usdc::fixture().await.expect("USDC on anvil");
+    let net = TestNet::builder()
+        .fixture(fixture)
+        .networks([NETWORK])
+        .confirmations(2)
+        .start()
+        .await
+        .expect("test network");
+    net.mine_every(2).await;
+    (net, usdc)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn x402_v1_exact_pays_fiat_token_once() {
+    let (net, usdc) = usdc_net().await;
+    assert_eq!(net.chain_id(), BASE_SEPOLIA_CHAIN_ID);
+    assert_eq!(net.token(), USDC_BASE_SEPOLIA);
+    // The real token, as Circle configured it.
+    let meta = usdc.metadata(&*net.fixture.chain).await.unwrap();
+    assert_eq!(meta.name, "USDC");
+    assert_eq!(meta.symbol, "USDC");
+    assert_eq!(meta.version, "2");
+    assert_eq!(meta.decimals, 6);
+    assert_eq!(meta.implementation, usdc.implementation);
+    assert_eq!(meta.admin, usdc.roles.proxy_admin.address);
+    assert_eq!(meta.master_minter, usdc.roles.master_minter.address);
+
+    let (payer, pay_to) = (net.address(PAYER), net.address(PAYEE));
+    let before = (
+        net.token_balance(payer).await,
+        net.token_balance(pay_to).await,
+    );
+    assert_eq!(before.0, usdc::MINTED_EACH);
+    let amount = 10_000; // one cent
+    let payload = net
+        .x402_payload(NETWORK, PAYER, pay_to, amount, B256::repeat_byte(0x34))
+        .await;
+    let requirements = json!({
+        "scheme": "exact",
+        "network": NETWORK,
+        "maxAmountRequired": amount.to_string(),
+        "resource": "http://127.0.0.1/v1/quote",
+        "description": "a quote",
+        "mimeType": "application/json",
+        "payTo": pay_to,
+        "maxTimeoutSeconds": 60,
+        "asset": USDC_BASE_SEPOLIA,
+        "extra": { "name": "USDC", "version": "2" }
+    });
+    let body =
+        json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": requirements });
+
+    let (s, v) = post(&net, "/verify", &body).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v,
+        json!({ "isValid": true, "payer": payer.to_checksum(None) })
+    );
+
+    let (s, r) = post(&net, "/settle", &body).await;
+    assert_eq!(s, 200, "{r}");
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["network"], NETWORK);
+    assert_eq!(r["payer"], payer.to_checksum(None));
+    let tx: B256 = r["transaction"].as_str().unwrap().parse().unwrap();
+    let receipt = net.fixture.chain.receipt(tx).await.unwrap().unwrap();
+    assert!(receipt.success);
+    assert_eq!(receipt.to, Some(USDC_BASE_SEPOLIA));
+    // Settled after 2 confirmations: the block on top of the settlement's is mined.
+    assert!(net.fixture.chain.block_number().await.unwrap() > receipt.block_number);
+    assert_eq!(
+        net.token_balance(payer).await,
+        before.0 - U256::from(amount)
+    );
+    assert_eq!(
+        net.token_balance(pay_to).await,
+        before.1 + U256::from(amount)
+    );
+
+    // Once: a replay names the first transaction and moves nothing.
+    let (_, again) = post(&net, "/settle", &body).await;
+    assert_eq!(again["success"], false, "{again}");
+    assert_eq!(again["errorReason"], "duplicate_settlement", "{again}");
+    assert_eq!(again["transaction"], r["transaction"]);
+    assert_eq!(
+        net.token_balance(pay_to).await,
+        before.1 + U256::from(amount)
+    );
+    let (_, v) = post(&net, "/verify", &body).await;
+    assert_eq!(v["isValid"], false, "{v}");
+}

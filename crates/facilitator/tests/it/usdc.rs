@@ -3,8 +3,9 @@
 
 use alloy::primitives::{B256, U256};
 use serde_json::{Value, json};
+use tollgate_protocol::PaymentProof;
 use tollgate_testkit::{
-    harness::{PAYEE, PAYER, TestNet},
+    harness::{FEE, PAYEE, PAYER, PROOF_KEY, TestNet},
     usdc::{self, BASE_SEPOLIA_CHAIN_ID, USDC_BASE_SEPOLIA, Usdc},
 };
 
@@ -114,4 +115,68 @@ async fn x402_v1_exact_pays_fiat_token_once() {
     );
     let (_, v) = post(&net, "/verify", &body).await;
     assert_eq!(v["isValid"], false, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn authorize_settles_through_the_router_on_fiat_token_once() {
+    let (net, usdc) = usdc_net().await;
+    let router = usdc.deployment.router;
+    assert_eq!(net.fixture.deployment.router, router);
+    let (payer, pay_to, fee_recipient) = (net.address(PAYER), net.address(PAYEE), net.address(0));
+    let balances = || async {
+        (
+            net.token_balance(payer).await,
+            net.token_balance(pay_to).await,
+            net.token_balance(fee_recipient).await,
+        )
+    };
+    let (p0, t0, f0) = balances().await;
+    let price = 500_000;
+    let sp = net
+        .signed_payment(NETWORK, PAYER, pay_to, price, B256::repeat_byte(0x35))
+        .await;
+    let body = json!({ "signedPayment": sp });
+
+    let (s, reply) = post(&net, "/authorize", &body).await;
+    assert_eq!(s, 200, "{reply}");
+    assert_eq!(reply["status"], "confirmed", "{reply}");
+    let proof = PaymentProof::decode(reply["proof"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        (
+            proof.payer,
+            proof.pay_to,
+            proof.amount.get(),
+            proof.fee.get()
+        ),
+        (payer, pay_to, U256::from(price), U256::from(FEE))
+    );
+    assert_eq!(
+        tollgate_chain::proof::recover(&proof).unwrap(),
+        net.address(PROOF_KEY)
+    );
+    let receipt = net
+        .fixture
+        .chain
+        .receipt(proof.tx_hash)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(receipt.success);
+    assert_eq!(receipt.to, Some(router));
+    assert_eq!(receipt.block_number, proof.block);
+    // The router pulled the price from the payer on FiatToken and split it exactly.
+    assert_eq!(
+        balances().await,
+        (
+            p0 - U256::from(price),
+            t0 + U256::from(price - FEE),
+            f0 + U256::from(FEE)
+        )
+    );
+
+    // Once: the same payment again is the same proof, nothing moves.
+    let (s, again) = post(&net, "/authorize", &body).await;
+    assert_eq!(s, 200, "{again}");
+    assert_eq!(again["proof"], reply["proof"]);
+    assert_eq!(balances().await.0, p0 - U256::from(price));
 }

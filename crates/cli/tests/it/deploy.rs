@@ -52,9 +52,19 @@ impl World {
     /// Runs `tollgate deploy` on the anvil as base-sepolia with the token, the key in
     /// `TOLLGATE_DEPLOYER_KEY`, and `args`; returns (exit code, stdout, stderr).
     async fn deploy(&self, key: B256, args: &[&str]) -> (i32, String, String) {
+        self.deploy_with_key("env:TOLLGATE_DEPLOYER_KEY", key, args)
+            .await
+    }
+
+    /// [`Self::deploy`] with `--key source`.
+    async fn deploy_with_key(
+        &self,
+        source: &str,
+        key: B256,
+        args: &[&str],
+    ) -> (i32, String, String) {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tollgate"));
-        cmd.args(["deploy", "--rpc-url", self.anvil.url(), "--key"])
-            .arg("env:TOLLGATE_DEPLOYER_KEY")
+        cmd.args(["deploy", "--rpc-url", self.anvil.url(), "--key", source])
             .args(["--token", &self.token.to_string()])
             .args(args)
             .env("TOLLGATE_DEPLOYER_KEY", key.to_string())
@@ -103,6 +113,21 @@ async fn deploy_checks_and_plans_before_sending() {
     assert_eq!(out["contracts"]["PaymentRouter"]["present"], false);
     assert_eq!(w.nonce().await, 0, "a dry run sends nothing");
     assert!(w.chain.code(plan.router.address).await.unwrap().is_empty());
+
+    // The key from a file, as the facilitator reads it: one others may write is refused.
+    let file = w.dir.path().join("deployer.key");
+    std::fs::write(&file, format!("{key}\n")).unwrap();
+    let source = format!("file:{}", file.display());
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, out, err) = w.deploy_with_key(&source, B256::ZERO, &["--dry-run"]).await;
+    assert_eq!(code, 0, "{err}");
+    let out: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(address(&out["deployer"]), w.deployer.address);
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let (code, _, err) = w.deploy_with_key(&source, B256::ZERO, &["--dry-run"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("writable by group or others"), "{err}");
 
     let (code, _, err) = w.deploy(key, &["--network", "base"]).await;
     assert_ne!(code, 0);

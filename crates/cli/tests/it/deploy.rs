@@ -65,14 +65,19 @@ impl World {
     ) -> (i32, String, String) {
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_tollgate"));
         cmd.args(["deploy", "--rpc-url", self.anvil.url(), "--key", source])
-            .args(["--token", &self.token.to_string()])
             .args(args)
             .env("TOLLGATE_DEPLOYER_KEY", key.to_string())
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .kill_on_drop(true);
+        // Unless the caller names the network: base-sepolia with the stand-in token.
         if !args.contains(&"--network") {
-            cmd.args(["--network", "base-sepolia"]);
+            cmd.args([
+                "--network",
+                "base-sepolia",
+                "--token",
+                &self.token.to_string(),
+            ]);
         }
         let out = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
             .await
@@ -132,6 +137,29 @@ async fn deploy_checks_and_plans_before_sending() {
     let (code, _, err) = w.deploy(key, &["--network", "base"]).await;
     assert_ne!(code, 0);
     assert!(err.contains("chain id is 84532, not base's 8453"), "{err}");
+
+    // The registry's USDC address holding a token of another EIP-712 name: refused.
+    let usdc = tollgate_protocol::network::lookup("base-sepolia")
+        .unwrap()
+        .usdc
+        .unwrap();
+    let token_code = w.chain.code(w.token).await.unwrap();
+    let set_code = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "anvil_setCode", "params": [usdc, token_code],
+    });
+    let answer: Value = reqwest::Client::new()
+        .post(w.anvil.url())
+        .json(&set_code)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(answer.get("error").is_none(), "{answer}");
+    let (code, _, err) = w.deploy(key, &["--network", "base-sepolia"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains(r#"the registry says "USDC" and "2""#), "{err}");
 
     let broke = B256::repeat_byte(0x42);
     let (code, _, err) = w.deploy(broke, &[]).await;

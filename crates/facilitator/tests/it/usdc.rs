@@ -1,9 +1,9 @@
 //! Circle's USDC (FiatToken v2.2 behind its proxy) at its own Base Sepolia address, on anvil run
 //! as Base Sepolia with 2 s blocks and 2 confirmations: the money paths against the real token.
 
-use alloy::primitives::{B256, U256};
+use alloy::primitives::{Address, B256, U256};
 use serde_json::{Value, json};
-use tollgate_protocol::PaymentProof;
+use tollgate_protocol::{PaymentProof, x402::PaymentPayload};
 use tollgate_testkit::{
     harness::{FEE, PAYEE, PAYER, PROOF_KEY, TestNet},
     usdc::{self, BASE_SEPOLIA_CHAIN_ID, USDC_BASE_SEPOLIA, Usdc},
@@ -21,6 +21,24 @@ async fn post(net: &TestNet, path: &str, body: &Value) -> (u16, Value) {
         .unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// An x402 V1 `/verify` or `/settle` body: `payload` against the requirements an x402 resource
+/// server on Base Sepolia builds for `amount` USDC units to `pay_to`.
+fn x402_body(payload: &PaymentPayload, pay_to: Address, amount: u64) -> Value {
+    let requirements = json!({
+        "scheme": "exact",
+        "network": NETWORK,
+        "maxAmountRequired": amount.to_string(),
+        "resource": "http://127.0.0.1/v1/quote",
+        "description": "a quote",
+        "mimeType": "application/json",
+        "payTo": pay_to,
+        "maxTimeoutSeconds": 60,
+        "asset": USDC_BASE_SEPOLIA,
+        "extra": { "name": "USDC", "version": "2" }
+    });
+    json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": requirements })
 }
 
 /// A facilitator serving `base-sepolia` over FiatToken, blocks every 2 s, 2 confirmations.
@@ -62,20 +80,7 @@ async fn x402_v1_exact_pays_fiat_token_once() {
     let payload = net
         .x402_payload(NETWORK, PAYER, pay_to, amount, B256::repeat_byte(0x34))
         .await;
-    let requirements = json!({
-        "scheme": "exact",
-        "network": NETWORK,
-        "maxAmountRequired": amount.to_string(),
-        "resource": "http://127.0.0.1/v1/quote",
-        "description": "a quote",
-        "mimeType": "application/json",
-        "payTo": pay_to,
-        "maxTimeoutSeconds": 60,
-        "asset": USDC_BASE_SEPOLIA,
-        "extra": { "name": "USDC", "version": "2" }
-    });
-    let body =
-        json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": requirements });
+    let body = x402_body(&payload, pay_to, amount);
 
     let (s, v) = post(&net, "/verify", &body).await;
     assert_eq!(s, 200, "{v}");
@@ -115,6 +120,75 @@ async fn x402_v1_exact_pays_fiat_token_once() {
     );
     let (_, v) = post(&net, "/verify", &body).await;
     assert_eq!(v["isValid"], false, "{v}");
+    assert_eq!(v["invalidReason"], "invalid_transaction_state", "{v}");
+}
+
+/// FiatToken's refusals (its `Error(string)` reverts, its nonce state) reach x402 clients as x402's
+/// reasons, and a second operator settling a used payment names the first transaction.
+#[tokio::test(flavor = "multi_thread")]
+async fn x402_v1_refusals_on_fiat_token() {
+    let (net, _usdc) = usdc_net().await;
+    let pay_to = net.address(PAYEE);
+    let before = net.token_balance(pay_to).await;
+
+    let too_much = 2 * 1_000_000_000_000;
+    let poor = net
+        .x402_payload(NETWORK, PAYER, pay_to, too_much, B256::repeat_byte(0x37))
+        .await;
+    let (_, v) = post(&net, "/verify", &x402_body(&poor, pay_to, too_much)).await;
+    assert_eq!(
+        (&v["isValid"], &v["invalidReason"]),
+        (&json!(false), &json!("insufficient_funds")),
+        "{v}"
+    );
+    let mut forged = serde_json::to_value(
+        net.x402_payload(NETWORK, PAYER, pay_to, 10_000, B256::repeat_byte(0x38))
+            .await,
+    )
+    .unwrap();
+    forged["payload"]["authorization"]["from"] = json!(net.address(3));
+    let forged: PaymentPayload = serde_json::from_value(forged).unwrap();
+    let (_, r) = post(&net, "/settle", &x402_body(&forged, pay_to, 10_000)).await;
+    assert_eq!(
+        (&r["success"], &r["errorReason"], &r["transaction"]),
+        (
+            &json!(false),
+            &json!("invalid_exact_evm_payload_signature"),
+            &json!("")
+        ),
+        "{r}"
+    );
+
+    // Settled here, then sent to another operator with a store of its own: the chain says the
+    // authorization is used, and the answer names the first transaction.
+    let payload = net
+        .x402_payload(NETWORK, PAYER, pay_to, 10_000, B256::repeat_byte(0x36))
+        .await;
+    let body = x402_body(&payload, pay_to, 10_000);
+    let (_, first) = post(&net, "/settle", &body).await;
+    assert_eq!(first["success"], true, "{first}");
+    let (other, _dir) = net.other_facilitator(&[NETWORK]).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(tollgate_facilitator::serve(
+        other,
+        listener,
+        std::future::pending(),
+    ));
+    let r: Value = net
+        .http
+        .post(format!("{url}/settle"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["errorReason"], "duplicate_settlement", "{r}");
+    assert_eq!(r["transaction"], first["transaction"]);
+    assert_eq!(net.token_balance(pay_to).await, before + U256::from(10_000));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -161,6 +161,18 @@ async fn deploy_checks_and_plans_before_sending() {
     assert_ne!(code, 0);
     assert!(err.contains(r#"the registry says "USDC" and "2""#), "{err}");
 
+    // A custom network needs --token; its token's domain is read and printed.
+    let (code, _, err) = w.deploy(key, &["--network", "my-chain", "--dry-run"]).await;
+    assert_ne!(code, 0);
+    assert!(err.contains("pass --token"), "{err}");
+    let token = w.token.to_string();
+    let custom = ["--network", "my-chain", "--token", &token, "--dry-run"];
+    let (code, out, err) = w.deploy(key, &custom).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains(r#"EIP-712 name "USDC", version "2""#), "{err}");
+    let out: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(address(&out["router"]), plan.router.address);
+
     let broke = B256::repeat_byte(0x42);
     let (code, _, err) = w.deploy(broke, &[]).await;
     assert_ne!(code, 0);

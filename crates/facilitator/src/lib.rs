@@ -16,6 +16,7 @@
 pub mod analytics;
 mod api;
 mod batch;
+pub mod check;
 pub mod config;
 pub mod error;
 mod facilitator;

@@ -11,6 +11,7 @@ use tollgate_chain::{
 
 use crate::{
     BuildError, Facilitator, NetworkSpec, Settings,
+    check::{self, CheckOptions, Finding, Status},
     config::{Config, ResolvedKeys, RpcEndpoint},
     store,
 };
@@ -30,6 +31,15 @@ pub enum StartError {
         /// Cause.
         #[source]
         source: tollgate_chain::Error,
+    },
+    /// A network failed a check the facilitator does not serve without
+    /// ([`Finding::fatal`]: a node of another chain, a contract missing).
+    #[error("network {network}: {}", findings.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Refused {
+        /// Network name.
+        network: String,
+        /// The fatal findings, each with its fix.
+        findings: Vec<Finding>,
     },
     /// The store could not be opened or migrated.
     #[error("store: {0}")]
@@ -73,7 +83,9 @@ pub fn settings(config: &Config) -> Settings {
 }
 
 /// Connects every network (an [`RpcChain`] holding the relayer keys, or the supplied `embedded`
-/// chain, which must hold them already), opens and migrates the store, assembles the
+/// chain, which must hold them already) and checks it ([`check`]): a node of another chain or a
+/// missing token, router or subscriptions contract is [`StartError::Refused`], every other failed
+/// check a warning in the log. Then opens and migrates the store, assembles the
 /// facilitator, and seals its stored webhook secrets under `keys.webhook_secrets`
 /// ([`Facilitator::seal_webhook_secrets`]: a missing or wrong key is an error here).
 pub async fn build(
@@ -97,7 +109,15 @@ pub async fn build(
             source,
         })?;
     let mut networks = Vec::new();
-    for n in &config.networks {
+    let options = CheckOptions::default();
+    let relayer_addresses: Vec<_> = keys.relayers.iter().map(|k| k.address()).collect();
+    for (i, n) in config.networks.iter().enumerate() {
+        let (probed, _) = check::endpoints(i, n, &options).await;
+        let refused = |findings| StartError::Refused {
+            network: n.name.clone(),
+            findings,
+        };
+        refuse_or_warn(&n.name, probed).map_err(refused)?;
         let chain: Arc<dyn Chain> = match &n.rpc {
             RpcEndpoint::Embedded => embedded
                 .clone()
@@ -136,6 +156,21 @@ pub async fn build(
                 }
             }
         };
+        let gas_price = match &n.rpc {
+            RpcEndpoint::Url(url) => check::gas_price(url, options.timeout).await,
+            RpcEndpoint::Embedded => None,
+        };
+        let found = check::contracts_and_relayers(
+            i,
+            n,
+            &chain,
+            config.fees.fee_recipient,
+            &relayer_addresses,
+            gas_price,
+            &options,
+        )
+        .await;
+        refuse_or_warn(&n.name, found).map_err(refused)?;
         let spec = NetworkSpec {
             name: n.name.clone(),
             chain_id: n.chain_id,
@@ -171,4 +206,13 @@ pub async fn build(
     )?;
     facilitator.seal_webhook_secrets().await?;
     Ok(facilitator)
+}
+
+/// The fatal findings, as an error; the other failed ones logged as warnings.
+fn refuse_or_warn(network: &str, findings: Vec<Finding>) -> Result<(), Vec<Finding>> {
+    let (fatal, rest): (Vec<_>, Vec<_>) = findings.into_iter().partition(|f| f.fatal);
+    for f in rest.iter().filter(|f| f.status != Status::Ok) {
+        tracing::warn!(network, "{f}");
+    }
+    if fatal.is_empty() { Ok(()) } else { Err(fatal) }
 }

@@ -1,9 +1,15 @@
-//! `tollgate facilitator --config FILE`.
+//! `tollgate facilitator --config FILE [--check]`.
 
 use std::path::PathBuf;
 
+use std::io::Write as _;
+
 use anyhow::Context as _;
-use tollgate_facilitator::{config::Config, start};
+use tollgate_facilitator::{
+    check::{self, CheckOptions, Status},
+    config::{Config, ResolvedKeys},
+    start,
+};
 
 /// Flags of `tollgate facilitator`.
 #[derive(Debug, clap::Args)]
@@ -22,14 +28,30 @@ POST /providers/register, POST /providers/keys/revoke, POST /plans, GET /plans/{
 POST /plans/{id}/deprecate, POST /subscriptions, GET /subscriptions/quote,
 GET /subscriptions/{id}, /healthz, /readyz, /metrics, /openapi.json.
 
+--check checks the config against its chains and exits without serving: every RPC endpoint
+(rpc_url, rpc_fallback_urls, public_rpc_url) reachable and on the network's chain id; the token,
+router and subscriptions contracts present; the router settling the configured token, with our
+PaymentRouter's code; the token's EIP-712 name and version equal to token_name/token_version;
+each relayer holding the gas of 100 settlements (300000 gas each) at the node's current gas
+price; public_rpc_url set where subscriptions are sold (a warning). One line per check on stdout,
+`ok`, `warn` or `FAIL` with the change that fixes it; the exit status is 0 only when nothing
+fails. Serving runs the same checks at start: it refuses a node of another chain or a missing
+contract, and logs the other failures as warnings.
+
 Environment: TOLLGATE_LOG (log filter, default info).
 
 Example:
+  TOLLGATE_RELAYER_KEY=0x... TOLLGATE_PROOF_KEY=0x... tollgate facilitator --config examples/facilitator.toml --check
   TOLLGATE_RELAYER_KEY=0x... TOLLGATE_PROOF_KEY=0x... tollgate facilitator --config examples/facilitator.toml")]
 pub(crate) struct Args {
     /// The facilitator's TOML config file.
     #[arg(long, short, value_name = "FILE")]
     config: PathBuf,
+    /// Check the config against its chains (endpoints, chain ids, contracts, token domain,
+    /// relayer gas, public RPC URL), print one line per check and exit: 0 when nothing fails.
+    /// Serves nothing.
+    #[arg(long)]
+    check: bool,
 }
 
 /// Test-only: the failpoint to arm (`tollgate_facilitator::fault`), read from the environment
@@ -44,6 +66,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         .context("resolving keys")?;
     for w in &keys.warnings {
         tracing::warn!("{w}");
+    }
+    if args.check {
+        return check(&config, &keys).await;
     }
     let mut settings = start::settings(&config);
     if let Ok(name) = std::env::var(FAILPOINT_ENV) {
@@ -73,5 +98,20 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let _webhooks = facilitator.spawn_webhooks(); // the outbox's deliveries; stops when dropped
     tollgate_facilitator::serve(facilitator, listener, crate::shutdown_signal()).await?;
     tracing::info!("facilitator stopped");
+    Ok(())
+}
+
+/// `--check`: the report on stdout, an error when a check failed.
+async fn check(config: &Config, keys: &ResolvedKeys) -> anyhow::Result<()> {
+    let report = check::check(config, keys, &CheckOptions::default()).await;
+    let mut out = std::io::stdout().lock();
+    write!(out, "{report}")?;
+    out.flush()?;
+    let failed = report
+        .findings
+        .iter()
+        .filter(|f| f.status == Status::Fail)
+        .count();
+    anyhow::ensure!(failed == 0, "{failed} check(s) failed");
     Ok(())
 }

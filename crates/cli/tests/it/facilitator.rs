@@ -300,3 +300,118 @@ async fn killed_mid_delivery_delivers_every_event_after_restart() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// `tollgate facilitator --config config [--check]` run to its end: exit success, stdout, stderr.
+async fn run_facilitator(config: &Path, check: bool) -> (bool, String, String) {
+    let accounts = dev_accounts(10);
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+    cmd.args(["facilitator", "--config"])
+        .arg(config)
+        .env("TOLLGATE_RELAYER_KEY", accounts[8].private_key.to_string())
+        .env("TOLLGATE_PROOF_KEY", accounts[9].private_key.to_string())
+        .env("TOLLGATE_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    if check {
+        cmd.arg("--check");
+    }
+    let out = tokio::time::timeout(Duration::from_secs(60), cmd.output())
+        .await
+        .expect("the facilitator ran on (it should have checked or refused, then exited)")
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `--check` prints one line per check and exits 0 when nothing fails (the devnet runs no
+/// `eth_call` with state overrides: the contracts' code is not compared, a warning), nonzero with
+/// the failing line and its fix otherwise; it never serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facilitator_check_reports_each_check_and_exits_by_them() {
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
+    let rpc_url = devnet.info.rpc_url.clone().unwrap();
+    let c = devnet.info.contracts;
+    let config = write_config(dir.path(), &rpc_url, &c, "");
+
+    let (ok, stdout, stderr) = run_facilitator(&config, true).await;
+    assert!(ok, "{stdout}\n{stderr}");
+    for key in [
+        "ok   networks[0].rpc_url",
+        "ok   networks[0].token",
+        "ok   networks[0].token_name",
+        "networks[0].router",
+        "networks[0].subscriptions",
+        "ok   keys.relayers[0]",
+        "warn networks[0].public_rpc_url",
+    ] {
+        assert!(stdout.contains(key), "{key}: {stdout}");
+    }
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+    assert!(!stderr.contains("listening"), "{stderr}");
+    assert!(
+        !dir.path().join("facilitator.db").exists(),
+        "--check opened the store"
+    );
+
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace(
+            &c.router.to_string(),
+            &Address::repeat_byte(0x42).to_string(),
+        ),
+    )
+    .unwrap();
+    let (ok, stdout, stderr) = run_facilitator(&config, true).await;
+    assert!(!ok, "{stdout}\n{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("FAIL networks[0].router: no contract at"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(line.contains("tollgate deploy"), "{line}");
+}
+
+/// Served, a config naming a node of another chain or a router where there is none is refused
+/// at start: nonzero exit, the network and the fix in the error, nothing served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn facilitator_refuses_to_start_on_a_wrong_chain_id_or_a_missing_router() {
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let devnet = spawn_devnet(&dir.path().join("devnet"), &[]).await;
+    let rpc_url = devnet.info.rpc_url.clone().unwrap();
+    let c = devnet.info.contracts;
+    let config = write_config(dir.path(), &rpc_url, &c, "");
+    let text = std::fs::read_to_string(&config).unwrap();
+
+    std::fs::write(&config, text.replace("chain_id = 31337", "chain_id = 1234")).unwrap();
+    let (ok, _, stderr) = run_facilitator(&config, false).await;
+    assert!(!ok, "{stderr}");
+    assert!(!stderr.contains("facilitator listening"), "{stderr}");
+    assert!(
+        stderr.contains("network tollgate-devnet")
+            && stderr.contains("serves chain id 31337, not 1234"),
+        "{stderr}"
+    );
+
+    std::fs::write(
+        &config,
+        text.replace(
+            &c.router.to_string(),
+            &Address::repeat_byte(0x42).to_string(),
+        ),
+    )
+    .unwrap();
+    let (ok, _, stderr) = run_facilitator(&config, false).await;
+    assert!(!ok, "{stderr}");
+    assert!(!stderr.contains("facilitator listening"), "{stderr}");
+    assert!(
+        stderr.contains("networks[0].router: no contract at"),
+        "{stderr}"
+    );
+}

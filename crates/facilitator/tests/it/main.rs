@@ -4,6 +4,7 @@
 mod analytics;
 mod authorize;
 mod chain_faults;
+mod check;
 mod config;
 mod edges;
 mod http_errors;

@@ -191,9 +191,28 @@ async fn deploy_is_deterministic_idempotent_and_configures_a_facilitator() {
     let config = w.dir.path().join("facilitator.toml");
     let config_arg = config.to_str().unwrap();
 
-    let args = ["--write-config", config_arg, "--listen", "127.0.0.1:0"];
+    // Two confirmations: blocks mined meanwhile (anvil mines only on transactions).
+    let url = w.anvil.url().to_owned();
+    let miner = tokio::spawn(async move {
+        let client = reqwest::Client::new();
+        let mine = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "evm_mine"});
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            let _ = client.post(&url).json(&mine).send().await;
+        }
+    });
+    let args = [
+        "--write-config",
+        config_arg,
+        "--listen",
+        "127.0.0.1:0",
+        "--confirmations",
+        "2",
+    ];
     let (code, out, err) = w.deploy(key, &args).await;
+    miner.abort();
     assert_eq!(code, 0, "{err}");
+    assert!(err.contains("2 confirmation(s)"), "{err}");
     let out: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(address(&out["router"]), plan.router.address);
     assert_eq!(address(&out["subscriptions"]), plan.subscriptions.address);
@@ -221,6 +240,7 @@ async fn deploy_is_deterministic_idempotent_and_configures_a_facilitator() {
     // The written config starts a facilitator that serves the deployment.
     let written = std::fs::read_to_string(&config).unwrap();
     assert!(written.contains("env:TOLLGATE_RELAYER_KEY"), "{written}");
+    assert!(written.contains("confirmations = 2"), "{written}");
     assert!(
         !written.contains(&key.to_string()[2..]),
         "no secret in the config"

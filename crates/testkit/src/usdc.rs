@@ -368,6 +368,76 @@ impl Usdc {
     }
 }
 
+impl Usdc {
+    /// Blacklists `account` (sent by the blacklister): it may no longer send or receive.
+    pub async fn blacklist(&self, chain: &dyn Chain, account: Address) -> Result<Receipt> {
+        self.as_role(
+            chain,
+            &self.roles.blacklister,
+            FiatToken::blacklistCall { account }.abi_encode(),
+        )
+        .await
+    }
+
+    /// Takes `account` off the blacklist (sent by the blacklister).
+    pub async fn un_blacklist(&self, chain: &dyn Chain, account: Address) -> Result<Receipt> {
+        self.as_role(
+            chain,
+            &self.roles.blacklister,
+            FiatToken::unBlacklistCall { account }.abi_encode(),
+        )
+        .await
+    }
+
+    /// Pauses the token (sent by the pauser): no transfers, no authorizations, no permits.
+    pub async fn pause(&self, chain: &dyn Chain) -> Result<Receipt> {
+        self.as_role(
+            chain,
+            &self.roles.pauser,
+            FiatToken::pauseCall {}.abi_encode(),
+        )
+        .await
+    }
+
+    /// Unpauses the token (sent by the pauser).
+    pub async fn unpause(&self, chain: &dyn Chain) -> Result<Receipt> {
+        self.as_role(
+            chain,
+            &self.roles.pauser,
+            FiatToken::unpauseCall {}.abi_encode(),
+        )
+        .await
+    }
+
+    /// Whether `account` is blacklisted.
+    pub async fn is_blacklisted(&self, chain: &dyn Chain, account: Address) -> Result<bool> {
+        Ok(read(
+            chain,
+            self.deployment.token,
+            &FiatToken::isBlacklistedCall { account },
+        )
+        .await?)
+    }
+
+    /// Whether the token is paused.
+    pub async fn paused(&self, chain: &dyn Chain) -> Result<bool> {
+        Ok(read(chain, self.deployment.token, &FiatToken::pausedCall {}).await?)
+    }
+
+    async fn as_role(
+        &self,
+        chain: &dyn Chain,
+        role: &DevAccount,
+        data: Vec<u8>,
+    ) -> Result<Receipt> {
+        send(
+            chain,
+            TxRequest::call(role.address, self.deployment.token, data),
+        )
+        .await
+    }
+}
+
 /// Sends `tx` and waits for it; a revert or a transaction left unmined is an error.
 async fn send(chain: &dyn Chain, tx: TxRequest) -> Result<Receipt> {
     match chain.send_and_wait(tx, WaitOptions::default()).await? {

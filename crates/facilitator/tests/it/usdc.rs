@@ -254,3 +254,68 @@ async fn authorize_settles_through_the_router_on_fiat_token_once() {
     assert_eq!(again["proof"], reply["proof"]);
     assert_eq!(balances().await.0, p0 - U256::from(price));
 }
+
+/// What Circle's compliance controls do to payments: a blacklisted payer or payee and a paused
+/// token refuse x402 and router payments before anything is sent (FiatToken's reverts are
+/// `Error(string)`s; which reason they map to is left to the next step of issue 34), and once
+/// lifted the same payment settles.
+#[tokio::test(flavor = "multi_thread")]
+async fn blacklist_and_pause_refuse_payments_and_nothing_moves() {
+    let (net, usdc) = usdc_net().await;
+    let chain = &*net.fixture.chain;
+    let (payer, pay_to) = (net.address(PAYER), net.address(PAYEE));
+    let before = (
+        net.token_balance(payer).await,
+        net.token_balance(pay_to).await,
+    );
+    let mut nonce = 0x40;
+    let mut refused = async |what: &str| {
+        nonce += 1;
+        let p = net
+            .x402_payload(NETWORK, PAYER, pay_to, 10_000, B256::repeat_byte(nonce))
+            .await;
+        let body = x402_body(&p, pay_to, 10_000);
+        let (s, v) = post(&net, "/verify", &body).await;
+        assert_eq!((s, &v["isValid"]), (200, &json!(false)), "{what}: {v}");
+        let (s, r) = post(&net, "/settle", &body).await;
+        assert_eq!(
+            (s, &r["success"], &r["transaction"]),
+            (200, &json!(false), &json!("")),
+            "{what}: {r}"
+        );
+        let sp = net
+            .signed_payment(NETWORK, PAYER, pay_to, 500_000, B256::repeat_byte(nonce))
+            .await;
+        let (s, a) = post(&net, "/authorize", &json!({ "signedPayment": sp })).await;
+        assert!((400..500).contains(&s), "{what}: {s} {a}");
+        assert!(a.get("proof").is_none(), "{what}: {a}");
+        body
+    };
+
+    usdc.blacklist(chain, payer).await.unwrap();
+    assert!(usdc.is_blacklisted(chain, payer).await.unwrap());
+    refused("blacklisted payer").await;
+    usdc.un_blacklist(chain, payer).await.unwrap();
+    usdc.blacklist(chain, pay_to).await.unwrap();
+    refused("blacklisted payee").await;
+    usdc.un_blacklist(chain, pay_to).await.unwrap();
+    usdc.pause(chain).await.unwrap();
+    assert!(usdc.paused(chain).await.unwrap());
+    let body = refused("paused").await;
+    assert_eq!(
+        (
+            net.token_balance(payer).await,
+            net.token_balance(pay_to).await
+        ),
+        before
+    );
+
+    // Lifted: the payment refused while paused settles.
+    usdc.unpause(chain).await.unwrap();
+    let (_, r) = post(&net, "/settle", &body).await;
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(
+        net.token_balance(pay_to).await,
+        before.1 + U256::from(10_000)
+    );
+}

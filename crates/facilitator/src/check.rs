@@ -220,8 +220,8 @@ pub async fn check(config: &Config, keys: &ResolvedKeys, options: &CheckOptions)
                 )
                 .refuses_start(),
             ),
-            (RpcEndpoint::Url(url), Some(chain)) => {
-                let gas_price = gas_price(url, options.timeout).await;
+            (RpcEndpoint::Url(_), Some((chain, url))) => {
+                let gas_price = gas_price(&url, options.timeout).await;
                 report.findings.extend(
                     contracts_and_relayers(
                         i,
@@ -242,12 +242,13 @@ pub async fn check(config: &Config, keys: &ResolvedKeys, options: &CheckOptions)
 }
 
 /// Probes every endpoint of `network` (`rpc_url`, `rpc_fallback_urls`, `public_rpc_url`) at
-/// once: one finding each, and the first node on the right chain to read it through.
+/// once: one finding each, and the first node on the right chain to read it through (with its
+/// URL).
 pub(crate) async fn endpoints(
     i: usize,
     network: &Network,
     options: &CheckOptions,
-) -> (Vec<Finding>, Option<Arc<dyn Chain>>) {
+) -> (Vec<Finding>, Option<(Arc<dyn Chain>, RpcUrl)>) {
     let RpcEndpoint::Url(primary) = &network.rpc else {
         return (public_rpc_url(i, network, None), None);
     };
@@ -281,7 +282,7 @@ pub(crate) async fn endpoints(
     let mut answers: Vec<_> = probes.join_all().await;
     answers.sort_by_key(|(n, _)| *n);
     let mut findings = Vec::new();
-    let mut reader: Option<Arc<dyn Chain>> = None;
+    let mut reader: Option<(Arc<dyn Chain>, RpcUrl)> = None;
     let mut public = None;
     for ((key, url), (_, answer)) in keys.into_iter().zip(answers) {
         let is_public = key.ends_with("public_rpc_url");
@@ -329,7 +330,7 @@ pub(crate) async fn endpoints(
             }
             Ok(chain) => {
                 if !is_public && reader.is_none() {
-                    reader = Some(Arc::new(chain));
+                    reader = Some((Arc::new(chain), url.clone()));
                 }
                 Finding::ok(
                     network,

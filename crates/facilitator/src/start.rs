@@ -112,7 +112,7 @@ pub async fn build(
     let options = CheckOptions::default();
     let relayer_addresses: Vec<_> = keys.relayers.iter().map(|k| k.address()).collect();
     for (i, n) in config.networks.iter().enumerate() {
-        let (probed, _) = check::endpoints(i, n, &options).await;
+        let (probed, reader) = check::endpoints(i, n, &options).await;
         let refused = |findings| StartError::Refused {
             network: n.name.clone(),
             findings,
@@ -156,9 +156,9 @@ pub async fn build(
                 }
             }
         };
-        let gas_price = match &n.rpc {
-            RpcEndpoint::Url(url) => check::gas_price(url, options.timeout).await,
-            RpcEndpoint::Embedded => None,
+        let gas_price = match reader {
+            Some((_, url)) => check::gas_price(&url, options.timeout).await,
+            None => None,
         };
         let found = check::contracts_and_relayers(
             i,

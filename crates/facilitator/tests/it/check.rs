@@ -275,6 +275,28 @@ async fn check_fails_each_fault_with_its_fix() {
     assert_eq!(bad.key, "networks[0].rpc_fallback_urls[0]");
     assert!(!bad.fatal);
 
+    // The primary node down: reported; the rest read through the fallback, the gas price too.
+    let report = run(
+        &f,
+        &Net {
+            rpc_url: "http://127.0.0.1:1".into(),
+            fallbacks: vec![f.rpc_url().unwrap().to_owned()],
+            ..Net::good(&f)
+        },
+    )
+    .await;
+    let bad = only_failure(&report, Check::Endpoint);
+    assert_eq!(bad.key, "networks[0].rpc_url");
+    let relayer = report
+        .findings
+        .iter()
+        .find(|x| x.check == Check::Relayer)
+        .unwrap();
+    assert!(
+        relayer.message.contains("100 settlements x 300000 gas"),
+        "{relayer}"
+    );
+
     // Subscriptions sold without a public RPC URL: a warning, not a failure.
     let report = run(
         &f,
@@ -328,4 +350,43 @@ async fn start_refuses_a_wrong_chain_id_and_a_missing_contract() {
     assert!(e.to_string().contains("networks[0].subscriptions"), "{e}");
 
     build(Net::good(&f)).await.unwrap();
+}
+
+/// Contracts deployed by `tollgate deploy` (CREATE2 through the deterministic deployment proxy,
+/// for another fee recipient) pass with their code compared, as do the fixture's (CREATE).
+#[tokio::test]
+async fn check_compares_the_code_of_a_deterministic_deployment() {
+    use tollgate_chain::deploy::{Plan, deploy};
+
+    let f = Fixture::new(Backend::Anvil).await.unwrap();
+    let recipient = f.accounts[2].address;
+    let plan = Plan::new(f.deployment.token, recipient);
+    deploy(
+        f.chain.as_ref(),
+        f.accounts[0].address,
+        &plan,
+        WaitOptions::default(),
+    )
+    .await
+    .unwrap();
+    let report = run(
+        &f,
+        &Net {
+            router: plan.router.address,
+            subscriptions: Some(plan.subscriptions.address),
+            fee_recipient: Some(recipient),
+            ..Net::good(&f)
+        },
+    )
+    .await;
+    assert!(
+        report.findings.iter().all(|x| x.status == Status::Ok),
+        "{report}"
+    );
+    let compared = report
+        .findings
+        .iter()
+        .filter(|x| x.message.contains("with the expected code"))
+        .count();
+    assert_eq!(compared, 2, "{report}");
 }

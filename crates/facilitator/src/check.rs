@@ -33,7 +33,7 @@ use crate::config::{Config, Network, ResolvedKeys, RpcEndpoint, RpcUrl};
 
 /// The gas limit a settlement is sent with (the router settlement's; see the settlement module):
 /// a relayer must hold this much gas at the current price for a node to accept one.
-pub const SETTLEMENT_GAS: u64 = 300_000;
+pub const SETTLEMENT_GAS: u64 = crate::settle::ROUTER_SETTLE_GAS;
 
 /// Default [`CheckOptions::floor_settlements`].
 pub const DEFAULT_FLOOR_SETTLEMENTS: u64 = 100;

@@ -252,7 +252,22 @@ pub enum Revert {
     /// Not enough gas was forwarded for a guarded call.
     #[error("InsufficientGas")]
     InsufficientGas,
-    /// `Error(string)`.
+    /// An account of the transfer is blacklisted by the token (Circle's FiatToken: `Error(string)`
+    /// "Blacklistable: account is blacklisted", which names none).
+    #[error("Blacklisted: an account of the transfer is blacklisted by the token")]
+    Blacklisted,
+    /// The token is paused (Circle's FiatToken: `Error(string)` "Pausable: paused").
+    #[error("TokenPaused: the token is paused")]
+    TokenPaused,
+    /// The payer's balance is below the amount, as a token reverting with strings says it
+    /// (FiatToken: "ERC20: transfer amount exceeds balance"); the balance is not in it.
+    #[error("TransferExceedsBalance: the transfer amount exceeds the balance")]
+    TransferExceedsBalance,
+    /// An EIP-3009 nonce already used or cancelled, as a token reverting with strings says it
+    /// (FiatToken: "FiatTokenV2: authorization is used or canceled"); the nonce is not in it.
+    #[error("AuthorizationUsedOrCanceled: the authorization is used or canceled")]
+    AuthorizationUsedOrCanceled,
+    /// `Error(string)` that none of the above is.
     #[error("{0}")]
     Message(String),
     /// `Panic(uint256)`.
@@ -374,12 +389,32 @@ impl Revert {
             };
         }
         if let Ok(e) = alloy::sol_types::Revert::abi_decode(data) {
-            return Self::Message(e.reason);
+            return Self::from_message(e.reason);
         }
         if let Ok(p) = alloy::sol_types::Panic::abi_decode(data) {
             return Self::Panic(p.code);
         }
         Self::Unknown(Bytes::copy_from_slice(data))
+    }
+
+    /// An `Error(string)` revert: the standard refusals of Circle's FiatToken (v2.2, its exact
+    /// strings) as their variants, any other string as [`Revert::Message`].
+    pub fn from_message(reason: String) -> Self {
+        match reason.as_str() {
+            "Blacklistable: account is blacklisted" | "FiatTokenV2_2: Account is blacklisted" => {
+                Self::Blacklisted
+            }
+            "Pausable: paused" => Self::TokenPaused,
+            "ERC20: transfer amount exceeds balance" => Self::TransferExceedsBalance,
+            "FiatTokenV2: authorization is used or canceled" => Self::AuthorizationUsedOrCanceled,
+            "FiatTokenV2: invalid signature"
+            | "EIP2612: invalid signature"
+            | "ECRecover: invalid signature"
+            | "ECRecover: invalid signature length"
+            | "ECRecover: invalid signature 's' value"
+            | "ECRecover: invalid signature 'v' value" => Self::InvalidSignature,
+            _ => Self::Message(reason),
+        }
     }
 
     /// The error's name as the contracts (and the spec) spell it, e.g. `"InsufficientFunds"`.
@@ -411,6 +446,10 @@ impl Revert {
             Self::SignatureExpired { .. } => "SignatureExpired",
             Self::ZeroAmount => "ZeroAmount",
             Self::InsufficientGas => "InsufficientGas",
+            Self::Blacklisted => "Blacklisted",
+            Self::TokenPaused => "TokenPaused",
+            Self::TransferExceedsBalance => "TransferExceedsBalance",
+            Self::AuthorizationUsedOrCanceled => "AuthorizationUsedOrCanceled",
             Self::Message(_) => "Error",
             Self::Panic(_) => "Panic",
             Self::Halt(_) => "Halt",
@@ -450,4 +489,46 @@ pub async fn read<C: SolCall>(chain: &dyn Chain, to: Address, call: &C) -> Resul
     let out = chain.call(None, to, call.abi_encode().into()).await?;
     C::abi_decode_returns(&out)
         .map_err(|e| Error::InvalidInput(format!("decoding {}: {e}", C::SIGNATURE)))
+}
+
+#[cfg(test)]
+mod tests {
+    use alloy::sol_types::SolError;
+
+    use super::*;
+
+    fn error_string(reason: &str) -> Vec<u8> {
+        alloy::sol_types::Revert::from(reason).abi_encode()
+    }
+
+    #[test]
+    fn fiat_token_revert_strings_decode_typed() {
+        for (reason, want) in [
+            ("Blacklistable: account is blacklisted", Revert::Blacklisted),
+            ("FiatTokenV2_2: Account is blacklisted", Revert::Blacklisted),
+            ("Pausable: paused", Revert::TokenPaused),
+            (
+                "ERC20: transfer amount exceeds balance",
+                Revert::TransferExceedsBalance,
+            ),
+            (
+                "FiatTokenV2: authorization is used or canceled",
+                Revert::AuthorizationUsedOrCanceled,
+            ),
+            ("FiatTokenV2: invalid signature", Revert::InvalidSignature),
+            (
+                "ECRecover: invalid signature 's' value",
+                Revert::InvalidSignature,
+            ),
+        ] {
+            assert_eq!(Revert::decode(&error_string(reason)), want, "{reason}");
+        }
+        let other = Revert::decode(&error_string("FiatTokenV2: authorization is expired"));
+        assert_eq!(
+            other,
+            Revert::Message("FiatTokenV2: authorization is expired".into())
+        );
+        assert_eq!(other.name(), "Error");
+        assert_eq!(Revert::Blacklisted.name(), "Blacklisted");
+    }
 }

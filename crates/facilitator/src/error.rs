@@ -44,6 +44,14 @@ pub enum Error {
     /// The API key's provider does not own the resource (403 `Forbidden`).
     #[error("forbidden: {0}")]
     Forbidden(String),
+    /// The token refuses an account of the payment, blacklisted (Circle's USDC) (403
+    /// `AccountBlacklisted`); the message names it, where the token says which.
+    #[error("account blacklisted: {0}")]
+    AccountBlacklisted(String),
+    /// The token is paused (Circle's USDC) and moves nothing until it is unpaused (422
+    /// `TokenPaused`); nothing was recorded, the same payment may be sent again later.
+    #[error("token paused: {0}")]
+    TokenPaused(String),
     /// A repeat of `/authorize`, or a status URL, without the settlement's claim (403
     /// `ClaimMismatch`).
     #[error("the settlement's claim was not presented")]
@@ -95,7 +103,8 @@ pub enum Error {
         tx_hash: B256,
     },
     /// A contract refused the call at simulation: 402 `InsufficientFunds`, 409
-    /// `AuthorizationUsed`, 422 `PlanDeprecated`, or 422 named after the revert.
+    /// `AuthorizationUsed`, 403 `AccountBlacklisted`, 422 `TokenPaused`, 422 `PlanDeprecated`,
+    /// or 422 named after the revert.
     #[error("reverted: {0}")]
     Revert(Revert),
     /// A settlement that failed earlier, answered as it was then (422 with its stored code).

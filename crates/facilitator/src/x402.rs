@@ -580,13 +580,19 @@ impl Facilitator {
             .await
         {
             Ok(_) => return Simulated::Passes,
-            Err(ChainError::Revert(Revert::AuthorizationAlreadyUsed { .. })) => {
+            Err(ChainError::Revert(
+                Revert::AuthorizationAlreadyUsed { .. } | Revert::AuthorizationUsedOrCanceled,
+            )) => {
                 return Simulated::Used;
             }
             Err(ChainError::Revert(r)) => r,
             Err(e) => return Simulated::Refused(verify_chain_error(&e)),
         };
         let named = revert_reason(&revert);
+        if matches!(revert, Revert::Blacklisted | Revert::TokenPaused) {
+            let auth = &payload.payload.authorization;
+            tracing::info!(%revert, payer = %auth.from, pay_to = %auth.to, "the token refuses an x402 payment");
+        }
         if named != ErrorReason::UnexpectedSettleError {
             return Simulated::Refused(named);
         }
@@ -897,9 +903,15 @@ fn signed_by_payer(net: &Network, payload: &PaymentPayload) -> bool {
     matches!(recover(&typed, &net.domain, &payload.payload.signature), Ok(signer) if signer == auth.from)
 }
 
+/// x402's reason for a token's (or the router's) refusal. x402 has no code for a token's
+/// compliance controls: a blacklisted account or a paused token is `invalid_payment` (the logs and
+/// a settlement's stored failure say which).
 fn revert_reason(r: &Revert) -> ErrorReason {
     match r {
-        Revert::InsufficientFunds { .. } => ErrorReason::InsufficientFunds,
+        Revert::InsufficientFunds { .. } | Revert::TransferExceedsBalance => {
+            ErrorReason::InsufficientFunds
+        }
+        Revert::Blacklisted | Revert::TokenPaused => ErrorReason::InvalidPayment,
         Revert::InvalidSignature => ErrorReason::InvalidExactEvmPayloadSignature,
         Revert::AuthorizationExpired { .. } => {
             ErrorReason::InvalidExactEvmPayloadAuthorizationValidBefore
@@ -907,7 +919,9 @@ fn revert_reason(r: &Revert) -> ErrorReason {
         Revert::AuthorizationNotYetValid { .. } => {
             ErrorReason::InvalidExactEvmPayloadAuthorizationValidAfter
         }
-        Revert::AuthorizationAlreadyUsed { .. } => ErrorReason::InvalidTransactionState,
+        Revert::AuthorizationAlreadyUsed { .. } | Revert::AuthorizationUsedOrCanceled => {
+            ErrorReason::InvalidTransactionState
+        }
         _ => ErrorReason::UnexpectedSettleError,
     }
 }

@@ -154,6 +154,11 @@ api_codes! {
     ValidityTooLong,
     /// The authorization's nonce was used otherwise (409).
     AuthorizationUsed,
+    /// The token refuses an account of the payment (payer, payee, fee recipient or router):
+    /// it is blacklisted (Circle's USDC); the message names it (403).
+    AccountBlacklisted,
+    /// The token is paused and moves nothing until it is unpaused (Circle's USDC) (422).
+    TokenPaused,
     /// The nonce does not commit to payTo, memo and fee (422).
     NonceMismatch,
     /// The amount does not exceed the facilitator's fee (422).

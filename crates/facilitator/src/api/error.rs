@@ -39,6 +39,10 @@ impl Error {
                 m.clone(),
             ),
             Self::Forbidden(m) => ApiError::new(StatusCode::FORBIDDEN, C::Forbidden, m.clone()),
+            Self::AccountBlacklisted(m) => {
+                ApiError::new(StatusCode::FORBIDDEN, C::AccountBlacklisted, m.clone())
+            }
+            Self::TokenPaused(m) => unprocessable(C::TokenPaused, m.clone()),
             Self::ClaimMismatch => ApiError::new(
                 StatusCode::FORBIDDEN,
                 C::ClaimMismatch,
@@ -206,17 +210,33 @@ fn revert_api(revert: &Revert) -> ApiError {
             C::InsufficientFunds,
             format!("payer {account} holds {balance}, the payment needs {needed}"),
         ),
-        Revert::AuthorizationAlreadyUsed { .. } => ApiError::new(
-            StatusCode::CONFLICT,
-            C::AuthorizationUsed,
-            "the authorization's nonce is already used or cancelled",
+        Revert::TransferExceedsBalance => ApiError::new(
+            StatusCode::PAYMENT_REQUIRED,
+            C::InsufficientFunds,
+            "the payer's balance is below the payment",
         ),
+        Revert::AuthorizationAlreadyUsed { .. } | Revert::AuthorizationUsedOrCanceled => {
+            ApiError::new(
+                StatusCode::CONFLICT,
+                C::AuthorizationUsed,
+                "the authorization's nonce is already used or cancelled",
+            )
+        }
         Revert::AuthorizationExpired { .. } => {
             unprocessable(C::AuthorizationExpired, revert.to_string())
         }
         Revert::AuthorizationNotYetValid { .. } => {
             unprocessable(C::AuthorizationNotYetValid, revert.to_string())
         }
+        Revert::Blacklisted => ApiError::new(
+            StatusCode::FORBIDDEN,
+            C::AccountBlacklisted,
+            "the token refuses the transfer: an account of the payment is blacklisted",
+        ),
+        Revert::TokenPaused => unprocessable(
+            C::TokenPaused,
+            "the token is paused and moves nothing until it is unpaused; retry later",
+        ),
         Revert::PlanDeprecated { plan_id } => plan_deprecated(*plan_id),
         Revert::InvalidSignature => unprocessable(
             C::InvalidSignature,
@@ -247,14 +267,14 @@ impl IntoResponse for Error {
 /// | 400 | malformed JSON, a missing or mistyped field (the message names it); `InvalidQuery`: a query string that does not parse or is out of range (the message names the parameter); `InvalidPath`: a path parameter that does not decode |
 /// | 401 | `Unauthorized`: a provider endpoint without a valid API key |
 /// | 402 | `InsufficientFunds`: the payer's token balance is below the amount; `AllowanceExhausted`: a deduction would cross the overage cap |
-/// | 403 | `Forbidden`: the API key's provider does not own the plan; `ClaimMismatch`: a repeat of `/authorize` or a status URL without the settlement's claim |
+/// | 403 | `Forbidden`: the API key's provider does not own the plan; `ClaimMismatch`: a repeat of `/authorize` or a status URL without the settlement's claim; `AccountBlacklisted`: the token (Circle's USDC) refuses an account of the payment (the message names it) |
 /// | 404 | unknown settlement, resource or route |
 /// | 405 | `MethodNotAllowed`: a known route under another method (`Allow` names the methods) |
 /// | 409 | `AuthorizationUsed` / `IdempotencyConflict`: the nonce (or idempotency key) was used otherwise; `SubscriptionNotActive`: a deduction for a paused, cancelled, overdue or ending subscription |
 /// | 408 | `RequestTimeout`: the request (body included) took longer than `[server] request_timeout_secs` |
 /// | 413 | body too large |
 /// | 415 | not `application/json` |
-/// | 422 | well-formed but invalid: unknown network or token, bad signature, nonce not committing to payTo/memo/fee, validity window, a revert |
+/// | 422 | well-formed but invalid: unknown network or token, bad signature, nonce not committing to payTo/memo/fee, validity window, a revert; `TokenPaused`: the token (Circle's USDC) is paused |
 /// | 429 | `RateLimited`: the client is over `[server]`'s per-client rate, or a subscriber's relayed lifecycle transactions are at their bound (`[subscriptions]`'s `relays_per_*` keys; nothing was sent); `Retry-After` says when to come back |
 /// | 431 | request headers over `[server] max_header_bytes` or `max_headers` (no body; the connection closes) |
 /// | 503 | the chain or the store is unavailable |
@@ -448,6 +468,24 @@ mod tests {
             wire(Error::Chain(ChainError::Revert(used))).0,
             409,
             "a revert inside a chain error maps as the revert"
+        );
+        // Circle's FiatToken's string refusals, decoded.
+        let code_of = |r: Revert| {
+            let (status, code, _) = wire(Error::Revert(r));
+            (status, code.as_str().to_owned())
+        };
+        assert_eq!(
+            code_of(Revert::Blacklisted),
+            (403, "AccountBlacklisted".into())
+        );
+        assert_eq!(code_of(Revert::TokenPaused), (422, "TokenPaused".into()));
+        assert_eq!(
+            code_of(Revert::TransferExceedsBalance),
+            (402, "InsufficientFunds".into())
+        );
+        assert_eq!(
+            code_of(Revert::AuthorizationUsedOrCanceled),
+            (409, "AuthorizationUsed".into())
         );
         let (status, code, _) = wire(Error::Revert(Revert::TransferFailed));
         assert_eq!((status, code.as_str()), (422, "TransferFailed"));

@@ -47,9 +47,11 @@ pub(super) const ERRORS: &[(u16, &str, &str, &[&str])] = &[
     (
         403,
         "Forbidden",
-        "The API key's provider does not own this resource, or the settlement belongs to \
-         another client (send its claim or the status URL's token).",
-        &["Forbidden", "ClaimMismatch"],
+        "The API key's provider does not own this resource, the settlement belongs to \
+         another client (send its claim or the status URL's token), or the token (Circle's \
+         USDC) refuses an account of the payment as blacklisted (the message names it; nothing \
+         was sent).",
+        &["Forbidden", "ClaimMismatch", "AccountBlacklisted"],
     ),
     (
         404,
@@ -91,13 +93,15 @@ pub(super) const ERRORS: &[(u16, &str, &str, &[&str])] = &[
         "Unprocessable",
         "Well-formed but invalid: an unknown network or token, a bad signature, a nonce that \
          does not commit to payTo/memo/fee, a validity window that is not open or too long, a \
-         deprecated plan, a revert.",
+         deprecated plan, a paused token (Circle's USDC: nothing was sent, send the payment \
+         again once it is unpaused), a revert.",
         &[
             "UnknownNetwork",
             "InvalidSignature",
             "InvalidNonce",
             "InvalidValidity",
             "PlanDeprecated",
+            "TokenPaused",
         ],
     ),
     (

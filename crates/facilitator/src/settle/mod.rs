@@ -65,10 +65,25 @@ pub fn settlement_key(
 /// The floor `tollgate facilitator --check` keeps relayers above is counted in it.
 pub(crate) const ROUTER_SETTLE_GAS: u64 = 300_000;
 
+/// Circle's FiatToken's blacklist, read to name the account a blacklisted refusal is about.
+#[allow(missing_docs, unreachable_pub)]
+mod blacklistable {
+    alloy::sol! {
+        interface Blacklistable {
+            function isBlacklisted(address account) external view returns (bool);
+        }
+    }
+}
+use blacklistable::Blacklistable;
+
 /// Why a simulated settlement was refused.
 enum Refusal {
-    /// The authorization's nonce is used.
+    /// The authorization's nonce is used (or cancelled).
     Used,
+    /// The token refuses an account of the payment: this one, when it says which.
+    Blacklisted(Option<(&'static str, Address)>),
+    /// The token is paused.
+    Paused,
     /// The payer holds too little.
     Funds {
         /// What it holds.
@@ -189,6 +204,27 @@ impl Facilitator {
                         sp.authorization.from, sp.amount
                     )));
                 }
+                // A token's compliance controls: refused before anything is recorded, as a
+                // payer's balance is (lifted, the same payment may be sent again).
+                Refusal::Blacklisted(Some((who, account))) => {
+                    return Err(Error::AccountBlacklisted(format!(
+                        "the token refuses the transfer: the {who} {account} is blacklisted"
+                    )));
+                }
+                Refusal::Blacklisted(None) => {
+                    return Err(Error::AccountBlacklisted(format!(
+                        "the token refuses the transfer: an account of the payment (the router {} \
+                         or its fee recipient) is blacklisted",
+                        net.spec.router
+                    )));
+                }
+                Refusal::Paused => {
+                    return Err(Error::TokenPaused(format!(
+                        "the token {} is paused and moves nothing until it is unpaused; send the \
+                         payment again then",
+                        net.spec.token
+                    )));
+                }
                 Refusal::Other(revert) => {
                     // Refused for another reason: recorded as failed, as a refused broadcast is.
                     let row = self.inner.store.insert_settlement(&new).await?.row;
@@ -239,8 +275,9 @@ impl Facilitator {
         self.resume(net, row).await
     }
 
-    /// Names a simulated settlement's refusal: from the revert when the contracts name it, else
-    /// (a token that reverts with strings, as USDC does) from the nonce's state and the payer's
+    /// Names a simulated settlement's refusal: from the revert when the contracts (or USDC's
+    /// strings, decoded) name it, reading only what the message needs (the blacklisted account,
+    /// the balance), else (a string nothing names) from the nonce's state and the payer's
     /// balance, read only then.
     async fn named_refusal(
         &self,
@@ -248,13 +285,26 @@ impl Facilitator {
         sp: &SignedPayment,
         revert: Revert,
     ) -> Result<Refusal> {
+        let auth = &sp.authorization;
         match revert {
-            Revert::AuthorizationAlreadyUsed { .. } => return Ok(Refusal::Used),
+            Revert::AuthorizationAlreadyUsed { .. } | Revert::AuthorizationUsedOrCanceled => {
+                return Ok(Refusal::Used);
+            }
             Revert::InsufficientFunds { balance, .. } => return Ok(Refusal::Funds { balance }),
-            Revert::Message(_) | Revert::Unknown(_) => {}
+            Revert::TokenPaused => return Ok(Refusal::Paused),
+            Revert::Blacklisted => {
+                for (who, account) in [("payer", auth.from), ("payee", sp.pay_to)] {
+                    let listed = Blacklistable::isBlacklistedCall { account };
+                    if contracts::read(&*net.chain, net.spec.token, &listed).await? {
+                        return Ok(Refusal::Blacklisted(Some((who, account))));
+                    }
+                }
+                return Ok(Refusal::Blacklisted(None));
+            }
+            // The balance is read below, for the message.
+            Revert::TransferExceedsBalance | Revert::Message(_) | Revert::Unknown(_) => {}
             named => return Ok(Refusal::Other(named)),
         }
-        let auth = &sp.authorization;
         let state = Token::authorizationStateCall {
             authorizer: auth.from,
             nonce: auth.nonce,
@@ -443,7 +493,10 @@ impl Facilitator {
     /// A settlement refused at simulation: either the nonce was used meanwhile (recover), or the
     /// payment cannot go through (no write beyond the row's failure; nothing moved).
     async fn refused(&self, net: &Network, new: &NewSettlement, revert: Revert) -> Result<Outcome> {
-        if matches!(revert, Revert::AuthorizationAlreadyUsed { .. }) {
+        if matches!(
+            revert,
+            Revert::AuthorizationAlreadyUsed { .. } | Revert::AuthorizationUsedOrCanceled
+        ) {
             // Used by a settlement at the configured depth: this payment. Used by one not yet
             // deep enough, or not yet mined (another transaction carrying the same authorization:
             // one this facilitator sent before it was reorged out, another replica's, one of a

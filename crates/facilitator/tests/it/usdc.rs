@@ -1,8 +1,16 @@
 //! Circle's USDC (FiatToken v2.2 behind its proxy) at its own Base Sepolia address, on anvil run
 //! as Base Sepolia with 2 s blocks and 2 confirmations: the money paths against the real token.
 
-use alloy::primitives::{Address, B256, U256};
+use alloy::{
+    primitives::{Address, B256, U256},
+    sol_types::SolCall,
+};
 use serde_json::{Value, json};
+use tollgate_chain::{
+    Confirmation, TxRequest, WaitOptions,
+    authorization::{CancelAuthorization, sign},
+    contracts::Token,
+};
 use tollgate_protocol::{PaymentProof, x402::PaymentPayload};
 use tollgate_testkit::{
     harness::{FEE, PAYEE, PAYER, PROOF_KEY, TestNet},
@@ -256,9 +264,10 @@ async fn authorize_settles_through_the_router_on_fiat_token_once() {
 }
 
 /// What Circle's compliance controls do to payments: a blacklisted payer or payee and a paused
-/// token refuse x402 and router payments before anything is sent (FiatToken's reverts are
-/// `Error(string)`s; which reason they map to is left to the next step of issue 34), and once
-/// lifted the same payment settles.
+/// token refuse x402 and router payments before anything is sent, with typed answers decided from
+/// FiatToken's `Error(string)` reverts at simulation (x402: `invalid_payment`, x402 having no code
+/// of its own for them; `/authorize`: 403 `AccountBlacklisted` naming the account, 422
+/// `TokenPaused`), and once lifted the same payment settles.
 #[tokio::test(flavor = "multi_thread")]
 async fn blacklist_and_pause_refuse_payments_and_nothing_moves() {
     let (net, usdc) = usdc_net().await;
@@ -269,39 +278,61 @@ async fn blacklist_and_pause_refuse_payments_and_nothing_moves() {
         net.token_balance(pay_to).await,
     );
     let mut nonce = 0x40;
-    let mut refused = async |what: &str| {
+    let mut refused = async |what: &str, code: &str, status: u16, message: &str| {
         nonce += 1;
         let p = net
             .x402_payload(NETWORK, PAYER, pay_to, 10_000, B256::repeat_byte(nonce))
             .await;
         let body = x402_body(&p, pay_to, 10_000);
         let (s, v) = post(&net, "/verify", &body).await;
-        assert_eq!((s, &v["isValid"]), (200, &json!(false)), "{what}: {v}");
+        assert_eq!(
+            (s, &v["isValid"], &v["invalidReason"]),
+            (200, &json!(false), &json!("invalid_payment")),
+            "{what}: {v}"
+        );
         let (s, r) = post(&net, "/settle", &body).await;
         assert_eq!(
-            (s, &r["success"], &r["transaction"]),
-            (200, &json!(false), &json!("")),
+            (s, &r["success"], &r["errorReason"], &r["transaction"]),
+            (200, &json!(false), &json!("invalid_payment"), &json!("")),
             "{what}: {r}"
         );
         let sp = net
             .signed_payment(NETWORK, PAYER, pay_to, 500_000, B256::repeat_byte(nonce))
             .await;
         let (s, a) = post(&net, "/authorize", &json!({ "signedPayment": sp })).await;
-        assert!((400..500).contains(&s), "{what}: {s} {a}");
+        assert_eq!(
+            (s, &a["error"]["code"]),
+            (status, &json!(code)),
+            "{what}: {a}"
+        );
+        let said = a["error"]["message"].as_str().unwrap().to_lowercase();
+        assert!(said.contains(&message.to_lowercase()), "{what}: {a}");
         assert!(a.get("proof").is_none(), "{what}: {a}");
         body
     };
 
     usdc.blacklist(chain, payer).await.unwrap();
     assert!(usdc.is_blacklisted(chain, payer).await.unwrap());
-    refused("blacklisted payer").await;
+    refused(
+        "blacklisted payer",
+        "AccountBlacklisted",
+        403,
+        &format!("payer {payer} is blacklisted"),
+    )
+    .await;
     usdc.un_blacklist(chain, payer).await.unwrap();
     usdc.blacklist(chain, pay_to).await.unwrap();
-    refused("blacklisted payee").await;
+    refused(
+        "blacklisted payee",
+        "AccountBlacklisted",
+        403,
+        &format!("payee {pay_to} is blacklisted"),
+    )
+    .await;
     usdc.un_blacklist(chain, pay_to).await.unwrap();
     usdc.pause(chain).await.unwrap();
     assert!(usdc.paused(chain).await.unwrap());
-    let body = refused("paused").await;
+    let body = refused("paused", "TokenPaused", 422, "is paused").await;
     assert_eq!(
         (
             net.token_balance(payer).await,
@@ -317,5 +348,83 @@ async fn blacklist_and_pause_refuse_payments_and_nothing_moves() {
     assert_eq!(
         net.token_balance(pay_to).await,
         before.1 + U256::from(10_000)
+    );
+}
+
+/// An authorization its signer cancels with FiatToken's `cancelAuthorization` before it is
+/// settled: x402 `/settle` answers `invalid_transaction_state` (FiatToken's "authorization is used
+/// or canceled", the Tollgate token's `AuthorizationAlreadyUsed`), `/authorize` 409
+/// `AuthorizationUsed`, and nothing moves.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_authorization_cancelled_on_fiat_token_is_refused_and_nothing_moves() {
+    let (net, _usdc) = usdc_net().await;
+    let chain = &*net.fixture.chain;
+    let (payer, pay_to) = (net.address(PAYER), net.address(PAYEE));
+    let before = (
+        net.token_balance(payer).await,
+        net.token_balance(pay_to).await,
+    );
+    let cancel = async |nonce: B256| {
+        let signature = sign(
+            &net.account(PAYER).signer(),
+            &CancelAuthorization {
+                authorizer: payer,
+                nonce,
+            },
+            &net.fixture.token_domain(),
+        )
+        .unwrap();
+        let call = Token::cancelAuthorization_1Call {
+            authorizer: payer,
+            nonce,
+            signature,
+        };
+        let sent = chain
+            .send_and_wait(
+                TxRequest::call(payer, net.token(), call.abi_encode()),
+                WaitOptions::default(),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(sent, Confirmation::Confirmed(r) if r.success));
+    };
+
+    // x402: signed, cancelled, then settled.
+    let nonce = B256::repeat_byte(0x51);
+    let p = net
+        .x402_payload(NETWORK, PAYER, pay_to, 10_000, nonce)
+        .await;
+    cancel(nonce).await;
+    let body = x402_body(&p, pay_to, 10_000);
+    let (s, r) = post(&net, "/settle", &body).await;
+    assert_eq!(
+        (s, &r["success"], &r["errorReason"], &r["transaction"]),
+        (
+            200,
+            &json!(false),
+            &json!("invalid_transaction_state"),
+            &json!("")
+        ),
+        "{r}"
+    );
+
+    // A router payment: its nonce (committing to payTo, memo and fee) cancelled.
+    let sp = net
+        .signed_payment(NETWORK, PAYER, pay_to, 500_000, B256::repeat_byte(0x52))
+        .await;
+    cancel(sp.authorization.nonce).await;
+    let (s, a) = post(&net, "/authorize", &json!({ "signedPayment": sp })).await;
+    assert_eq!(
+        (s, &a["error"]["code"]),
+        (409, &json!("AuthorizationUsed")),
+        "{a}"
+    );
+
+    assert_eq!(
+        (
+            net.token_balance(payer).await,
+            net.token_balance(pay_to).await
+        ),
+        before
     );
 }

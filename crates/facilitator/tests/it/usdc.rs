@@ -8,8 +8,10 @@ use alloy::{
 use serde_json::{Value, json};
 use tollgate_chain::{
     Confirmation, TxRequest, WaitOptions,
-    authorization::{CancelAuthorization, sign},
-    contracts::Token,
+    authorization::{
+        CancelAuthorization, Permit, Subscribe, sign, subscriptions_domain, token_domain,
+    },
+    contracts::{self, Token},
 };
 use tollgate_protocol::{PaymentProof, x402::PaymentPayload};
 use tollgate_testkit::{
@@ -426,5 +428,183 @@ async fn an_authorization_cancelled_on_fiat_token_is_refused_and_nothing_moves()
             net.token_balance(pay_to).await
         ),
         before
+    );
+}
+
+/// The subscription path on FiatToken: a plan published through the facilitator, a subscriber
+/// subscribing gaslessly (FiatToken's EIP-2612 `permit` under the token's own EIP-712 domain, as
+/// `/.well-known/tollgate` publishes it, and a `Subscribe` intent, relayed by `POST
+/// /subscriptions`), the first cycle billed exactly, and the keeper renewing one cycle once the
+/// paid period ends.
+#[tokio::test(flavor = "multi_thread")]
+async fn subscription_relayed_with_permit_and_renewed_on_fiat_token() {
+    const PROVIDER: usize = 5;
+    const SUBSCRIBER: usize = 2;
+    const AMOUNT: u64 = 1_000_000; // one USDC
+    const MAX_OVERAGE: u64 = 250_000;
+    const INTERVAL: u64 = 7 * 24 * 3600;
+    let (net, _usdc) = usdc_net().await;
+    let (who, pay_to) = (net.address(SUBSCRIBER), net.address(PAYEE));
+
+    let key = net.api_key(PROVIDER, "provider").await;
+    let r = net
+        .http
+        .post(format!("{}/plans", net.url))
+        .bearer_auth(&key)
+        .json(&json!({
+            "network": NETWORK, "amount": AMOUNT.to_string(), "interval": INTERVAL,
+            "payTo": pay_to, "idempotencyKey": "usdc-plan"
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 201);
+    let plan: Value = r.json().await.unwrap();
+    let plan_id: B256 = plan["planId"].as_str().unwrap().parse().unwrap();
+
+    // What an agent reads: the token's domain from discovery, the nonces from the quote.
+    let wk: Value = net
+        .http
+        .get(format!("{}/.well-known/tollgate", net.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let info = &wk["networks"][NETWORK];
+    assert_eq!(info["tokenName"], "USDC", "{info}");
+    assert_eq!(info["tokenVersion"], "2", "{info}");
+    let subs: Address = info["subscriptions"].as_str().unwrap().parse().unwrap();
+    let quote: Value = net
+        .http
+        .get(format!(
+            "{}/subscriptions/quote?network={NETWORK}&planId={plan_id}&subscriber={who}",
+            net.url
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(quote["plan"]["amount"], AMOUNT.to_string(), "{quote}");
+    let nonce: U256 = quote["nonce"].as_str().unwrap().parse().unwrap();
+    let permit_nonce: U256 = quote["permitNonce"].as_str().unwrap().parse().unwrap();
+    let now = quote["now"].as_u64().unwrap();
+    assert_eq!(
+        permit_nonce,
+        contracts::read(
+            net.fixture.chain.as_ref(),
+            USDC_BASE_SEPOLIA,
+            &Token::noncesCall { owner: who }
+        )
+        .await
+        .unwrap()
+    );
+
+    let signer = net.account(SUBSCRIBER).signer();
+    let value = U256::from((AMOUNT + MAX_OVERAGE) * 12);
+    let permit = Permit {
+        owner: who,
+        spender: subs,
+        value,
+        nonce: permit_nonce,
+        deadline: U256::from(now + 3600),
+    };
+    let token = token_domain(
+        info["tokenName"].as_str().unwrap().to_owned(),
+        info["tokenVersion"].as_str().unwrap().to_owned(),
+        BASE_SEPOLIA_CHAIN_ID,
+        USDC_BASE_SEPOLIA,
+    );
+    let permit_sig = sign(&signer, &permit, &token).unwrap();
+    let intent = Subscribe {
+        planId: plan_id,
+        subscriber: who,
+        maxOverage: U256::from(MAX_OVERAGE),
+        nonce,
+        deadline: U256::from(now + 600),
+    };
+    let signature = sign(
+        &signer,
+        &intent,
+        &subscriptions_domain(BASE_SEPOLIA_CHAIN_ID, subs),
+    )
+    .unwrap();
+    let body = json!({
+        "network": NETWORK,
+        "planId": plan_id,
+        "subscriber": who,
+        "maxOverage": MAX_OVERAGE.to_string(),
+        "deadline": now + 600,
+        "signature": signature,
+        "permit": { "value": value.to_string(), "deadline": now + 3600, "signature": permit_sig },
+    });
+
+    let (s0, p0) = (
+        net.token_balance(who).await,
+        net.token_balance(pay_to).await,
+    );
+    let gas0 = net.fixture.chain.balance(who).await.unwrap();
+    let (status, sub) = post(&net, "/subscriptions", &body).await;
+    assert_eq!(status, 200, "{sub}");
+    assert_eq!(sub["status"], "ACTIVE", "{sub}");
+    assert_eq!(sub["planId"], json!(plan_id));
+    assert_eq!(sub["cycle"], 1);
+    // The first cycle, exactly; the subscriber spent no gas; FiatToken's allowance is the permit's
+    // less what the first cycle drew.
+    assert_eq!(net.token_balance(who).await, s0 - U256::from(AMOUNT));
+    assert_eq!(net.token_balance(pay_to).await, p0 + U256::from(AMOUNT));
+    assert_eq!(net.fixture.chain.balance(who).await.unwrap(), gas0);
+    let allowance: U256 = contracts::read(
+        net.fixture.chain.as_ref(),
+        USDC_BASE_SEPOLIA,
+        &Token::allowanceCall {
+            owner: who,
+            spender: subs,
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(allowance, value - U256::from(AMOUNT));
+    let paid_through = sub["paidThrough"].as_u64().unwrap();
+    let id: B256 = sub["id"].as_str().unwrap().parse().unwrap();
+
+    // Nothing is due before the paid period ends.
+    let r = net.facilitator.run_keeper_once().await;
+    assert_eq!((r.renewed, r.errors), (0, 0), "{r:?}");
+
+    // Past `paidThrough`: one cycle renewed, exactly.
+    let chain_now = net.now().await;
+    net.fixture
+        .chain
+        .advance_time(paid_through.saturating_sub(chain_now) + 10)
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let r = net.facilitator.run_keeper_once().await;
+    assert_eq!((r.renewed, r.failed, r.errors), (1, 0, 0), "{r:?}");
+    let r = net.facilitator.run_keeper_once().await;
+    assert_eq!((r.renewed, r.errors), (0, 0), "{r:?}");
+    assert_eq!(net.token_balance(who).await, s0 - U256::from(2 * AMOUNT));
+    assert_eq!(net.token_balance(pay_to).await, p0 + U256::from(2 * AMOUNT));
+    let shown: Value = net
+        .http
+        .get(format!("{}/subscriptions/{id}?network={NETWORK}", net.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["status"], "ACTIVE", "{shown}");
+    assert_eq!(shown["cycle"], 2, "{shown}");
+    // The renewed cycle starts at the renewal (Subscriptions' rule), a few 2 s blocks after the
+    // clock was moved past the paid period.
+    let renewed_through = shown["paidThrough"].as_u64().unwrap();
+    assert!(
+        (paid_through + 10 + INTERVAL..=paid_through + 70 + INTERVAL).contains(&renewed_through),
+        "{renewed_through} vs {paid_through} + {INTERVAL}"
     );
 }

@@ -156,7 +156,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
                 for p in payments {
                     report(&format!(
                         "{} (not served; not known to have moved)",
-                        sent_line(p)
+                        payment_line(p, "sent")
                     ));
                 }
             }
@@ -347,6 +347,12 @@ fn summarize(response: &PaidResponse, started: Instant, named: Option<&str>) {
 /// served on a subscription `subscribed ID: first cycle …` (created for it) or `served on
 /// subscription ID` (held already).
 fn paid_line(p: &Payment) -> String {
+    payment_line(p, "paid")
+}
+
+/// [`paid_line`] with another verb for a one-time payment: `sent 0.500000 …` for one sent but not
+/// shown to have moved.
+fn payment_line(p: &Payment, verb: &str) -> String {
     let tx = p
         .tx_hash
         .map_or_else(|| "unknown".to_owned(), |t| t.to_string());
@@ -366,7 +372,7 @@ fn paid_line(p: &Payment) -> String {
             p.payer,
         ),
         PaymentKind::X402 => format!(
-            "paid {} ({} units) on {} to {} from {}; tx {tx}; x402 V{}",
+            "{verb} {} ({} units) on {} to {} from {}; tx {tx}; x402 V{}",
             tokens(p.amount),
             p.amount,
             p.network,
@@ -375,22 +381,13 @@ fn paid_line(p: &Payment) -> String {
             p.x402_version.unwrap_or(1),
         ),
         _ => format!(
-            "paid {} ({} units) on {} to {} from {}; tx {tx}",
+            "{verb} {} ({} units) on {} to {} from {}; tx {tx}",
             tokens(p.amount),
             p.amount,
             p.network,
             p.pay_to,
             p.payer,
         ),
-    }
-}
-
-/// [`paid_line`] for a payment sent but not shown to have moved: `sent 0.500000 …`.
-fn sent_line(p: &Payment) -> String {
-    let line = paid_line(p);
-    match line.strip_prefix("paid ") {
-        Some(rest) => format!("sent {rest}"),
-        None => line,
     }
 }
 

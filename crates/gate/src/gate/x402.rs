@@ -110,12 +110,16 @@ impl Gate {
         let unavailable = X402Failure::StoreUnavailable;
         let first = i.store.claim(key, until).await.map_err(unavailable)?;
         let settler = settler_key(&i.secret, key);
+        let digest = payload_digest(payload);
         let token = if first {
             // The payer's request: its hold is marked at once, under its token (its own, or
             // one made here), so that a retry after a lost answer finds it.
             let token = retry.unwrap_or_else(RetryToken::random);
-            let held = held_key(key, &token, payload);
-            if let Err(e) = i.store.claim(held, held_until).await {
+            if let Err(e) = i
+                .store
+                .claim(held_key(key, &token, digest), held_until)
+                .await
+            {
                 // Nothing sent: the payment is free again.
                 if let Err(e) = i.store.release(key).await {
                     tracing::warn!(error = %e, "cannot release the x402 once-only lock");
@@ -130,7 +134,7 @@ impl Gate {
             let taken = match retry {
                 Some(token) => i
                     .store
-                    .take(held_key(key, &token, payload))
+                    .take(held_key(key, &token, digest))
                     .await
                     .map_err(unavailable)?
                     .then_some(token),
@@ -148,7 +152,7 @@ impl Gate {
                 }
             }
         };
-        let held = held_key(key, &token, payload);
+        let held = held_key(key, &token, digest);
         let mut result = self
             .verify_and_settle(payload, requirements.clone(), &settler, first)
             .await;
@@ -350,19 +354,25 @@ pub(super) enum Resend {
 }
 
 /// Where a payment whose settlement is pending is held for its payer, beside its once-only
-/// key: bound to the retry token and to every byte of the payload, so that neither a request
-/// without the token nor the token with another payload (a forged signature) can take it.
-fn held_key(key: B256, token: &RetryToken, payload: &PaymentPayload) -> B256 {
-    let body = serde_json::to_vec(payload).unwrap_or_default();
+/// key: bound to the retry token and to every byte of the payload ([`payload_digest`]), so that
+/// neither a request without the token nor the token with another payload (a forged signature)
+/// can take it.
+fn held_key(key: B256, token: &RetryToken, digest: B256) -> B256 {
     keccak256(
         [
             b"tollgate-gate/x402/held".as_slice(),
             key.as_slice(),
             token.as_bytes(),
-            keccak256(&body).as_slice(),
+            digest.as_slice(),
         ]
         .concat(),
     )
+}
+
+/// The hash of a payload as it reads (its canonical JSON): two payloads that differ in any
+/// field, the signature included, differ here.
+fn payload_digest(payload: &PaymentPayload) -> B256 {
+    keccak256(serde_json::to_vec(payload).unwrap_or_default())
 }
 
 /// The `Idempotency-Key` this gate settles `key` under: secret (derived from the memo secret, so

@@ -8,6 +8,7 @@ mod dev;
 mod devnet;
 mod facilitator;
 mod gateway_paths;
+mod golive;
 mod interop;
 mod pay;
 mod secrets;

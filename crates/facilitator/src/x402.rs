@@ -14,10 +14,17 @@
 //! token's configured EIP-712 domain; and a success is answered only after the receipt shows
 //! this authorization used and its `Transfer` of exactly this value from this payer to this
 //! payee.
+//!
+//! A payer may be a smart-contract wallet (EIP-1271), as FiatToken v2.2 takes it: a signature
+//! that does not recover to the payer is the payer's when the payer has code and its
+//! `isValidSignature` accepts it over the authorization's digest. Only the payer's own ECDSA
+//! signature (a plain one) goes in a batch with a fixed gas limit; a wallet's is sent alone with
+//! its gas estimated, since what its check costs is the wallet's.
 
 use alloy::{
-    primitives::{Address, B256, Bytes, U256},
-    sol_types::SolEvent,
+    primitives::{Address, B256, Bytes, FixedBytes, U256},
+    sol,
+    sol_types::{SolEvent, SolStruct},
 };
 use tollgate_chain::{
     Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
@@ -43,6 +50,28 @@ use crate::{
 /// The gas limit of an x402 settlement signed by a 65-byte (EOA) signature: USDC's and the
 /// devnet token's `transferWithAuthorization` use about 60–90k; the unused rest is not charged.
 const EOA_TRANSFER_GAS: u64 = 200_000;
+
+sol! {
+    /// EIP-1271: a contract account's signature check.
+    interface IERC1271 {
+        function isValidSignature(bytes32 hash, bytes signature) external view returns (bytes4 magicValue);
+    }
+}
+
+/// What `isValidSignature` answers for a valid signature (its selector).
+const ERC1271_MAGIC_VALUE: FixedBytes<4> = FixedBytes([0x16, 0x26, 0xba, 0x7e]);
+
+/// Who signed a payload's authorization for its payer, as FiatToken v2.2's `SignatureChecker`
+/// decides it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Signer {
+    /// The payer's own key: a plain (65-byte ECDSA) signature recovering to the payer.
+    Key,
+    /// The payer is a contract (a smart wallet) whose `isValidSignature` accepts it.
+    Wallet,
+    /// Neither: not the payer's signature.
+    Nobody,
+}
 
 /// What a simulation of a payload's transfer says.
 enum Simulated {
@@ -87,6 +116,9 @@ enum Sending {
 struct Verified<'a> {
     net: &'a Network,
     key: B256,
+    /// Signed by the payer's own key (a plain signature, which may go in a batch); known when
+    /// checked without simulating (`/settle`), `false` otherwise.
+    plain: bool,
 }
 
 impl Facilitator {
@@ -139,21 +171,35 @@ impl Facilitator {
             // balance as the token checks them. The signature's form is checked here (65
             // bytes, v, no malleable s: what `/settle` accepts); its signer by the token, under
             // its real domain, so the recovery (most of a verification's own CPU) is not done
-            // twice. A refusal the token does not name is named by recovering it then.
+            // twice. A refusal the token does not name is named by recovering it then. A
+            // smart wallet's signature is in the wallet's own form: the token asks the wallet.
             if parse_signature(&payload.payload.signature).is_err() {
-                return Err(ErrorReason::InvalidExactEvmPayloadSignature);
+                match net.chain.code(auth.from).await {
+                    Ok(code) if !code.is_empty() => {}
+                    Ok(_) => return Err(ErrorReason::InvalidExactEvmPayloadSignature),
+                    Err(e) => return Err(verify_chain_error(&e)),
+                }
             }
             match self.x402_simulate(net, payload, None).await {
                 Simulated::Passes => {}
                 Simulated::Used => return Err(ErrorReason::InvalidTransactionState),
                 Simulated::Refused(reason) => return Err(reason),
             }
-        } else if !signed_by_payer(net, payload) {
-            return Err(ErrorReason::InvalidExactEvmPayloadSignature);
         }
+        let plain = if simulate {
+            false
+        } else {
+            match signer(net, payload).await {
+                Ok(Signer::Key) => true,
+                Ok(Signer::Wallet) => false,
+                Ok(Signer::Nobody) => return Err(ErrorReason::InvalidExactEvmPayloadSignature),
+                Err(e) => return Err(verify_chain_error(&e)),
+            }
+        };
         Ok(Verified {
             net,
             key: settlement_key(net.spec.chain_id, net.spec.token, auth.from, auth.nonce),
+            plain,
         })
     }
 
@@ -266,7 +312,7 @@ impl Facilitator {
         };
         let result = match row {
             Some(row) => self.x402_resume(net, &new, row).await,
-            None => self.x402_first(net, &new, payload).await,
+            None => self.x402_first(net, &new, payload, verified.plain).await,
         };
         match result {
             Ok(tx) => SettleResponse::success(tx, network, auth.from),
@@ -275,11 +321,13 @@ impl Facilitator {
     }
 
     /// A settlement this store has not seen: checks the nonce, records, broadcasts, waits.
+    /// `plain`: signed by the payer's own key ([`Signer::Key`]).
     async fn x402_first(
         &self,
         net: &Network,
         new: &NewSettlement,
         payload: &PaymentPayload,
+        plain: bool,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         // A replica without a relayer account records nothing: the payment stays free for a
         // replica that can send it.
@@ -300,8 +348,7 @@ impl Facilitator {
         // A plain signature's transfer is handed to the next batch while its row is recorded
         // (it goes only once it is: an insert that fails or finds another payment's row
         // withdraws it).
-        let ticket = (payload.payload.signature.len() == 65)
-            .then(|| net.batches.enqueue(relayer, router_transfer(payload)));
+        let ticket = plain.then(|| net.batches.enqueue(relayer, router_transfer(payload)));
         match self.inner.store.insert_settlement(new).await {
             // Another payload with this payer and nonce recorded first (at another replica,
             // which holds no lock of ours): not this payment, and nothing is sent for it.
@@ -319,19 +366,21 @@ impl Facilitator {
         }
         crate::fault::hit("settle.after-insert");
         let sending = ticket.map_or(Sending::Together, Sending::Queued);
-        self.x402_send(net, new, payload, Some(relayer), sending)
+        self.x402_send(net, new, payload, plain, Some(relayer), sending)
             .await
     }
 
     /// Broadcasts the `transferWithAuthorization` of a recorded settlement and waits for it.
     /// `simulated`: the relayer whose simulation of this transfer just passed (the first
     /// send); `None` simulates again first (a resend, when the chain may have moved on).
-    /// `sending`: whether it may go in a batch with others ([`crate::batch`]).
+    /// `sending`: whether it may go in a batch with others ([`crate::batch`]); only a `plain`
+    /// one (signed by the payer's own key) does.
     async fn x402_send(
         &self,
         net: &Network,
         new: &NewSettlement,
         payload: &PaymentPayload,
+        plain: bool,
         simulated: Option<Address>,
         sending: Sending,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
@@ -345,8 +394,9 @@ impl Facilitator {
         };
         // One simulation (an `eth_call`) instead of a gas estimate's search: a revert is known
         // before anything is sent, and the node runs the transfer once, not a dozen times.
-        // A plain 65-byte signature's transfer has a fixed cost well under the limit below (an
-        // unused limit costs nothing); a smart wallet's (ERC-1271, ERC-6492) is estimated.
+        // A plain signature's transfer has a fixed cost well under the limit below (an unused
+        // limit costs nothing); a smart wallet's (EIP-1271), whatever its signature's length,
+        // is estimated: its check costs what the wallet makes it cost.
         let simulation = match simulated {
             Some(_) => Ok(Default::default()),
             None => {
@@ -360,7 +410,7 @@ impl Facilitator {
         let mut slot = None;
         let batched = match sending {
             Sending::Queued(ticket) => Some(ticket.recorded().await),
-            Sending::Together if simulation.is_ok() && payload.payload.signature.len() == 65 => {
+            Sending::Together if simulation.is_ok() && plain => {
                 Some(net.batches.settle(relayer, router_transfer(payload)).await)
             }
             _ => None,
@@ -369,11 +419,21 @@ impl Facilitator {
             match batched {
                 Batched::Alone(permit) => slot = permit,
                 Batched::Sent(confirmation) => {
-                    return self.x402_mined(net, new, payload, confirmation).await;
+                    return self
+                        .x402_mined(net, new, payload, plain, confirmation)
+                        .await;
                 }
                 // Perhaps mined all the same: simulated again, and sent alone if it can go.
                 Batched::Failed => {
-                    return Box::pin(self.x402_send(net, new, payload, None, Sending::Alone)).await;
+                    return Box::pin(self.x402_send(
+                        net,
+                        new,
+                        payload,
+                        plain,
+                        None,
+                        Sending::Alone,
+                    ))
+                    .await;
                 }
                 // Recorded after its batch left: in the next one.
                 Batched::Late => {
@@ -381,6 +441,7 @@ impl Facilitator {
                         net,
                         new,
                         payload,
+                        plain,
                         Some(relayer),
                         Sending::Together,
                     ))
@@ -391,7 +452,7 @@ impl Facilitator {
         let sent = match simulation {
             Ok(_) => {
                 let mut tx = TxRequest::call(relayer, net.spec.token, data);
-                if payload.payload.signature.len() == 65 {
+                if plain {
                     tx.gas = Some(EOA_TRANSFER_GAS);
                 }
                 net.chain.send(tx).await
@@ -401,9 +462,14 @@ impl Facilitator {
         let tx_hash = match sent {
             Ok(h) => h,
             Err(ChainError::Revert(r)) => {
-                if matches!(r, Revert::AuthorizationAlreadyUsed { .. }) {
+                if matches!(
+                    r,
+                    Revert::AuthorizationAlreadyUsed { .. } | Revert::AuthorizationUsedOrCanceled
+                ) {
                     // Used meanwhile: by this payment (a transaction sent before a crash or
-                    // reorg) or by another payload with the same nonce.
+                    // reorg, or a batch mined while this waited for its confirmations), by
+                    // another payload with the same nonce, or cancelled by its signer (USDC
+                    // says "used or canceled": the logs say which).
                     return self.x402_used(net, new).await;
                 }
                 let reason = revert_reason(&r);
@@ -413,7 +479,7 @@ impl Facilitator {
             Err(e) => return Err((verify_chain_error(&e), None)),
         };
         crate::fault::hit("settle.after-broadcast");
-        let waited = self.x402_wait(net, new, payload, tx_hash).await;
+        let waited = self.x402_wait(net, new, payload, plain, tx_hash).await;
         drop(slot);
         waited
     }
@@ -424,6 +490,7 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
         payload: &PaymentPayload,
+        plain: bool,
         tx_hash: B256,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         let opts = WaitOptions {
@@ -431,7 +498,10 @@ impl Facilitator {
             timeout: self.inner.settings.confirmation_timeout,
         };
         match net.chain.wait(tx_hash, opts).await {
-            Ok(confirmation) => self.x402_mined(net, new, payload, confirmation).await,
+            Ok(confirmation) => {
+                self.x402_mined(net, new, payload, plain, confirmation)
+                    .await
+            }
             Err(e) => Err((verify_chain_error(&e), Some(tx_hash))),
         }
     }
@@ -443,6 +513,7 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
         payload: &PaymentPayload,
+        plain: bool,
         confirmation: Confirmation,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         let receipt = match confirmation {
@@ -463,7 +534,7 @@ impl Facilitator {
             // A batch that did not carry it (its nonce used meanwhile, the payer's balance
             // spent by another payment in the batch, the batch out of gas or refused as a
             // whole): simulated again and, if it can still go through, sent alone.
-            return Box::pin(self.x402_send(net, new, payload, None, Sending::Alone)).await;
+            return Box::pin(self.x402_send(net, new, payload, plain, None, Sending::Alone)).await;
         }
         if receipt.success {
             tracing::error!(tx = %receipt.tx_hash, "settlement receipt lacks this payment's transfer");
@@ -536,6 +607,7 @@ impl Facilitator {
                 (ErrorReason::UnexpectedSettleError, None)
             })?
             .payment_payload;
+        let plain = signed_by_key(net, payload);
         if let Ok(Some(receipt)) = self
             .find_transfer(net, &row.new, net.spec.confirmations)
             .await
@@ -544,7 +616,7 @@ impl Facilitator {
         }
         match row.tx_hash {
             Some(h) if !self.x402_dropped(net, h).await? => {
-                self.x402_wait(net, &row.new, payload, h).await
+                self.x402_wait(net, &row.new, payload, plain, h).await
             }
             _ if net.now().await >= row.new.valid_before => {
                 self.x402_failed(
@@ -557,7 +629,7 @@ impl Facilitator {
             // Never broadcast (a crash after recording), or dropped by the node: the token takes
             // an authorization once, so sending it again cannot pay twice.
             _ => {
-                self.x402_send(net, &row.new, payload, None, Sending::Together)
+                self.x402_send(net, &row.new, payload, plain, None, Sending::Together)
                     .await
             }
         }
@@ -596,8 +668,12 @@ impl Facilitator {
         if named != ErrorReason::UnexpectedSettleError {
             return Simulated::Refused(named);
         }
-        if !signed_by_payer(net, payload) {
-            return Simulated::Refused(ErrorReason::InvalidExactEvmPayloadSignature);
+        match signer(net, payload).await {
+            Ok(Signer::Nobody) => {
+                return Simulated::Refused(ErrorReason::InvalidExactEvmPayloadSignature);
+            }
+            Ok(Signer::Key | Signer::Wallet) => {}
+            Err(e) => return Simulated::Refused(verify_chain_error(&e)),
         }
         let auth = &payload.payload.authorization;
         let token = net.spec.token;
@@ -888,19 +964,48 @@ fn transfers_exactly(receipt: &Receipt, new: &NewSettlement) -> bool {
     })
 }
 
-/// Whether the payload's signature recovers to its payer under the token's configured EIP-712
-/// domain (a plain 65-byte signature; an account's EIP-1271 signature cannot be checked here).
-fn signed_by_payer(net: &Network, payload: &PaymentPayload) -> bool {
+/// The `TransferWithAuthorization` a payload's signature signs.
+fn typed(payload: &PaymentPayload) -> TransferWithAuthorization {
     let auth = &payload.payload.authorization;
-    let typed = TransferWithAuthorization {
+    TransferWithAuthorization {
         from: auth.from,
         to: auth.to,
         value: auth.value.get(),
         validAfter: auth.valid_after.get(),
         validBefore: auth.valid_before.get(),
         nonce: auth.nonce,
+    }
+}
+
+/// Whether the payload's signature is its payer's own key's: a plain 65-byte signature that
+/// recovers to the payer under the token's configured EIP-712 domain.
+fn signed_by_key(net: &Network, payload: &PaymentPayload) -> bool {
+    let from = payload.payload.authorization.from;
+    matches!(recover(&typed(payload), &net.domain, &payload.payload.signature), Ok(signer) if signer == from)
+}
+
+/// Who signed the payload for its payer, as FiatToken v2.2's `SignatureChecker` decides it: the
+/// payer's own key, else (a payer with code) the payer's `isValidSignature` over the
+/// authorization's EIP-712 digest under the token's configured domain. A wallet that reverts or
+/// answers anything but EIP-1271's magic value refuses it. Only a signature that does not
+/// recover to the payer costs chain reads (its code, then the wallet's answer).
+async fn signer(net: &Network, payload: &PaymentPayload) -> Result<Signer, ChainError> {
+    if signed_by_key(net, payload) {
+        return Ok(Signer::Key);
+    }
+    let from = payload.payload.authorization.from;
+    if net.chain.code(from).await?.is_empty() {
+        return Ok(Signer::Nobody);
+    }
+    let call = IERC1271::isValidSignatureCall {
+        hash: typed(payload).eip712_signing_hash(&net.domain),
+        signature: payload.payload.signature.clone(),
     };
-    matches!(recover(&typed, &net.domain, &payload.payload.signature), Ok(signer) if signer == auth.from)
+    match contracts::read(&*net.chain, from, &call).await {
+        Ok(magic) if magic == ERC1271_MAGIC_VALUE => Ok(Signer::Wallet),
+        Ok(_) | Err(ChainError::Revert(_) | ChainError::InvalidInput(_)) => Ok(Signer::Nobody),
+        Err(e) => Err(e),
+    }
 }
 
 /// x402's reason for a token's (or the router's) refusal. x402 has no code for a token's

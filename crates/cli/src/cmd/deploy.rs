@@ -31,8 +31,10 @@ waits for --confirmations, checks the code at each address, and prints the deplo
 stdout (progress on stderr). --dry-run prints the plan and the gas estimate and sends nothing.
 
 --write-config PATH writes a facilitator config for the deployment (keys as env:
-TOLLGATE_RELAYER_KEY and TOLLGATE_PROOF_KEY; the RPC URL as given, so mind an API key in it) that
-`tollgate facilitator --config PATH` starts with; an existing file is kept unless --force.
+TOLLGATE_RELAYER_KEY and TOLLGATE_PROOF_KEY; the RPC URL as given, so mind an API key in it;
+--public-rpc-url as the URL published for gates; start_block the Subscriptions deployment's
+block when this run deploys it) that `tollgate facilitator --config PATH` starts with; an
+existing file is kept unless --force.
 
 --key is \"env:VAR\" (the variable holds the key as hex), \"file:PATH\" (a file holding it; not
 group/world-writable) or an inline 0x key (development only).
@@ -75,6 +77,11 @@ pub(crate) struct Args {
     /// The listen address written into the --write-config file.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8402")]
     listen: std::net::SocketAddr,
+    /// A public JSON-RPC URL of the chain (no credentials), written into the --write-config
+    /// file as the network's public_rpc_url: published for gates and gateways that check
+    /// subscriptions.
+    #[arg(long, value_name = "URL", requires = "write_config")]
+    public_rpc_url: Option<String>,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
@@ -247,6 +254,15 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         out["contracts"][name]["verified"] = json!(true);
     }
     if let Some(path) = &args.write_config {
+        if start_block.is_none() {
+            status(format_args!(
+                "warning: Subscriptions was deployed by an earlier run, so its block is unknown \
+                 here: set start_block in {} to that block (the first run printed it as \
+                 contracts.Subscriptions.block; a block explorer shows it), or the renewal \
+                 keeper reads the contract's logs from block 0",
+                path.display()
+            ));
+        }
         let config = facilitator_config(
             &args,
             &plan,
@@ -321,8 +337,22 @@ fn facilitator_config(
         .and_then(|p| p.parent().map(|d| d.join("facilitator.db")))
         .unwrap_or_else(|| PathBuf::from(".tollgate/facilitator.db"));
     let start_block = start_block.map_or_else(
-        || "# start_block = 0\n".to_owned(),
+        || {
+            "# The block Subscriptions was deployed in (deployed by an earlier run): without it, the\n\
+             # renewal keeper reads the contract's logs from block 0.\n\
+             # start_block = 0\n"
+                .to_owned()
+        },
         |b| format!("start_block = {b}\n"),
+    );
+    let public_rpc_url = args.public_rpc_url.as_ref().map_or_else(
+        || {
+            "# A public JSON-RPC URL of the chain (no credentials), published for gates and gateways\n\
+             # that check subscriptions (`tollgate deploy --public-rpc-url`):\n\
+             # public_rpc_url = \"https://…\"\n"
+                .to_owned()
+        },
+        |u| format!("public_rpc_url = {u:?}\n"),
     );
     format!(
         r#"# Tollgate facilitator configuration written by `tollgate deploy` (see examples/facilitator.toml
@@ -344,7 +374,7 @@ fee_recipient = "{fee_recipient}"
 name = {network:?}
 chain_id = {chain_id}
 rpc_url = {rpc_url:?}
-token = "{token}"
+{public_rpc_url}token = "{token}"
 token_name = {token_name:?}
 token_version = {token_version:?}
 router = "{router}"

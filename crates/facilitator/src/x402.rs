@@ -61,10 +61,10 @@ sol! {
 /// What `isValidSignature` answers for a valid signature (its selector).
 const ERC1271_MAGIC_VALUE: FixedBytes<4> = FixedBytes([0x16, 0x26, 0xba, 0x7e]);
 
-/// Who signed a payload's authorization for its payer, as FiatToken v2.2's `SignatureChecker`
-/// decides it.
+/// Who signed an EIP-3009 authorization for its payer, as FiatToken v2.2's `SignatureChecker`
+/// decides it ([`account_signer`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Signer {
+pub(crate) enum Signer {
     /// The payer's own key: a plain (65-byte ECDSA) signature recovering to the payer.
     Key,
     /// The payer is a contract (a smart wallet) whose `isValidSignature` accepts it.
@@ -984,22 +984,39 @@ fn signed_by_key(net: &Network, payload: &PaymentPayload) -> bool {
     matches!(recover(&typed(payload), &net.domain, &payload.payload.signature), Ok(signer) if signer == from)
 }
 
-/// Who signed the payload for its payer, as FiatToken v2.2's `SignatureChecker` decides it: the
-/// payer's own key, else (a payer with code) the payer's `isValidSignature` over the
-/// authorization's EIP-712 digest under the token's configured domain. A wallet that reverts or
-/// answers anything but EIP-1271's magic value refuses it. Only a signature that does not
-/// recover to the payer costs chain reads (its code, then the wallet's answer).
+/// Who signed the payload for its payer ([`account_signer`] over its
+/// `TransferWithAuthorization`).
 async fn signer(net: &Network, payload: &PaymentPayload) -> Result<Signer, ChainError> {
-    if signed_by_key(net, payload) {
+    let digest = typed(payload).eip712_signing_hash(&net.domain);
+    let auth = &payload.payload.authorization;
+    account_signer(net, auth.from, digest, &payload.payload.signature).await
+}
+
+/// Who signed `digest` (an authorization's EIP-712 digest under the token's configured domain)
+/// for `from`, as FiatToken v2.2's `SignatureChecker` decides it: `from`'s own key (a plain
+/// 65-byte signature recovering to it), else, when `from` has code (a smart wallet), its
+/// EIP-1271 `isValidSignature`. A wallet that reverts or answers anything but EIP-1271's magic
+/// value refuses it. Only a signature that does not recover to `from` costs chain reads (its
+/// code, then the wallet's answer). For any EIP-3009 authorization (x402's `TransferWithAuthorization`, the
+/// router's `ReceiveWithAuthorization`).
+pub(crate) async fn account_signer(
+    net: &Network,
+    from: Address,
+    digest: B256,
+    signature: &Bytes,
+) -> Result<Signer, ChainError> {
+    let key = parse_signature(signature)
+        .ok()
+        .and_then(|s| s.recover_address_from_prehash(&digest).ok());
+    if key == Some(from) {
         return Ok(Signer::Key);
     }
-    let from = payload.payload.authorization.from;
     if net.chain.code(from).await?.is_empty() {
         return Ok(Signer::Nobody);
     }
     let call = IERC1271::isValidSignatureCall {
-        hash: typed(payload).eip712_signing_hash(&net.domain),
-        signature: payload.payload.signature.clone(),
+        hash: digest,
+        signature: signature.clone(),
     };
     match contracts::read(&*net.chain, from, &call).await {
         Ok(magic) if magic == ERC1271_MAGIC_VALUE => Ok(Signer::Wallet),

@@ -645,6 +645,43 @@ async fn a_smart_wallet_pays_x402_v1_and_v2_on_fiat_token() {
         assert_eq!(again["errorReason"], "duplicate_settlement", "{again}");
         assert_eq!(again["transaction"], r["transaction"]);
     }
+
+    // Beside payers' own signatures, settled at once: theirs may go together in a router
+    // batch; the wallet's goes alone (FiatToken's own call, its gas estimated), once.
+    let mut tasks = Vec::new();
+    for (who, n) in [(0usize, 0x94u8), (5, 0x95), (6, 0x96)] {
+        let (signer, payer) = if who == 0 {
+            (owner, from)
+        } else {
+            (net.account(who), net.address(who))
+        };
+        let nonce = B256::repeat_byte(n);
+        let payload = exact(&net, signer, payer, pay_to, 5_000, nonce).await;
+        let body = v2_body(&payload, pay_to, 5_000);
+        let (url, http) = (net.url.clone(), net.http.clone());
+        let task = tokio::spawn(async move {
+            let r = http.post(format!("{url}/settle")).json(&body).send();
+            r.await.unwrap().json::<Value>().await.unwrap()
+        });
+        tasks.push((payer, nonce, task));
+    }
+    for (payer, nonce, task) in tasks {
+        let r = task.await.unwrap();
+        let tx = settled(&net, &r, payer, pay_to, 5_000, nonce).await;
+        if payer == from {
+            let receipt = net.fixture.chain.receipt(tx).await.unwrap().unwrap();
+            assert_eq!(
+                receipt.to,
+                Some(USDC_BASE_SEPOLIA),
+                "the wallet's goes alone"
+            );
+        }
+        paid += 5_000;
+    }
+    assert_eq!(
+        net.token_balance(from).await,
+        U256::from(1_000_000 - 20_000 - 10_000 - 5_000)
+    );
     assert_eq!(
         net.token_balance(owner.address).await,
         owner_before,
@@ -740,8 +777,29 @@ async fn a_smart_wallet_pays_through_authorize_on_fiat_token() {
     let body = json!({ "signedPayment": good });
     let (s, reply) = post(&net, "/authorize", &body).await;
     if s != 200 {
-        // Not supported on this path: refused before anything is sent, typed.
+        // Not supported on this path: refused before anything is sent, typed. The chain would
+        // take it (the router's `settle`, run as an `eth_call` from the relayer, passes: FiatToken
+        // asks the wallet), so the refusal is the facilitator's own.
         eprintln!("/authorize refuses an EIP-1271 payer: {s} {reply}");
+        let settle = PaymentRouter::settleCall {
+            from,
+            payTo: pay_to,
+            amount: U256::from(price),
+            fee: U256::from(FEE),
+            memo: good.memo,
+            validAfter: good.authorization.valid_after.get(),
+            validBefore: good.authorization.valid_before.get(),
+            signature: good.authorization.signature.clone(),
+        };
+        net.fixture
+            .chain
+            .call(
+                Some(net.address(RELAYER)),
+                router,
+                settle.abi_encode().into(),
+            )
+            .await
+            .expect("the router settles the wallet's payment on chain");
         assert_eq!(s, 422, "{reply}");
         assert_eq!(reply["error"]["code"], "InvalidSignature", "{reply}");
         assert!(

@@ -8,8 +8,10 @@
 //! `tollgate deploy` plans, deploys (2 confirmations) and writes the facilitator config, and a
 //! second run sends nothing; `tollgate facilitator --check` passes on it; the facilitator and
 //! `tollgate gateway` serve; `tollgate pay` pays a request, and the FiatToken balances on chain
-//! moved by exactly the price. The gas of each transaction sent is measured and printed (the
-//! README's figures), and checked against the README's stated bounds.
+//! moved by exactly the price. Then unmodified x402 clients from npm (`x402-fetch` 1.2.0, V1;
+//! `@x402/fetch`, V2) and the npm package's README agent example pay the same gateway. The gas of
+//! each transaction sent is measured and printed, and the README's figures are checked against
+//! it (within 2 %).
 
 // The transcript (each command, its exit status and output) and the measured gas go to stderr,
 // which the test runner shows when the test fails (and with --no-capture).
@@ -634,7 +636,7 @@ async fn readme_go_live_on_base_sepolia_deploys_serves_and_is_paid_in_usdc() {
          FiatToken v2.2 {payment_gas} ({})",
         sent[0].0
     );
-    assert_about("a one-time payment through the router uses", payment_gas);
+    assert_about("takes the fee) uses", payment_gas);
     assert_about("deploying both contracts uses", deploy_gas);
     // What 0.01 ETH pays for at 0.01 gwei.
     assert_about(
@@ -703,9 +705,103 @@ async fn readme_go_live_on_base_sepolia_deploys_serves_and_is_paid_in_usdc() {
                 "gas: x402 settlement ({script}) on FiatToken v2.2 {} ({})",
                 sent[0].2, sent[0].0
             );
-            assert_about("an x402 settlement uses", sent[0].2);
+            assert_about("no fee) uses", sent[0].2);
         }
         assert_eq!(hits.load(Ordering::SeqCst), 3);
+
+        // The project's npm package: its README's agent example, verbatim, pays the gateway
+        // through the facilitator (the router, with the fee), as `tollgate pay` did.
+        let client = net.accounts[5].clone();
+        let (client0, payee0, fees0) = (
+            usdc_balance(client.address).await,
+            usdc_balance(pay_to).await,
+            usdc_balance(deployer.address).await,
+        );
+        let block = node.block_number().await;
+        let out = npm_agent_example(&url, &client.private_key.to_string()).await;
+        assert!(out.starts_with("200 "), "{out}");
+        assert!(out.contains("/v1/quote"), "{out}");
+        assert!(out.contains(&format!("paid {PRICE} units, tx 0x")), "{out}");
+        assert_eq!(
+            usdc_balance(client.address).await,
+            client0 - U256::from(PRICE)
+        );
+        assert_eq!(usdc_balance(pay_to).await, payee0 + U256::from(PRICE - FEE));
+        assert_eq!(
+            usdc_balance(deployer.address).await,
+            fees0 + U256::from(FEE)
+        );
+        let sent = node.gas_used_by(relayer.address, block).await;
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        assert_eq!(sent[0].1, plan.router.address, "sent to the router");
+        eprintln!(
+            "gas: router payment (the npm package's Agent) on FiatToken v2.2 {} ({})",
+            sent[0].2, sent[0].0
+        );
+        assert_about("held no USDC yet and", sent[0].2);
+        assert_eq!(hits.load(Ordering::SeqCst), 4);
     }
     drop(w.background);
+}
+
+/// Runs the agent example of the npm package's README (`crates/node/README.md`, the block after
+/// `<!-- example: agent -->`) verbatim with node, `require('tollgate')` resolving to the package
+/// in `crates/node`, with `AGENT_KEY` and `URL` set; its stdout. The native addon is built first
+/// when it is missing, as `scripts/test` builds it (in the workspace's target directory).
+async fn npm_agent_example(url: &str, key: &str) -> String {
+    let package = crate::interop::repo_root().join("crates/node");
+    if !package.join("native/binding.js").is_file() {
+        eprintln!("building the npm package's native addon (crates/node/scripts/build.mjs)");
+        let built = tokio::time::timeout(
+            Duration::from_secs(1800),
+            Command::new("node")
+                .arg(package.join("scripts/build.mjs"))
+                .env("TOLLGATE_NODE_SHARED_TARGET", "1")
+                .stdin(Stdio::null())
+                .kill_on_drop(true)
+                .status(),
+        )
+        .await
+        .expect("the addon built in time")
+        .unwrap();
+        assert!(built.success(), "crates/node/scripts/build.mjs failed");
+    }
+    let readme = std::fs::read_to_string(package.join("README.md")).unwrap();
+    let example = readme
+        .split_once("<!-- example: agent -->")
+        .expect("crates/node/README.md marks its agent example")
+        .1
+        .trim_start()
+        .strip_prefix("```js\n")
+        .expect("a ```js block after the marker");
+    let example = &example[..example.find("\n```").expect("the block's end")];
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("node_modules")).unwrap();
+    std::os::unix::fs::symlink(&package, dir.path().join("node_modules/tollgate")).unwrap();
+    std::fs::write(dir.path().join("agent.js"), example).unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(120),
+        Command::new("node")
+            .arg("agent.js")
+            .current_dir(dir.path())
+            .env("AGENT_KEY", key)
+            .env("URL", url)
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the npm agent example finished in time")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the npm agent example failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "$ node agent.js (crates/node/README.md)\n  {}",
+        stdout.trim()
+    );
+    stdout
 }

@@ -22,6 +22,10 @@
 //! way is mined and the next one leaves: recorded first, it would miss that one by the insert's
 //! few milliseconds and wait a whole block more.
 //!
+//! Only transfers signed by their payer's own key are handed over ([`crate::x402`] decides): a
+//! smart wallet's (EIP-1271) check costs what the wallet makes it cost, so its transfer is sent
+//! alone with its gas estimated.
+//!
 //! Nothing here decides that a payment was settled: each caller looks in the receipt for its
 //! own payment's `AuthorizationUsed` and `Transfer`, emitted by the token. A payment that failed
 //! in the batch (or a batch that failed as a whole) is simulated again and, if it can still go

@@ -15,8 +15,11 @@
 //! router deployed before `simulateTransfers` reverts the batch as a whole: every simulation on
 //! that network goes alone since.
 //!
-//! Only a plain (65-byte) signature's transfer is batched, as in [`crate::batch`]: a longer one
-//! (a smart wallet's) may need more gas than a sub-call gets.
+//! Only a 65-byte signature's transfer is simulated in a batch: a longer one (a smart wallet's)
+//! may need more gas than a sub-call gets. A smart wallet's 65-byte signature (an owner's ECDSA
+//! one, checked by the wallet's EIP-1271 `isValidSignature`) may be batched here: one whose check
+//! runs out of the sub-call's gas is simulated again alone, as above. Settling, only the payer's
+//! own key's transfer goes in a batch ([`crate::batch`], decided by [`crate::x402`]).
 
 use std::sync::{
     Arc,

@@ -54,7 +54,10 @@ const EOA_TRANSFER_GAS: u64 = 200_000;
 sol! {
     /// EIP-1271: a contract account's signature check.
     interface IERC1271 {
-        function isValidSignature(bytes32 hash, bytes signature) external view returns (bytes4 magicValue);
+        function isValidSignature(bytes32 hash, bytes signature)
+            external
+            view
+            returns (bytes4 magicValue);
     }
 }
 
@@ -980,8 +983,8 @@ fn typed(payload: &PaymentPayload) -> TransferWithAuthorization {
 /// Whether the payload's signature is its payer's own key's: a plain 65-byte signature that
 /// recovers to the payer under the token's configured EIP-712 domain.
 fn signed_by_key(net: &Network, payload: &PaymentPayload) -> bool {
-    let from = payload.payload.authorization.from;
-    matches!(recover(&typed(payload), &net.domain, &payload.payload.signature), Ok(signer) if signer == from)
+    let signed = recover(&typed(payload), &net.domain, &payload.payload.signature);
+    signed.is_ok_and(|signer| signer == payload.payload.authorization.from)
 }
 
 /// Who signed the payload for its payer ([`account_signer`] over its
@@ -997,8 +1000,8 @@ async fn signer(net: &Network, payload: &PaymentPayload) -> Result<Signer, Chain
 /// 65-byte signature recovering to it), else, when `from` has code (a smart wallet), its
 /// EIP-1271 `isValidSignature`. A wallet that reverts or answers anything but EIP-1271's magic
 /// value refuses it. Only a signature that does not recover to `from` costs chain reads (its
-/// code, then the wallet's answer). For any EIP-3009 authorization (x402's `TransferWithAuthorization`, the
-/// router's `ReceiveWithAuthorization`).
+/// code, then the wallet's answer). For any EIP-3009 authorization (x402's
+/// `TransferWithAuthorization`, the router's `ReceiveWithAuthorization`).
 pub(crate) async fn account_signer(
     net: &Network,
     from: Address,

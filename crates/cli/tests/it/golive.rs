@@ -741,6 +741,32 @@ async fn readme_go_live_on_base_sepolia_deploys_serves_and_is_paid_in_usdc() {
         assert_about("held no USDC yet and", sent[0].2);
         assert_eq!(hits.load(Ordering::SeqCst), 4);
     }
+
+    // A config written again for the deployment (a lost facilitator.toml): nothing sent; the
+    // Subscriptions block is not known to this run, which says so in the config and on stderr,
+    // and the config still passes the check.
+    let rewritten = w
+        .bash(
+            "tollgate deploy --rpc-url $RPC_URL --key env:TOLLGATE_DEPLOYER_KEY \
+             --network base-sepolia --listen $FAC --write-config again.toml",
+        )
+        .await
+        .ok();
+    assert!(
+        rewritten.stderr.contains("nothing to send")
+            && rewritten.stderr.contains("set start_block in again.toml"),
+        "{}",
+        rewritten.stderr
+    );
+    assert_eq!(chain.nonce(deployer.address).await.unwrap(), nonce0 + 2);
+    let again = std::fs::read_to_string(dir.path().join("again.toml")).unwrap();
+    assert!(again.contains("# start_block = 0\n"), "{again}");
+    assert!(!again.contains("\nstart_block"), "{again}");
+    assert!(again.contains("# public_rpc_url = "), "{again}");
+    let check = w
+        .bash("tollgate facilitator --config again.toml --check")
+        .await;
+    assert_eq!(check.code, 0, "{check:?}");
     drop(w.background);
 }
 

@@ -46,21 +46,21 @@ pub(crate) fn repo_root() -> PathBuf {
         .expect("repository root")
 }
 
-/// The `tests/interop` scripts directory, or `None` (after printing why) when `node` is missing.
+/// The `tests/interop` scripts directory (always `Some`: a missing `node` fails the test with the
+/// install command, never skips it).
 fn interop_scripts() -> Option<PathBuf> {
     scripts_with(&PACKAGES)
 }
 
 /// [`interop_scripts`] for scripts that load `packages`.
-#[allow(clippy::print_stderr)] // the skip notice
 pub(crate) fn scripts_with(packages: &[&str]) -> Option<PathBuf> {
     match std::process::Command::new("node").arg("--version").output() {
         Ok(out) if out.status.success() => {}
         _ => {
-            eprintln!(
-                "SKIPPED: the x402 interop tests need `node` (Node 20) on PATH, and it was not found"
+            panic!(
+                "the x402 interop tests need `node` (Node 20) on PATH, and it was not found: install Node.js 20 \
+                 (e.g. `apt-get install nodejs npm`), then run scripts/install-tools"
             );
-            return None;
         }
     }
     let root = repo_root();

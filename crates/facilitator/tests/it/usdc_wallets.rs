@@ -32,7 +32,7 @@ use tollgate_protocol::{
 };
 use tollgate_testkit::{
     harness::{FEE, PAYEE, RELAYER, TestNet},
-    usdc::{self, BASE_SEPOLIA_CHAIN_ID, USDC_BASE_SEPOLIA, Usdc},
+    usdc::{self, BASE_SEPOLIA_CHAIN_ID, FiatToken, USDC_BASE_SEPOLIA, Usdc},
 };
 
 sol!(
@@ -311,12 +311,34 @@ async fn until<F: AsyncFn() -> bool>(what: &str, f: F) {
     }
 }
 
+/// Sends `data` to `to` from `from` (a dev account, or any account anvil impersonates) with a
+/// tip far above the relayer's, so that it is mined ahead of the facilitator's pending
+/// transactions in the next block. Its hash.
+async fn ahead(net: &TestNet, from: Address, to: Address, data: Vec<u8>) -> B256 {
+    net.rpc("anvil_impersonateAccount", json!([from])).await;
+    let hash = net
+        .rpc(
+            "eth_sendTransaction",
+            json!([{
+                "from": from,
+                "to": to,
+                "data": Bytes::from(data),
+                "gas": "0x30000",
+                "maxFeePerGas": "0x174876e800",        // 100 gwei
+                "maxPriorityFeePerGas": "0xba43b7400", // 50 gwei
+            }]),
+        )
+        .await;
+    serde_json::from_value(hash).unwrap()
+}
+
 /// Concurrent x402 V2 settlements on FiatToken batched through the router's `settleTransfers`:
-/// each settled exactly once. In the batch, one authorization is cancelled by its signer (with
-/// FiatToken's `cancelAuthorization`, after `/verify` and mined in the batch's block ahead of
-/// it): that payment alone is answered failed (`invalid_transaction_state`), recorded failed, and
-/// moves nothing, while the others go through. A payer blacklisted after `/verify` is refused
-/// before anything is sent (`invalid_payment`) and is not recorded.
+/// each settled exactly once. Two payments of the batch go bad while it waits to be mined: one
+/// authorization is cancelled by its signer (FiatToken's `cancelAuthorization`, after `/verify`)
+/// and one payer is blacklisted, both mined in the batch's block ahead of it. Each is answered
+/// failed for itself (`invalid_transaction_state`, `invalid_payment`), recorded failed, and moves
+/// nothing, while the others go through. A payer blacklisted after `/verify`, before its
+/// `/settle`, is refused before anything is sent (`invalid_payment`) and is not recorded.
 #[tokio::test(flavor = "multi_thread")]
 async fn x402_v2_batched_on_fiat_token_one_bad_payment_fails_alone() {
     let (net, usdc) = usdc_net().await;
@@ -325,9 +347,10 @@ async fn x402_v2_batched_on_fiat_token_one_bad_payment_fails_alone() {
     let router = usdc.deployment.router;
     let pay_to = net.address(PAYEE);
     let amount = 10_000u64;
-    // 6 goes first, alone; 1, 2, 3 and 4 wait for it and go together; 4's authorization is
-    // cancelled; 5 is blacklisted.
-    let (alone, together, cancelled, blacklisted) = (6usize, [1usize, 2, 3, 4], 4usize, 5usize);
+    // 6 goes first, alone; 1, 2, 3 and 4 wait for it and go together; in their block, 3 is
+    // blacklisted and 4's authorization cancelled ahead of them; 5 is blacklisted before.
+    let (alone, together) = (6usize, [1usize, 2, 3, 4]);
+    let (blacklisted_in_batch, cancelled, blacklisted) = (3usize, 4usize, 5usize);
     let nonce = |who: usize| B256::repeat_byte(0x70 + who as u8);
     let mut bodies = std::collections::BTreeMap::new();
     let mut balances = std::collections::BTreeMap::new();
@@ -377,7 +400,8 @@ async fn x402_v2_batched_on_fiat_token_one_bad_payment_fails_alone() {
     })
     .await;
 
-    // The signer cancels 4's authorization with a higher tip: mined ahead of the batch.
+    // The signer cancels 4's authorization, and the blacklister blacklists 3, each with a higher
+    // tip: mined ahead of the batch.
     let signer = net.account(cancelled);
     let cancel = Token::cancelAuthorization_1Call {
         authorizer: signer.address,
@@ -392,26 +416,29 @@ async fn x402_v2_batched_on_fiat_token_one_bad_payment_fails_alone() {
         )
         .unwrap(),
     };
-    let cancel_tx: B256 = serde_json::from_value(
-        net.rpc(
-            "eth_sendTransaction",
-            json!([{
-                "from": signer.address,
-                "to": USDC_BASE_SEPOLIA,
-                "data": Bytes::from(cancel.abi_encode()),
-                "gas": "0x30000",
-                "maxFeePerGas": "0x174876e800",        // 100 gwei
-                "maxPriorityFeePerGas": "0xba43b7400", // 50 gwei
-            }]),
-        )
-        .await,
+    let cancel_tx = ahead(&net, signer.address, USDC_BASE_SEPOLIA, cancel.abi_encode()).await;
+    let blacklist = FiatToken::blacklistCall {
+        account: net.address(blacklisted_in_batch),
+    };
+    let blacklist_tx = ahead(
+        &net,
+        usdc.roles.blacklister.address,
+        USDC_BASE_SEPOLIA,
+        blacklist.abi_encode(),
     )
-    .unwrap();
+    .await;
     net.rpc("evm_mine", json!([])).await;
     net.mine_every(2).await;
 
     let cancelled_in = chain.receipt(cancel_tx).await.unwrap().unwrap();
     assert!(cancelled_in.success);
+    let blacklisted_in = chain.receipt(blacklist_tx).await.unwrap().unwrap();
+    assert!(blacklisted_in.success);
+    assert!(
+        usdc.is_blacklisted(chain, net.address(blacklisted_in_batch))
+            .await
+            .unwrap()
+    );
     let first = first.await.unwrap();
     settled(
         &net,
@@ -427,7 +454,7 @@ async fn x402_v2_batched_on_fiat_token_one_bad_payment_fails_alone() {
         answers.insert(who, task.await.unwrap());
     }
     let mut batch_txs = std::collections::HashSet::new();
-    for who in [1, 2, 3] {
+    for who in [1, 2] {
         let tx = settled(
             &net,
             &answers[&who],
@@ -439,34 +466,38 @@ async fn x402_v2_batched_on_fiat_token_one_bad_payment_fails_alone() {
         .await;
         batch_txs.insert(tx);
     }
-    // 1, 2 and 3 in one router transaction, mined in the cancellation's block, after it.
-    assert_eq!(batch_txs.len(), 1, "{answers:?}");
-    let batch = batch_txs.into_iter().next().unwrap();
-    let receipt = chain.receipt(batch).await.unwrap().unwrap();
-    assert_eq!(receipt.to, Some(router));
-    assert_eq!(receipt.block_number, cancelled_in.block_number);
-    assert_ne!(first["transaction"], json!(batch));
-    let carried_cancelled = receipt
-        .logs
-        .iter()
-        .any(|l| Token::Transfer::decode_log(l).is_ok_and(|t| t.from == net.address(cancelled)));
-    assert!(
-        !carried_cancelled,
-        "the cancelled payment moved nothing in the batch"
-    );
-
-    // The cancelled one: answered for itself, recorded failed, never as settled.
-    refused(&answers[&cancelled], "invalid_transaction_state");
-    let row = recorded(&net, net.address(cancelled), nonce(cancelled))
-        .await
-        .expect("its row");
-    assert_eq!(row.status, SettlementStatus::Failed, "{row:?}");
-    assert!(
-        row.error
-            .as_deref()
-            .is_some_and(|e| e.starts_with("invalid_transaction_state")),
-        "{row:?}"
-    );
+    // 1 and 2 in the router's batches (one, unless the machine spread their requests apart),
+    // mined in the block of the cancellation and the blacklisting, after them: the batches
+    // carried 3 and 4 too, and the token refused them.
+    let mut receipts = Vec::new();
+    for tx in batch_txs {
+        let receipt = chain.receipt(tx).await.unwrap().unwrap();
+        assert_eq!(receipt.to, Some(router), "{tx}");
+        assert_eq!(receipt.block_number, cancelled_in.block_number, "{tx}");
+        assert_eq!(receipt.block_number, blacklisted_in.block_number, "{tx}");
+        assert_ne!(first["transaction"], json!(tx));
+        receipts.push(receipt);
+    }
+    for (who, reason) in [
+        (cancelled, "invalid_transaction_state"),
+        (blacklisted_in_batch, "invalid_payment"),
+    ] {
+        let moved = receipts
+            .iter()
+            .flat_map(|r| &r.logs)
+            .any(|l| Token::Transfer::decode_log(l).is_ok_and(|t| t.from == net.address(who)));
+        assert!(!moved, "{who}'s payment moved nothing in the batch");
+        // Answered for itself, recorded failed, never as settled.
+        refused(&answers[&who], reason);
+        let row = recorded(&net, net.address(who), nonce(who))
+            .await
+            .expect("its row");
+        assert_eq!(row.status, SettlementStatus::Failed, "{row:?}");
+        assert!(
+            row.error.as_deref().is_some_and(|e| e.starts_with(reason)),
+            "{row:?}"
+        );
+    }
     // The blacklisted one: refused before anything is sent, not recorded.
     refused(&answers[&blacklisted], "invalid_payment");
     assert!(
@@ -475,13 +506,13 @@ async fn x402_v2_batched_on_fiat_token_one_bad_payment_fails_alone() {
             .is_none()
     );
 
-    // The balances: exactly the four that settled.
+    // The balances: exactly the three that settled.
     assert_eq!(
         net.token_balance(pay_to).await,
-        payee_before + U256::from(4 * amount)
+        payee_before + U256::from(3 * amount)
     );
     for who in 1..=6 {
-        let paid = if who == cancelled || who == blacklisted {
+        let paid = if [cancelled, blacklisted, blacklisted_in_batch].contains(&who) {
             U256::ZERO
         } else {
             U256::from(amount)
@@ -493,7 +524,7 @@ async fn x402_v2_batched_on_fiat_token_one_bad_payment_fails_alone() {
         );
     }
     // Each settled exactly once; the refusals stay refusals.
-    for who in [alone, 1, 2, 3] {
+    for who in [alone, 1, 2] {
         let (_, again) = post(&net, "/settle", &bodies[&who]).await;
         assert_eq!(
             again["errorReason"], "duplicate_settlement",
@@ -502,11 +533,13 @@ async fn x402_v2_batched_on_fiat_token_one_bad_payment_fails_alone() {
     }
     let (_, again) = post(&net, "/settle", &bodies[&cancelled]).await;
     refused(&again, "invalid_transaction_state");
-    let (_, again) = post(&net, "/settle", &bodies[&blacklisted]).await;
-    refused(&again, "invalid_payment");
+    for who in [blacklisted, blacklisted_in_batch] {
+        let (_, again) = post(&net, "/settle", &bodies[&who]).await;
+        refused(&again, "invalid_payment");
+    }
     assert_eq!(
         net.token_balance(pay_to).await,
-        payee_before + U256::from(4 * amount)
+        payee_before + U256::from(3 * amount)
     );
 }
 

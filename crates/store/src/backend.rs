@@ -13,12 +13,12 @@ use async_trait::async_trait;
 use tollgate_protocol::SettlementStatus;
 
 use crate::{
-    AllowanceCycle, AnalyticsData, AnalyticsQuery, Attempt, ChargeOutcome, Confirmed,
-    DeductOutcome, Deduction, Delivery, Endpoint, EndpointSecrets, Event, IndexedState,
+    AllowanceCycle, AnalyticsData, AnalyticsQuery, Attempt, ChargeOutcome, CollectAttempts,
+    Confirmed, DeductOutcome, Deduction, Delivery, Endpoint, EndpointSecrets, Event, IndexedState,
     IndexedSubscription, Lease, NewCharge, NewEvent, NewSettlement, OverageCharge, PlanOwner,
-    Recorded, Relay, RelayBounds, RelayOutcome, Renewal, Settlement, Store, StoreResult,
-    SubscriptionEvent, analytics, conn::Conn, group::Merge, leases, metering, providers, relays,
-    renewals, settlements, webhooks,
+    Recorded, RefusedCollect, Relay, RelayBounds, RelayOutcome, Renewal, RenewalIssue, Settlement,
+    Store, StoreResult, SubscriptionEvent, analytics, conn::Conn, group::Merge, leases, metering,
+    providers, relays, renewals, settlements, webhooks,
 };
 
 /// A boxed, sendable future (a write's operation, which SQLite hands to its writer task).
@@ -295,6 +295,24 @@ impl<B: Backend> Store for B {
 
     async fn renewals(&self, network: &str, id: B256) -> StoreResult<Vec<Renewal>> {
         renewals::list(&mut *self.reader().await?, network, id).await
+    }
+
+    async fn count_refused_collect(
+        &self,
+        refused: &RefusedCollect,
+        limit: u32,
+    ) -> StoreResult<CollectAttempts> {
+        let r = refused.clone();
+        self.write(move |c| Box::pin(async move { renewals::count_refused(c, &r, limit).await }))
+            .await
+    }
+
+    async fn renewal_issues(
+        &self,
+        provider: Address,
+        limit: u32,
+    ) -> StoreResult<Vec<RenewalIssue>> {
+        renewals::issues(&mut *self.reader().await?, provider, limit).await
     }
 
     async fn deduct_allowance(&self, d: &Deduction) -> StoreResult<DeductOutcome> {

@@ -47,7 +47,8 @@ pub use metering::{
 pub use postgres::PostgresStore;
 pub use relays::{Relay, RelayBounds, RelayOutcome, RelayScope};
 pub use renewals::{
-    IndexedState, IndexedSubscription, Renewal, RenewalOutcome, Subject, SubscriptionEvent,
+    CollectAttempts, IndexedState, IndexedSubscription, RefusedCollect, Renewal, RenewalIssue,
+    RenewalIssueKind, RenewalOutcome, Subject, SubscriptionEvent,
 };
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use webhooks::{
@@ -360,6 +361,23 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 
     /// The recorded renewals of `id` on `network`, by cycle.
     async fn renewals(&self, network: &str, id: B256) -> StoreResult<Vec<Renewal>>;
+
+    /// Counts a `collect` of `refused.cycle` refused at simulation for an unexpected reason, in
+    /// one transaction: a new cycle starts the count again. At `limit` the subscription becomes
+    /// stuck: left out of [`Store::due_subscriptions`] and listed by
+    /// [`Store::renewal_issues`], with one `subscription.renewal_stuck` event for its plan's
+    /// owner, until the chain's state of the subscription changes (any of its events indexed,
+    /// or a renewal recorded, ends it).
+    async fn count_refused_collect(
+        &self,
+        refused: &RefusedCollect,
+        limit: u32,
+    ) -> StoreResult<CollectAttempts>;
+
+    /// The subscriptions to `provider`'s plans whose renewal needs attention, latest first (at
+    /// most `limit`): stuck ones, and those paused by a failed renewal and not paid since.
+    async fn renewal_issues(&self, provider: Address, limit: u32)
+    -> StoreResult<Vec<RenewalIssue>>;
 
     /// Applies a deduction atomically, in one transaction: creates the cycle's ledger row if
     /// missing (and raises its cap to `d.cap` when higher); answers a used idempotency key with

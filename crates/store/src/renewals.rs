@@ -137,6 +137,84 @@ pub struct Renewal {
     pub at: u64,
 }
 
+/// A `collect` the keeper's simulation refused for a reason it does not expect (not
+/// `WrongCycle`, `NotDue` or `SubscriptionNotActive`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefusedCollect {
+    /// Network name.
+    pub network: String,
+    /// The subscription id.
+    pub id: B256,
+    /// The cycle it tried to collect.
+    pub cycle: u32,
+    /// The refusal, as the keeper logged it.
+    pub error: String,
+    /// Unix seconds.
+    pub at: u64,
+}
+
+/// The count of refused collections of one subscription's cycle, after one more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CollectAttempts {
+    /// Refused collections of this cycle counted so far (this one included).
+    pub attempts: u32,
+    /// The subscription is stuck: at or past the limit, out of the due set.
+    pub stuck: bool,
+    /// It became stuck with this count (its `subscription.renewal_stuck` event was recorded).
+    pub newly_stuck: bool,
+}
+
+/// Why a renewal needs the provider's attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RenewalIssueKind {
+    /// `RenewalFailed` on-chain: the subscription is paused and the cycle unpaid.
+    Failed,
+    /// The keeper's collections were refused the limit's number of times; it no longer tries.
+    Stuck,
+}
+
+/// A subscription whose renewal failed or is stuck ([`crate::Store::renewal_issues`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RenewalIssue {
+    /// Network name.
+    pub network: String,
+    /// The subscription id.
+    pub id: B256,
+    /// Its plan.
+    pub plan_id: B256,
+    /// Its subscriber.
+    pub subscriber: Address,
+    /// The cycle that was not collected.
+    pub cycle: u32,
+    /// Failed or stuck.
+    pub kind: RenewalIssueKind,
+    /// Collections tried (1 for a failed renewal).
+    pub attempts: u32,
+    /// The failed `collect` transaction (failed), or the last refusal (stuck).
+    pub detail: String,
+    /// When it failed or became stuck (unix seconds).
+    pub at: u64,
+}
+
+/// A renewal issue row: network, id, plan id, subscriber, cycle, attempts, detail, at.
+type IssueRow = (String, String, String, String, i64, i64, String, i64);
+
+fn decode_issue(kind: RenewalIssueKind, row: IssueRow) -> StoreResult<RenewalIssue> {
+    let (network, id, plan_id, subscriber, cycle, attempts, detail, at) = row;
+    let corrupt = |what: &str, v: i64| StoreError::Corrupt(format!("{what} = {v}"));
+    Ok(RenewalIssue {
+        network,
+        id: parse_b256("id", &id)?,
+        plan_id: parse_b256("plan_id", &plan_id)?,
+        subscriber: parse_address("subscriber", &subscriber)?,
+        cycle: u32::try_from(cycle).map_err(|_| corrupt("cycle", cycle))?,
+        kind,
+        attempts: u32::try_from(attempts).map_err(|_| corrupt("attempts", attempts))?,
+        detail,
+        at: u64::try_from(at).map_err(|_| corrupt("at", at))?,
+    })
+}
+
 /// An indexed row: network, id, plan id, subscriber, state, cycle, next due.
 type IndexedRow = (String, String, String, String, String, i64, i64);
 
@@ -200,11 +278,13 @@ const APPLY_RESUMED: &str = "UPDATE subscriptions_index SET state = 'active', ne
 const APPLY_STATE: &str = "UPDATE subscriptions_index SET state = $3, updated_at = $4 \
      WHERE network = $1 AND id = $2 AND state <> 'cancelled'";
 
+// A stuck subscription ([`count_refused`]) is left out until its row is deleted.
 const SELECT_DUE: &str = concat!(
     "SELECT ",
     indexed_columns!(),
-    " FROM subscriptions_index WHERE network = $1 AND state = 'active' AND next_due <= $2 \
-     ORDER BY next_due LIMIT $3"
+    " FROM subscriptions_index s WHERE network = $1 AND state = 'active' AND next_due <= $2 \
+     AND NOT EXISTS (SELECT 1 FROM renewal_attempts a WHERE a.network = s.network \
+     AND a.id = s.id AND a.stuck_at IS NOT NULL) ORDER BY next_due LIMIT $3"
 );
 
 const SELECT_ONE: &str = concat!(
@@ -228,6 +308,42 @@ const INSERT_RENEWAL: &str = "INSERT INTO renewals \
 
 const SELECT_RENEWALS: &str = "SELECT network, id, cycle, outcome, tx_hash, block, created_at \
      FROM renewals WHERE network = $1 AND id = $2 ORDER BY cycle";
+
+/// (network, id, cycle, error, at): one more refused collection of `cycle`; a new cycle starts
+/// the count again (and is not stuck).
+const UPSERT_ATTEMPT: &str = "INSERT INTO renewal_attempts \
+     (network, id, cycle, attempts, last_error, stuck_at, updated_at) \
+     VALUES ($1, $2, $3, 1, $4, NULL, $5) ON CONFLICT (network, id) DO UPDATE SET \
+     attempts = CASE WHEN renewal_attempts.cycle = excluded.cycle \
+     THEN renewal_attempts.attempts + 1 ELSE 1 END, \
+     stuck_at = CASE WHEN renewal_attempts.cycle = excluded.cycle \
+     THEN renewal_attempts.stuck_at ELSE NULL END, \
+     cycle = excluded.cycle, last_error = excluded.last_error, updated_at = excluded.updated_at";
+
+const SELECT_ATTEMPT: &str =
+    "SELECT attempts, stuck_at FROM renewal_attempts WHERE network = $1 AND id = $2";
+
+const MARK_STUCK: &str = "UPDATE renewal_attempts SET stuck_at = $3 \
+     WHERE network = $1 AND id = $2 AND stuck_at IS NULL";
+
+/// (network, id): the chain's state of the subscription changed; counting starts again.
+const CLEAR_ATTEMPTS: &str = "DELETE FROM renewal_attempts WHERE network = $1 AND id = $2";
+
+/// (provider, limit) → the stuck subscriptions of its plans, latest first.
+const SELECT_STUCK: &str = "SELECT a.network, a.id, s.plan_id, s.subscriber, a.cycle, \
+     a.attempts, a.last_error, a.stuck_at FROM renewal_attempts a \
+     JOIN subscriptions_index s ON s.network = a.network AND s.id = a.id \
+     JOIN plans p ON p.network = s.network AND p.plan_id = s.plan_id \
+     WHERE p.provider = $1 AND a.stuck_at IS NOT NULL ORDER BY a.stuck_at DESC, a.id LIMIT $2";
+
+/// (provider, limit) → the subscriptions of its plans paused by a failed renewal and not paid
+/// since (the failed cycle is still the next one), latest first.
+const SELECT_FAILED: &str = "SELECT r.network, r.id, s.plan_id, s.subscriber, r.cycle, \
+     CAST(1 AS BIGINT), r.tx_hash, r.created_at FROM renewals r \
+     JOIN subscriptions_index s ON s.network = r.network AND s.id = r.id \
+     JOIN plans p ON p.network = s.network AND p.plan_id = s.plan_id \
+     WHERE p.provider = $1 AND r.outcome = 'failed' AND s.state = 'paused' \
+     AND r.cycle = s.cycle + 1 ORDER BY r.created_at DESC, r.id LIMIT $2";
 
 /// (network, plan id) → the plan's provider.
 const PLAN_PROVIDER: &str = "SELECT provider FROM plans WHERE network = $1 AND plan_id = $2";
@@ -271,11 +387,10 @@ pub(crate) async fn index_events(
             }
             SubscriptionEvent::Resumed { id, paid_through } => {
                 let next_due = codec::int("next_due", *paid_through)?;
-                c.execute(
-                    APPLY_RESUMED,
-                    args![network, &codec::b256(id), next_due, at],
-                )
-                .await?;
+                let id = codec::b256(id);
+                c.execute(APPLY_RESUMED, args![network, &id, next_due, at])
+                    .await?;
+                c.execute(CLEAR_ATTEMPTS, args![network, &id]).await?;
             }
             SubscriptionEvent::Renewed(r) => {
                 let block = codec::int("block", r.block)?;
@@ -300,6 +415,11 @@ pub(crate) async fn index_events(
                 if let Some(state) = state_after(kind) {
                     c.execute(APPLY_STATE, args![network, &key, state.as_str(), at])
                         .await?;
+                }
+                // Any event of a subscription changes its state on-chain: a stuck renewal is
+                // tried again.
+                if matches!(subject, Subject::Subscription(_)) {
+                    c.execute(CLEAR_ATTEMPTS, args![network, &key]).await?;
                 }
                 let provider: Option<(String,)> =
                     c.fetch_optional(sql, args![network, &key]).await?;
@@ -425,7 +545,90 @@ pub(crate) async fn record(
         ],
     )
     .await?;
+    c.execute(CLEAR_ATTEMPTS, args![&r.network, &id]).await?;
     Ok(done > 0)
+}
+
+/// [`crate::Store::count_refused_collect`], inside the caller's transaction.
+pub(crate) async fn count_refused(
+    c: &mut impl Conn,
+    r: &RefusedCollect,
+    limit: u32,
+) -> StoreResult<CollectAttempts> {
+    let at = codec::int("updated_at", r.at)?;
+    let id = codec::b256(&r.id);
+    c.execute(
+        UPSERT_ATTEMPT,
+        args![&r.network, &id, i64::from(r.cycle), &r.error, at],
+    )
+    .await?;
+    let (attempts, stuck_at): (i64, Option<i64>) =
+        c.fetch_one(SELECT_ATTEMPT, args![&r.network, &id]).await?;
+    let attempts = u32::try_from(attempts)
+        .map_err(|_| StoreError::Corrupt(format!("attempts = {attempts}")))?;
+    if stuck_at.is_some() || attempts < limit.max(1) {
+        return Ok(CollectAttempts {
+            attempts,
+            stuck: stuck_at.is_some(),
+            newly_stuck: false,
+        });
+    }
+    let newly_stuck = c.execute(MARK_STUCK, args![&r.network, &id, at]).await? > 0;
+    if newly_stuck {
+        let provider: Option<(String,)> = c
+            .fetch_optional(SUBSCRIPTION_PROVIDER, args![&r.network, &id])
+            .await?;
+        if let Some((provider,)) = provider {
+            let data = serde_json::json!({
+                "network": r.network, "subscriptionId": r.id, "cycle": r.cycle,
+                "attempts": attempts, "error": r.error,
+            });
+            let e = NewEvent {
+                // One event per stuck episode (a state change ends one).
+                id: webhooks::event_id(&[
+                    r.network.as_bytes(),
+                    b"subscription.renewal_stuck",
+                    r.id.as_slice(),
+                    &r.cycle.to_be_bytes(),
+                    &r.at.to_be_bytes(),
+                ]),
+                provider: parse_address("provider", &provider)?,
+                r#type: "subscription.renewal_stuck".to_owned(),
+                data: data.to_string(),
+                created_at: r.at,
+            };
+            webhooks::emit(c, &e).await?;
+        }
+    }
+    Ok(CollectAttempts {
+        attempts,
+        stuck: true,
+        newly_stuck,
+    })
+}
+
+/// [`crate::Store::renewal_issues`].
+pub(crate) async fn issues(
+    c: &mut impl Conn,
+    provider: Address,
+    limit: u32,
+) -> StoreResult<Vec<RenewalIssue>> {
+    let provider = codec::address(&provider);
+    let limit = i64::from(limit);
+    let stuck: Vec<IssueRow> = c.fetch_all(SELECT_STUCK, args![&provider, limit]).await?;
+    let failed: Vec<IssueRow> = c.fetch_all(SELECT_FAILED, args![&provider, limit]).await?;
+    let mut all = stuck
+        .into_iter()
+        .map(|r| decode_issue(RenewalIssueKind::Stuck, r))
+        .chain(
+            failed
+                .into_iter()
+                .map(|r| decode_issue(RenewalIssueKind::Failed, r)),
+        )
+        .collect::<StoreResult<Vec<_>>>()?;
+    all.sort_by(|a, b| b.at.cmp(&a.at).then(a.id.cmp(&b.id)));
+    all.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    Ok(all)
 }
 
 /// [`crate::Store::renewals`].
@@ -441,6 +644,128 @@ mod tests {
     use super::*;
 
     const INDEXED_COLUMNS: &str = "network, id, plan_id, subscriber, state, cycle, next_due";
+
+    /// The bound on refused collections, on SQLite: counted per cycle (a new cycle starts
+    /// again), stuck at the limit with one event for the plan's owner, out of the due set and
+    /// listed as an issue until an event of the subscription clears it.
+    #[tokio::test]
+    async fn refused_collections_are_bounded_per_cycle_and_cleared_by_a_change() {
+        use crate::{PlanOwner, SqliteStore, Store};
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("s.db").display());
+        let store = SqliteStore::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        let (net, id, plan_id) = ("n", B256::repeat_byte(1), B256::repeat_byte(2));
+        let provider = Address::repeat_byte(3);
+        store
+            .insert_plan(&PlanOwner {
+                network: net.into(),
+                plan_id,
+                provider,
+                relayer: Address::repeat_byte(4),
+                created_at: 1,
+            })
+            .await
+            .unwrap();
+        let created = SubscriptionEvent::Created {
+            id,
+            plan_id,
+            subscriber: Address::repeat_byte(5),
+            paid_through: 10,
+        };
+        store
+            .index_subscription_events(net, &[created], 1, 1)
+            .await
+            .unwrap();
+        let refused = |cycle: u32, at: u64| RefusedCollect {
+            network: net.into(),
+            id,
+            cycle,
+            error: "execution reverted".into(),
+            at,
+        };
+        let due = async || store.due_subscriptions(net, 100, 10).await.unwrap().len();
+        let stuck_events = async || {
+            store
+                .events(provider, 0, 100)
+                .await
+                .unwrap()
+                .iter()
+                .filter(|e| e.new.r#type == "subscription.renewal_stuck")
+                .count()
+        };
+        for n in 1..=2 {
+            let c = store
+                .count_refused_collect(&refused(2, n), 3)
+                .await
+                .unwrap();
+            assert_eq!(
+                (c.attempts, c.stuck, c.newly_stuck),
+                (u32::try_from(n).unwrap(), false, false)
+            );
+        }
+        // Another cycle starts the count again.
+        let c = store
+            .count_refused_collect(&refused(3, 3), 3)
+            .await
+            .unwrap();
+        assert_eq!((c.attempts, c.stuck), (1, false));
+        for n in 2..=3 {
+            let c = store
+                .count_refused_collect(&refused(3, 3 + n), 3)
+                .await
+                .unwrap();
+            assert_eq!(
+                (c.attempts, c.stuck, c.newly_stuck),
+                (n as u32, n == 3, n == 3)
+            );
+        }
+        assert_eq!(due().await, 0, "stuck: out of the due set");
+        assert_eq!(stuck_events().await, 1);
+        let issues = store.renewal_issues(provider, 10).await.unwrap();
+        assert_eq!(issues.len(), 1);
+        assert_eq!(
+            (
+                issues[0].id,
+                issues[0].cycle,
+                issues[0].kind,
+                issues[0].attempts
+            ),
+            (id, 3, RenewalIssueKind::Stuck, 3)
+        );
+        assert!(
+            store
+                .renewal_issues(Address::ZERO, 10)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+        // Counted again while stuck: no second event.
+        let c = store
+            .count_refused_collect(&refused(3, 9), 3)
+            .await
+            .unwrap();
+        assert_eq!((c.attempts, c.stuck, c.newly_stuck), (4, true, false));
+        assert_eq!(stuck_events().await, 1);
+        // An event of the subscription (its allowance raised on-chain) clears it.
+        let raised = SubscriptionEvent::Notify {
+            id: "evt_raised".into(),
+            subject: Subject::Subscription(id),
+            kind: "allowance.raised",
+            data: "{}".into(),
+        };
+        store
+            .index_subscription_events(net, &[raised], 2, 10)
+            .await
+            .unwrap();
+        assert_eq!(due().await, 1);
+        assert!(store.renewal_issues(provider, 10).await.unwrap().is_empty());
+        let c = store
+            .count_refused_collect(&refused(3, 11), 3)
+            .await
+            .unwrap();
+        assert_eq!((c.attempts, c.stuck), (1, false));
+    }
 
     #[test]
     fn selects_name_the_indexed_columns() {

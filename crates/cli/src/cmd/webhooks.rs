@@ -12,8 +12,9 @@ Webhooks 1.0 (headers webhook-id, webhook-timestamp, webhook-signature). Verify 
 tollgate_gate::verify_webhook or any Standard Webhooks library, with the endpoint's secret.
 
 Event types: payment.settled payment.failed subscription.created subscription.renewed
-subscription.renewal_failed subscription.paused subscription.resumed subscription.cancelled
-allowance.charged allowance.exhausted allowance.raised plan.created plan.deprecated
+subscription.renewal_failed subscription.renewal_stuck subscription.paused
+subscription.resumed subscription.cancelled allowance.charged allowance.exhausted
+allowance.raised plan.created plan.deprecated
 
 Example:
   export TOLLGATE_API_KEY=tg_...

@@ -11,9 +11,9 @@
 //!    clock, reads the subscription on-chain (the chain is the truth), and if it is ACTIVE and due,
 //!    sends `collect(id, cycle + 1)` from a relayer, waits for confirmation, reads the outcome
 //!    (`SubscriptionRenewed` → renewed, `RenewalFailed` → paused) and records `(id, cycle)` in
-//!    `renewals`. Before collecting, it closes the ending cycle's usage ledger and charges what
-//!    is left of it on-chain ([`crate::metering`]); a charge still pending postpones the renewal
-//!    to the next run.
+//!    `renewals`. A subscription whose token is paused is postponed (below). Before collecting,
+//!    it closes the ending cycle's usage ledger and charges what is left of it on-chain
+//!    ([`crate::metering`]); a charge still pending postpones the renewal to the next run.
 //! 3. **Charge overage.** Sends metered usage on-chain in batches ([`crate::metering`]).
 //!
 //! **Idempotent by construction.** The store only remembers; the contract decides: `collect` takes
@@ -31,10 +31,37 @@
 //! `paidThrough` on). The next due time is the `paidThrough` of the `SubscriptionRenewed` event
 //! (or of the chain), never computed here.
 //!
+//! **A paused token postpones; it never pauses a subscription.** A token paused as a whole
+//! (FiatToken's `pause()` by Circle's pauser) refuses every transfer, and `collect` answers a
+//! refused transfer by pausing the subscription (`RenewalFailed`): the subscriber would be
+//! punished for the token's pause. So before collecting (and before closing the cycle's usage),
+//! the keeper reads the plan's token's `paused()` (once per token per run; a token without it is
+//! not pausable): while paused, the due subscription is counted `postponed`, nothing is sent,
+//! and the token's pause is logged once per run; the first run after `unpause()` renews it (one
+//! cycle, as for any late subscription). A pause landing between that read and the `collect`
+//! still fails that one renewal on-chain (only the contract could close that window).
+//!
+//! **Renewals that can never succeed are tried a bounded number of times.**
+//! - *Refused on-chain* (the subscriber is blacklisted by the token, revoked the allowance, or
+//!   moved the balance away): `collect` itself pauses the subscription and emits `RenewalFailed`
+//!   at the first attempt. The keeper records the failed cycle and the index row leaves the due
+//!   set (paused), so no later run tries it; the indexed `RenewalFailed` log is the one
+//!   `subscription.renewal_failed` webhook event; the dashboard lists it until it is paid. It is
+//!   tried again only after the subscriber resumes it (`SubscriptionResumed`).
+//! - *Refused at simulation* for a reason the keeper does not expect (anything but
+//!   `WrongCycle`, `NotDue` or `SubscriptionNotActive`: e.g. the token's implementation
+//!   reverting): nothing is broadcast, the run counts an error, and the store counts the refusal
+//!   for that `(subscription, cycle)`. At [`MAX_REFUSED_COLLECTS`] the subscription is marked
+//!   stuck: counted `stuck` in that run's report, one `subscription.renewal_stuck` webhook
+//!   event, listed on the dashboard, and left out of the due set until the chain's state of that
+//!   subscription changes: any of its events indexed (resumed, paused, cancelled, renewed by
+//!   anyone, allowance raised or charged) or a collection recorded clears the mark and the count.
+//! - Neither blocks other renewals: each due subscription is its own task, one attempt per run.
+//!
 //! Runs within one facilitator are serialised; several replicas may run keepers at once (the
 //! contract keeps them from double-billing; at worst one pays gas for a reverted collect).
 
-use std::time::Duration;
+use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use alloy::{
     primitives::{Address, B256, keccak256},
@@ -47,7 +74,9 @@ use tollgate_chain::{
 
 use crate::{
     facilitator::{Facilitator, Network, unix_now},
-    store::{IndexedState, IndexedSubscription, Renewal, RenewalOutcome, StoreError},
+    store::{
+        IndexedState, IndexedSubscription, RefusedCollect, Renewal, RenewalOutcome, StoreError,
+    },
 };
 
 mod index;
@@ -58,6 +87,30 @@ pub const LOG_RANGE: u64 = 5_000;
 const DUE_BATCH: u32 = 512;
 /// Collections in flight at once per network.
 const CONCURRENCY: usize = 16;
+/// Collections of one `(subscription, cycle)` refused at simulation for an unexpected reason
+/// before the keeper marks the subscription stuck and stops trying it (see the module doc).
+pub const MAX_REFUSED_COLLECTS: u32 = 5;
+
+/// A token that can be paused as a whole (FiatToken's `Pausable`).
+#[allow(missing_docs, unreachable_pub)]
+mod pausable {
+    alloy::sol! {
+        interface PausableToken {
+            function paused() external view returns (bool);
+        }
+    }
+}
+use pausable::PausableToken;
+
+/// What one run learned of tokens, shared by its collections: each plan's token, and whether
+/// each token is paused (read once per run).
+#[derive(Default)]
+struct RunTokens {
+    plans: HashMap<B256, Address>,
+    paused: HashMap<Address, bool>,
+}
+
+type Tokens = Arc<tokio::sync::Mutex<RunTokens>>;
 
 /// What one keeper run did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -72,6 +125,13 @@ pub struct KeeperReport {
     pub skipped: usize,
     /// Collections broadcast but not confirmed in time (the next run settles them).
     pub pending: usize,
+    /// Due subscriptions not collected because their token is paused (FiatToken's `paused()`):
+    /// nothing sent; the next run tries again.
+    pub postponed: usize,
+    /// Subscriptions marked stuck in this run: their collection was refused
+    /// [`MAX_REFUSED_COLLECTS`] times for the same cycle; no later run tries them until their
+    /// state on-chain changes.
+    pub stuck: usize,
     /// Errors (chain or store); each is logged, and the next run retries.
     pub errors: usize,
     /// The metering pass: overage charged on-chain (see [`crate::metering`]).
@@ -85,6 +145,8 @@ impl KeeperReport {
         self.failed += other.failed;
         self.skipped += other.skipped;
         self.pending += other.pending;
+        self.postponed += other.postponed;
+        self.stuck += other.stuck;
         self.errors += other.errors;
         self.overage.charged += other.overage.charged;
         self.overage.unpaid += other.overage.unpaid;
@@ -109,6 +171,8 @@ enum Step {
     Failed,
     Skipped,
     Pending,
+    Postponed,
+    Stuck,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -199,6 +263,7 @@ impl Facilitator {
         // the chain), except on errors and pending collections: `seen` keeps a run from retrying
         // those in a loop.
         let mut seen = std::collections::HashSet::new();
+        let tokens = Tokens::default();
         loop {
             let due = match self
                 .inner
@@ -223,10 +288,10 @@ impl Facilitator {
                 if tasks.len() >= CONCURRENCY {
                     tally(&mut report, tasks.join_next().await);
                 }
-                let f = self.clone();
+                let (f, tokens) = (self.clone(), Arc::clone(&tokens));
                 tasks.spawn(async move {
                     let mut overage = crate::metering::MeteringReport::default();
-                    let step = f.renew_one(&sub, subs, now, &mut overage).await;
+                    let step = f.renew_one(&sub, subs, now, &tokens, &mut overage).await;
                     (step, overage)
                 });
             }
@@ -242,6 +307,7 @@ impl Facilitator {
         sub: &IndexedSubscription,
         subs: Address,
         now: u64,
+        tokens: &Tokens,
         overage: &mut crate::metering::MeteringReport,
     ) -> Result<Step, KeeperError> {
         let net = &self.inner.networks[&sub.network];
@@ -269,6 +335,13 @@ impl Facilitator {
                 .await?;
             return Ok(Step::Skipped);
         }
+        // A token paused as a whole refuses every transfer: a collect now would pause the
+        // subscription for the token's pause (RenewalFailed). Nothing is sent; the next run
+        // tries again.
+        if self.token_paused(net, subs, onchain.planId, tokens).await? {
+            tracing::debug!(network = %sub.network, %id, cycle = onchain.cycle + 1, "keeper: token paused; renewal postponed");
+            return Ok(Step::Postponed);
+        }
         // The ending cycle takes no more usage, and what it used is charged before it ends: a
         // charge for it would fail once the next cycle is collected.
         // A cap of zero never took a deduction (caps only rise): nothing to close.
@@ -295,6 +368,7 @@ impl Facilitator {
                 tracing::debug!(network = %sub.network, %id, cycle, reason = r.name(), "keeper: nothing to collect");
                 return Ok(Step::Skipped);
             }
+            Err(ChainError::Revert(r)) => return self.collect_refused(sub, cycle, &r).await,
             Err(e) => return Err(e.into()),
         };
         crate::fault::hit("renew.after-broadcast");
@@ -352,6 +426,76 @@ impl Facilitator {
     }
 }
 
+impl Facilitator {
+    /// Whether the token of `plan_id` is paused as a whole (FiatToken's `paused()`; a token
+    /// without it is not pausable). Read once per token per run, and logged once when paused.
+    async fn token_paused(
+        &self,
+        net: &Network,
+        subs: Address,
+        plan_id: B256,
+        tokens: &Tokens,
+    ) -> Result<bool, KeeperError> {
+        let chain = net.chain.as_ref();
+        let mut known = tokens.lock().await;
+        let token = match known.plans.get(&plan_id) {
+            Some(token) => *token,
+            None => {
+                let plan =
+                    contracts::read(chain, subs, &Subscriptions::plansCall { planId: plan_id })
+                        .await?;
+                known.plans.insert(plan_id, plan.token);
+                plan.token
+            }
+        };
+        if let Some(paused) = known.paused.get(&token) {
+            return Ok(*paused);
+        }
+        let paused = match contracts::read(chain, token, &PausableToken::pausedCall {}).await {
+            Ok(paused) => paused,
+            // No `paused()`: it reverts, or answers nothing to decode.
+            Err(ChainError::Revert(_) | ChainError::InvalidInput(_)) => false,
+            Err(e) => return Err(e.into()),
+        };
+        if paused {
+            tracing::warn!(network = %net.spec.name, %token, "keeper: token paused; its renewals are postponed");
+        }
+        known.paused.insert(token, paused);
+        Ok(paused)
+    }
+
+    /// Counts a `collect` refused at simulation for an unexpected reason: an error for this
+    /// run, or, at [`MAX_REFUSED_COLLECTS`] for the same cycle, the subscription marked stuck
+    /// (one `subscription.renewal_stuck` event) and left alone until its state on-chain changes.
+    async fn collect_refused(
+        &self,
+        sub: &IndexedSubscription,
+        cycle: u32,
+        revert: &Revert,
+    ) -> Result<Step, KeeperError> {
+        let refused = RefusedCollect {
+            network: sub.network.clone(),
+            id: sub.id,
+            cycle,
+            error: revert.to_string(),
+            at: unix_now(),
+        };
+        let count = self
+            .inner
+            .store
+            .count_refused_collect(&refused, MAX_REFUSED_COLLECTS)
+            .await?;
+        if count.newly_stuck {
+            tracing::error!(
+                network = %sub.network, id = %sub.id, cycle, attempts = count.attempts,
+                error = %revert, "keeper: collect refused every time; renewal stuck, not tried again until the subscription changes on-chain"
+            );
+            return Ok(Step::Stuck);
+        }
+        Err(ChainError::Revert(revert.clone()).into())
+    }
+}
+
 /// The outcome event of `collect(id, cycle)` in its receipt, with the new `paidThrough` when
 /// renewed.
 fn outcome(
@@ -399,6 +543,8 @@ fn tally(report: &mut KeeperReport, joined: Option<Joined>) {
         Some(Ok(Ok(Step::Failed))) => report.failed += 1,
         Some(Ok(Ok(Step::Skipped))) => report.skipped += 1,
         Some(Ok(Ok(Step::Pending))) => report.pending += 1,
+        Some(Ok(Ok(Step::Postponed))) => report.postponed += 1,
+        Some(Ok(Ok(Step::Stuck))) => report.stuck += 1,
         Some(Ok(Err(e))) => {
             tracing::warn!(error = %e, "keeper: renewal attempt failed; retrying next run");
             report.errors += 1;

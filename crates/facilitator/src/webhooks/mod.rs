@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | `payment.settled`, `payment.failed` | a settlement confirmed / failed for good | the payee |
 //! | `subscription.created`, `.renewed`, `.renewal_failed`, `.paused`, `.resumed`, `.cancelled` | the contract's events, indexed by the keeper | the plan's owner |
+//! | `subscription.renewal_stuck` | the keeper's collection of a due cycle refused at simulation [`MAX_REFUSED_COLLECTS`](crate::keeper::MAX_REFUSED_COLLECTS) times (once per stuck episode; see [`crate::keeper`]) | the plan's owner |
 //! | `allowance.charged` (an on-chain overage batch), `allowance.raised` | the contract's events | the plan's owner |
 //! | `allowance.exhausted` | a deduction refused at the cap (once per cycle and cap) | the plan's owner |
 //! | `plan.created`, `plan.deprecated` | the contract's events | the plan's owner |
@@ -62,12 +63,13 @@ pub use secrets::{SEALED_PREFIX, SECRETS_KEY_LEN, SealError, SecretsKey, Secrets
 pub(crate) use ssrf::GuardedResolver;
 
 /// Every event type, as the API names them.
-pub const EVENT_TYPES: [&str; 13] = [
+pub const EVENT_TYPES: [&str; 14] = [
     "payment.settled",
     "payment.failed",
     "subscription.created",
     "subscription.renewed",
     "subscription.renewal_failed",
+    "subscription.renewal_stuck",
     "subscription.paused",
     "subscription.resumed",
     "subscription.cancelled",

@@ -1,8 +1,9 @@
 //! `GET /dashboard`: the provider's analytics as one server-rendered page — gross volume (one-time
 //! payments, subscription first cycles, renewals and overage) over time and by kind, top
-//! resources and payers, subscriptions by state, metered usage, recent payments and webhook
-//! delivery health — with the charts drawn as inline SVG. No script, no external asset: the page
-//! works offline and under a `Content-Security-Policy` that forbids both.
+//! resources and payers, subscriptions by state, the renewals needing attention (failed, or
+//! stuck: [`crate::keeper`]), metered usage, recent payments and webhook delivery health — with
+//! the charts drawn as inline SVG. No script, no external asset: the page works offline and
+//! under a `Content-Security-Policy` that forbids both.
 //!
 //! Authentication is the provider's API key, either as `Authorization: Bearer <key>` (like every
 //! provider endpoint) or through the login form (`GET/POST /dashboard/login`), which opens a
@@ -39,6 +40,9 @@ pub use page::{render, units};
 pub const SESSION_COOKIE: &str = "tollgate_session";
 /// How long a login lasts (seconds).
 pub const SESSION_TTL_SECS: u64 = 12 * 3_600;
+
+/// Most renewals needing attention the page lists.
+const RENEWAL_ISSUES: u32 = 100;
 
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; \
                    form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
@@ -131,7 +135,8 @@ pub(crate) async fn show(
         return Ok(see_other(&format!("/dashboard/login?next={next}")));
     };
     let report = f.analytics(provider, &params).await?;
-    Ok(html(StatusCode::OK, render(&report, &params)))
+    let issues = f.store().renewal_issues(provider, RENEWAL_ISSUES).await?;
+    Ok(html(StatusCode::OK, render(&report, &params, &issues)))
 }
 
 /// `GET /dashboard/login` (`next`: the dashboard URL to return to).

@@ -4,7 +4,10 @@ use std::fmt::Write as _;
 
 use alloy::primitives::U256;
 
-use crate::analytics::{Bucket, Report, ReportParams, RevenueView, VolumeView};
+use crate::{
+    analytics::{Bucket, Report, ReportParams, RevenueView, VolumeView},
+    store::{RenewalIssue, RenewalIssueKind},
+};
 
 /// Escapes text for HTML content and attribute values.
 fn esc(s: &str) -> String {
@@ -80,6 +83,47 @@ fn short(addr: &str) -> String {
     } else {
         addr.to_owned()
     }
+}
+
+/// Renewals needing attention: paused by a failed renewal and unpaid, or stuck (no longer tried
+/// by the keeper), each with its subscription, subscriber, cycle and cause.
+fn renewal_issues(o: &mut String, issues: &[RenewalIssue]) {
+    let failed = issues
+        .iter()
+        .filter(|i| i.kind == RenewalIssueKind::Failed)
+        .count();
+    let stuck = issues.len() - failed;
+    let _ = write!(
+        o,
+        r#"<section class="panel"><h2>Renewals needing attention</h2><p class="sub"><span data-metric="renewals.failed" data-value="{failed}">{failed}</span> failed (paused, cycle unpaid) · <span data-metric="renewals.stuck" data-value="{stuck}">{stuck}</span> stuck (no longer tried until the subscription changes).</p>"#
+    );
+    if issues.is_empty() {
+        o.push_str("</section>");
+        return;
+    }
+    o.push_str(r#"<div class="scroll"><table><thead><tr><th>Subscription</th><th>Subscriber</th><th>Cycle</th><th>Renewal</th><th>Attempts</th><th>Cause</th><th>Since (UTC)</th></tr></thead><tbody>"#);
+    for i in issues {
+        let (kind, cause) = match i.kind {
+            RenewalIssueKind::Failed => {
+                ("failed", format!("RenewalFailed in {}", short(&i.detail)))
+            }
+            RenewalIssueKind::Stuck => ("stuck", i.detail.clone()),
+        };
+        let (d, t) = utc(i.at);
+        let (id, subscriber) = (i.id.to_string(), i.subscriber.to_checksum(None));
+        let _ = write!(
+            o,
+            r#"<tr data-subscription="{id}" data-issue="{kind}" data-cycle="{}"><td><code title="{id}">{}</code> <span class="sub">{}</span></td><td><code title="{subscriber}">{}</code></td><td class="num">{}</td><td>{kind}</td><td class="num">{}</td><td>{}</td><td>{d} {t}</td></tr>"#,
+            i.cycle,
+            short(&id),
+            esc(&i.network),
+            short(&subscriber),
+            i.cycle,
+            i.attempts,
+            esc(&cause),
+        );
+    }
+    o.push_str("</tbody></table></div></section>");
 }
 
 /// A bar chart over time: one `<rect>` per bucket, its value on it.
@@ -201,8 +245,9 @@ fn card(out: &mut String, metric: &str, label: &str, value: &str, shown: &str) {
     );
 }
 
-/// The page for `report`, with range links carrying `params`.
-pub fn render(report: &Report, params: &ReportParams) -> String {
+/// The page for `report`, with range links carrying `params`, and the renewals that need the
+/// provider's attention (`issues`: failed and stuck, [`crate::keeper`]).
+pub fn render(report: &Report, params: &ReportParams, issues: &[RenewalIssue]) -> String {
     let mut o = String::with_capacity(32 * 1024);
     let provider = &report.provider;
     let (from_d, from_t) = utc(report.from);
@@ -398,6 +443,8 @@ pub fn render(report: &Report, params: &ReportParams) -> String {
         o.push_str("</tbody></table></div>");
     }
     o.push_str("</section>");
+
+    renewal_issues(&mut o, issues);
 
     // Metered usage.
     o.push_str(r#"<section class="panel"><h2>Metered usage</h2>"#);

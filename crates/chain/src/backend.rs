@@ -185,6 +185,14 @@ pub trait Chain: Send + Sync + fmt::Debug + 'static {
         Err(Error::Unsupported("eth_call with state overrides"))
     }
 
+    /// The most a transaction sent now would offer per gas (its EIP-1559 max fee), in wei: what
+    /// a relayer must hold per unit of gas to send it. [`Error::Unavailable`] when the fee
+    /// market is above the backend's fee cap (nothing would be sent). A backend that cannot tell
+    /// answers [`Error::Unsupported`].
+    async fn max_fee_per_gas(&self) -> Result<u128> {
+        Err(Error::Unsupported("fee estimates"))
+    }
+
     /// Signs `tx` with the sender's key and broadcasts it. A call that would revert is refused
     /// before broadcast with [`Error::Revert`] (the gas estimate simulates it).
     async fn send(&self, tx: TxRequest) -> Result<B256>;

@@ -224,6 +224,10 @@ impl Chain for FailoverChain {
         self.run(|c| c.code(account)).await
     }
 
+    async fn max_fee_per_gas(&self) -> Result<u128> {
+        self.run(|c| c.max_fee_per_gas()).await
+    }
+
     async fn call(&self, from: Option<Address>, to: Address, data: Bytes) -> Result<Bytes> {
         self.run(|c| c.call(from, to, data.clone())).await
     }

@@ -52,6 +52,11 @@ impl Chain for Devnet {
             .map(|(out, _)| out)
     }
 
+    async fn max_fee_per_gas(&self) -> Result<u128> {
+        // What `send` offers: the devnet's base fee never changes.
+        Ok(u128::from(BASE_FEE) * 2)
+    }
+
     async fn send(&self, tx: TxRequest) -> Result<B256> {
         let wallet = lock(&self.wallet).clone();
         if !wallet.contains(&tx.from) {

@@ -152,6 +152,10 @@ pub enum Error {
     /// nothing (503 `Unavailable`, with `Retry-After`; another replica takes the request).
     #[error(transparent)]
     NoRelayer(#[from] crate::replica::NoRelayer),
+    /// No relayer of this replica holds the gas of one settlement on the payment's network (503
+    /// `Unavailable`, with `Retry-After`): nothing was written or sent (see [`crate::funds`]).
+    #[error("relayers out of gas: {0}")]
+    RelayersDry(String),
     /// No key to seal webhook secrets with is configured (503 `WebhooksNotConfigured`).
     #[error("webhook secrets key not configured")]
     WebhooksNotConfigured,

@@ -95,6 +95,14 @@ pub struct Settings {
     /// per subscription and per subscriber; see
     /// [`SubscriptionsSection`](crate::config::SubscriptionsSection) for the rule.
     pub relay_bounds: crate::store::RelayBounds,
+    /// A relayer holding less than this many settlements' gas is reported (`/readyz`, metrics,
+    /// a `relayer.low_balance` event); see [`crate::funds`]. Default
+    /// [`crate::funds::DEFAULT_FLOOR_SETTLEMENTS`].
+    pub relayer_floor_settlements: u64,
+    /// The provider account whose webhook endpoints receive the facilitator's own events
+    /// (`relayer.low_balance`): the operator's, `fees.fee_recipient` when started from a
+    /// config. `None`: those events are only logged.
+    pub operator: Option<Address>,
 }
 
 impl Default for Settings {
@@ -119,6 +127,8 @@ impl Default for Settings {
             lease_ttl: crate::replica::DEFAULT_LEASE_TTL,
             replica_id: None,
             relay_bounds: crate::config::SubscriptionsSection::default().relay_bounds(),
+            relayer_floor_settlements: crate::funds::DEFAULT_FLOOR_SETTLEMENTS,
+            operator: None,
         }
     }
 }
@@ -269,6 +279,7 @@ pub(crate) struct Inner {
     pub(crate) heads: crate::metering::Heads,
     pub(crate) webhook_http: reqwest::Client,
     pub(crate) leases: crate::replica::Leases,
+    pub(crate) funds: Arc<crate::funds::Funds>,
 }
 
 impl fmt::Debug for Facilitator {
@@ -374,8 +385,13 @@ impl Facilitator {
                 .unwrap_or_else(crate::replica::replica_id),
             settings.lease_ttl,
         );
+        let funds = Arc::new(crate::funds::Funds::default());
+        let mut names: Vec<String> = map.keys().cloned().collect();
+        names.sort();
+        funds.register_gauges(&metrics, &names, &relayers);
         Ok(Self {
             inner: Arc::new(Inner {
+                funds,
                 networks: map,
                 store,
                 proof_signer,

@@ -21,6 +21,7 @@ pub mod config;
 pub mod error;
 mod facilitator;
 pub mod fault;
+pub mod funds;
 pub mod keeper;
 pub mod metering;
 pub mod openapi;

@@ -73,6 +73,8 @@ pub fn settings(config: &Config) -> Settings {
         lease_ttl: std::time::Duration::from_secs(config.replicas.lease_ttl_secs.max(1)),
         replica_id: config.replicas.id.clone(),
         relay_bounds: config.subscriptions.relay_bounds(),
+        relayer_floor_settlements: config.settlement.relayer_floor_settlements,
+        operator: config.fees.fee_recipient.filter(|a| !a.is_zero()),
         public_rpc_urls: config
             .networks
             .iter()
@@ -109,7 +111,10 @@ pub async fn build(
             source,
         })?;
     let mut networks = Vec::new();
-    let options = CheckOptions::default();
+    let options = CheckOptions {
+        floor_settlements: config.settlement.relayer_floor_settlements,
+        ..CheckOptions::default()
+    };
     let relayer_addresses: Vec<_> = keys.relayers.iter().map(|k| k.address()).collect();
     for (i, n) in config.networks.iter().enumerate() {
         let (probed, reader) = check::endpoints(i, n, &options).await;
@@ -125,6 +130,7 @@ pub async fn build(
             RpcEndpoint::Url(url) => {
                 let options = RpcOptions {
                     chain_id: Some(n.chain_id),
+                    max_fee_per_gas: n.max_fee_per_gas,
                     ..RpcOptions::default()
                 };
                 let failed = |source| StartError::Chain {

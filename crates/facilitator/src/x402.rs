@@ -334,7 +334,7 @@ impl Facilitator {
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         // A replica without a relayer account records nothing: the payment stays free for a
         // replica that can send it.
-        let relayer = match self.relayer().await {
+        let relayer = match self.funded_relayer(net).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "/settle on a replica that cannot send");

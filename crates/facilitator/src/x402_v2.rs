@@ -127,6 +127,28 @@ impl Facilitator {
         Ok(v1)
     }
 
+    /// Whether this replica can send the settlement of `req` now: it holds a relayer, and (on
+    /// a network it serves) one with a settlement's gas at fees under the cap
+    /// ([`Facilitator::funded_relayer`]). A network it does not serve is left to the settlement
+    /// to refuse.
+    pub(crate) async fn x402_can_send(
+        &self,
+        req: &tollgate_protocol::x402::v2::AnyVerifyRequest,
+    ) -> crate::error::Result<()> {
+        use tollgate_protocol::x402::v2::AnyVerifyRequest;
+        let net = match req {
+            AnyVerifyRequest::V1(r) => self.network(&r.payment_requirements.network),
+            AnyVerifyRequest::V2(r) => self.network_by_caip2(
+                &r.payment_requirements.network,
+                r.payment_requirements.asset,
+            ),
+        };
+        match net {
+            Some(net) => self.funded_relayer(net).await.map(|_| ()),
+            None => self.relayer().await.map(|_| ()).map_err(Into::into),
+        }
+    }
+
     /// The configured network a CAIP-2 id names: the one under the chain's x402 V1 name, else
     /// the first (by name) on that chain settling `asset`.
     fn network_by_caip2(&self, caip2: &str, asset: alloy::primitives::Address) -> Option<&Network> {

@@ -8,7 +8,12 @@
 //!   never collide. A failed broadcast drops the cache; "nonce too low" re-reads it and retries
 //!   once; a wait that times out drops every cache (the node may have dropped the transaction,
 //!   and a cached nonce past it would stall the sender behind the gap).
-//! - Fees: EIP-1559, `2 × latest base fee + eth_maxPriorityFeePerGas`, cached for a second.
+//! - Fees: EIP-1559 from `eth_feeHistory`: `2 × next base fee + the median tip of the last
+//!   blocks`, cached for a second, never above [`RpcOptions::max_fee_per_gas`] when set. A
+//!   transaction a base-fee rise priced out while it waited is sent again with the same nonce at a
+//!   bumped fee ([`Chain::wait`] does it, and follows every version to the one mined).
+//! - A node answering `429 Too Many Requests` is asked again after a pause (its `Retry-After`,
+//!   else an exponential backoff), a few times, within the request's timeout.
 //! - Gas: estimated with a margin, which also simulates the call: a transaction that would revert
 //!   is refused with [`Error::Revert`] before broadcast.
 //! - Every request is bounded by [`RpcOptions::request_timeout`]; [`Chain::wait`] by its own
@@ -60,7 +65,7 @@ use serde_json::Value;
 
 use errors::is_method_missing;
 pub use errors::map_rpc_error;
-use send::{Fees, NonceSlot};
+use send::{Fees, NonceSlot, SentSlot};
 use transport::{NodeTransport, redacted};
 
 use crate::{
@@ -81,6 +86,10 @@ pub struct RpcOptions {
     pub poll_interval: Duration,
     /// Gas limit as a percentage of the node's estimate (default 125).
     pub gas_multiplier_percent: u64,
+    /// The most a transaction may offer per gas (its max fee), in wei; `None` (the default)
+    /// offers what the fee market asks. A base fee above it sends nothing
+    /// ([`Error::Unavailable`]); a transaction priced out later is re-priced up to it.
+    pub max_fee_per_gas: Option<u128>,
 }
 
 impl Default for RpcOptions {
@@ -90,6 +99,7 @@ impl Default for RpcOptions {
             request_timeout: Duration::from_secs(10),
             poll_interval: Duration::from_millis(50),
             gas_multiplier_percent: 125,
+            max_fee_per_gas: None,
         }
     }
 }
@@ -108,6 +118,8 @@ pub struct RpcChain {
     checked: AtomicBool,
     nonces: Mutex<HashMap<Address, NonceSlot>>,
     fees: Mutex<Option<(Instant, Fees)>>,
+    /// Our transactions not yet seen mined, by the hash of each version sent.
+    sent: Mutex<HashMap<B256, SentSlot>>,
     timestamps: Mutex<HashMap<B256, u64>>,
     /// Requests sent, by JSON-RPC method ([`RpcChain::calls`]).
     calls: Mutex<BTreeMap<&'static str, u64>>,
@@ -203,6 +215,7 @@ impl RpcChain {
             checked: AtomicBool::new(false),
             nonces: Mutex::default(),
             fees: Mutex::default(),
+            sent: Mutex::default(),
             timestamps: Mutex::default(),
             calls: Mutex::default(),
             posts,
@@ -342,31 +355,46 @@ impl Chain for RpcChain {
         self.request("eth_call", call).await
     }
 
+    async fn max_fee_per_gas(&self) -> Result<u128> {
+        self.fees().await.map(|f| f.max_fee_per_gas)
+    }
+
     async fn send(&self, tx: TxRequest) -> Result<B256> {
         self.send_transaction(tx).await
     }
 
+    /// The receipt of `tx_hash`, or of the version of it mined when it was sent again at a
+    /// higher fee (see [`Chain::wait`]): its `tx_hash` is then that version's.
     async fn receipt(&self, tx_hash: B256) -> Result<Option<Receipt>> {
-        let receipt = self
-            .request(
-                "eth_getTransactionReceipt",
-                self.provider.get_transaction_receipt(tx_hash),
-            )
-            .await?;
-        match receipt {
-            Some(r) => self.convert_receipt(r).await,
-            None => Ok(None),
+        for version in self.versions(tx_hash) {
+            let receipt = self
+                .request(
+                    "eth_getTransactionReceipt",
+                    self.provider.get_transaction_receipt(version),
+                )
+                .await?;
+            if let Some(r) = receipt
+                && let Some(r) = self.convert_receipt(r).await?
+            {
+                return Ok(Some(r));
+            }
         }
+        Ok(None)
     }
 
     async fn knows_transaction(&self, tx_hash: B256) -> Result<bool> {
-        let tx = self
-            .request(
-                "eth_getTransactionByHash",
-                self.provider.get_transaction_by_hash(tx_hash),
-            )
-            .await?;
-        Ok(tx.is_some())
+        for version in self.versions(tx_hash) {
+            let tx = self
+                .request(
+                    "eth_getTransactionByHash",
+                    self.provider.get_transaction_by_hash(version),
+                )
+                .await?;
+            if tx.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     async fn logs(&self, filter: &LogFilter) -> Result<Vec<ChainLog>> {

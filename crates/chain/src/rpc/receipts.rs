@@ -53,6 +53,9 @@ impl RpcChain {
                     }
                     Err(e) => return Err(e),
                 }
+                // Priced out by a base-fee rise while waiting: sent again at a higher fee.
+                self.reprice_if_priced_out(tx_hash, self.reprice_patience())
+                    .await;
                 let pause = if first {
                     first = false;
                     self.usual_wait(opts.confirmations)
@@ -71,6 +74,7 @@ impl RpcChain {
         let outcome = tokio::time::timeout(opts.timeout, poll).await;
         if let Ok(Ok(_)) = outcome {
             self.note_wait(opts.confirmations, started.elapsed());
+            self.forget_sent(tx_hash);
         }
         match outcome {
             Ok(Ok(receipt)) => Ok(Confirmation::Confirmed(receipt)),
@@ -101,6 +105,14 @@ impl RpcChain {
             Some((_, usual)) => *usual = (*usual * 4 + took) / 5,
             None => waits.push((confirmations, took)),
         }
+    }
+
+    /// How long a waiting transaction's latest version is given before it is checked for being
+    /// priced out: two blocks, at least 2 s.
+    fn reprice_patience(&self) -> Duration {
+        self.block_time()
+            .map_or(Duration::ZERO, |b| b * 2)
+            .max(Duration::from_secs(2))
     }
 
     /// The longest pause between two receipt polls.
@@ -192,6 +204,9 @@ impl RpcChain {
         let Some(receipt) = self.receipt(tx_hash).await? else {
             return Ok(None);
         };
+        self.observe_block(receipt.block_number, receipt.block_timestamp);
+        // Mined: no version of it is re-priced any more (a reorg that drops it is waited for).
+        self.mark_mined(tx_hash);
         if confirmations <= 1 {
             // Included is deep enough.
             return Ok(Some(receipt));

@@ -3,7 +3,7 @@
 
 use std::{
     borrow::Cow,
-    sync::Arc,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -18,7 +18,7 @@ use alloy::{
 
 use super::{
     RpcChain,
-    errors::{is_already_known, is_nonce_too_low},
+    errors::{is_already_known, is_method_missing, is_nonce_too_low},
     lock,
 };
 use crate::{Error, Result, TxRequest};
@@ -27,16 +27,64 @@ use crate::{Error, Result, TxRequest};
 const FALLBACK_PRIORITY_FEE: u128 = 1_000_000_000;
 /// How long a fee estimate is reused.
 const FEE_TTL: Duration = Duration::from_secs(1);
+/// Blocks whose tips `eth_feeHistory` is asked for.
+const FEE_HISTORY_BLOCKS: u64 = 5;
+/// The percentile of each block's tips asked for (its median).
+const TIP_PERCENTILE: f64 = 50.0;
 
 /// EIP-1559 fees for the next transactions.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Fees {
-    max_fee_per_gas: u128,
-    max_priority_fee_per_gas: u128,
+    /// The next block's base fee.
+    pub(super) base_fee: u128,
+    pub(super) max_fee_per_gas: u128,
+    pub(super) max_priority_fee_per_gas: u128,
+}
+
+/// The median of the blocks' median tips (`eth_feeHistory`'s `reward`), ignoring blocks that
+/// paid none (empty blocks); `None` when none paid any.
+fn median_tip(rewards: Option<&[Vec<u128>]>) -> Option<u128> {
+    let mut tips: Vec<u128> = rewards?
+        .iter()
+        .filter_map(|r| r.first().copied())
+        .filter(|t| *t > 0)
+        .collect();
+    tips.sort_unstable();
+    tips.get(tips.len() / 2).copied()
+}
+
+/// Wei per gas as gwei, for messages.
+pub(super) fn gwei(wei: u128) -> String {
+    format!("{} gwei", wei as f64 / 1e9)
 }
 
 /// A sender's next nonce, when known; guarded by the sender's send lock.
 pub(super) type NonceSlot = Arc<tokio::sync::Mutex<Option<u64>>>;
+
+/// Most transactions remembered for re-pricing; past it the oldest are forgotten (they can
+/// still be waited for, only not re-priced).
+const SENT_MEMORY: usize = 4096;
+/// A new version of a transaction must offer at least this much more (per mille) in both fees:
+/// nodes refuse a replacement that does not (geth: 10 %).
+const BUMP_PER_MILLE: u128 = 1_125;
+
+/// A transaction of ours not yet seen mined: what is needed to send it again at a higher fee,
+/// and every version sent (the first is the hash [`crate::Chain::send`] returned).
+#[derive(Debug)]
+pub(super) struct Sent {
+    from: Address,
+    /// The latest version, nonce included.
+    tx: TxEip1559,
+    /// Every version's hash, oldest first.
+    pub(super) hashes: Vec<B256>,
+    /// When the latest version was broadcast.
+    at: Instant,
+    /// Whether re-pricing is over: a version was mined (the nonce is used) or the fee cap is
+    /// reached.
+    settled: bool,
+}
+
+pub(super) type SentSlot = Arc<Mutex<Sent>>;
 
 impl RpcChain {
     /// Signs and broadcasts `tx` ([`crate::Chain::send`]): gas estimated unless given, the
@@ -68,6 +116,7 @@ impl RpcChain {
             Some(n) => n,
             None => self.pending_count(tx.from).await?,
         };
+        let unsigned_for_record = unsigned.clone();
         let result = match self.broadcast(tx.from, unsigned.clone(), nonce).await {
             Err(Error::Rejected(m)) if is_nonce_too_low(&m) => {
                 let fresh = self.pending_count(tx.from).await?;
@@ -81,6 +130,9 @@ impl RpcChain {
         match result {
             Ok((hash, used)) => {
                 *next = Some(used + 1);
+                let mut signed = unsigned_for_record;
+                signed.nonce = used;
+                self.remember_sent(tx.from, signed, hash);
                 Ok(hash)
             }
             Err(e) => {
@@ -105,39 +157,208 @@ impl RpcChain {
         Ok((block.header.timestamp, block.header.base_fee_per_gas))
     }
 
-    /// EIP-1559 fees: twice the latest base fee plus the node's suggested tip; cached briefly.
-    async fn fees(&self) -> Result<Fees> {
+    /// EIP-1559 fees from the node, cached briefly ([`FEE_TTL`]): the next block's base fee and
+    /// the tip paid lately, from one `eth_feeHistory` (the median of the last
+    /// [`FEE_HISTORY_BLOCKS`] blocks' median tips; `eth_maxPriorityFeePerGas` when those blocks
+    /// paid none, and 1 gwei when the node has neither), offering twice the base fee plus the tip
+    /// so that a transaction survives a few full blocks' rise. With
+    /// [`RpcOptions::max_fee_per_gas`](super::RpcOptions) the offer never exceeds the cap, and
+    /// a base fee above it is [`Error::Unavailable`]: nothing would be mined at that price.
+    pub(super) async fn fees(&self) -> Result<Fees> {
         if let Some((at, fees)) = *lock(&self.fees)
             && at.elapsed() < FEE_TTL
         {
             return Ok(fees);
         }
-        let priority = match self
+        let history = self
             .request(
-                "eth_maxPriorityFeePerGas",
-                self.provider.get_max_priority_fee_per_gas(),
+                "eth_feeHistory",
+                self.provider.get_fee_history(
+                    FEE_HISTORY_BLOCKS,
+                    BlockNumberOrTag::Latest,
+                    &[TIP_PERCENTILE],
+                ),
             )
-            .await
-        {
-            Ok(p) => p,
-            Err(Error::Rpc { .. }) => FALLBACK_PRIORITY_FEE,
+            .await;
+        let (base_fee, tip) = match history {
+            Ok(h) => match h.next_block_base_fee().filter(|b| *b > 0) {
+                Some(base) => (base, median_tip(h.reward.as_deref())),
+                None => (self.gas_price().await?, None),
+            },
+            // A node without `eth_feeHistory`: the latest block's base fee (or the gas price).
+            Err(Error::Rpc { code, ref message }) if is_method_missing(code, message) => {
+                match self.latest_header_fees().await?.1 {
+                    Some(b) => (u128::from(b), None),
+                    None => (self.gas_price().await?, None),
+                }
+            }
             Err(e) => return Err(e),
         };
-        let (_, base_fee) = self.latest_header_fees().await?;
-        let base_fee = match base_fee {
-            Some(b) => u128::from(b),
-            // A node without EIP-1559 blocks: its gas price stands in for the base fee.
-            None => {
-                self.request("eth_gasPrice", self.provider.get_gas_price())
-                    .await?
+        let tip = match tip {
+            Some(t) => t,
+            None => match self
+                .request(
+                    "eth_maxPriorityFeePerGas",
+                    self.provider.get_max_priority_fee_per_gas(),
+                )
+                .await
+            {
+                Ok(p) => p,
+                Err(Error::Rpc { .. }) => FALLBACK_PRIORITY_FEE,
+                Err(e) => return Err(e),
+            },
+        };
+        let mut fees = Fees {
+            base_fee,
+            max_fee_per_gas: base_fee.saturating_mul(2).saturating_add(tip),
+            max_priority_fee_per_gas: tip,
+        };
+        if let Some(cap) = self.options.max_fee_per_gas {
+            if base_fee > cap {
+                return Err(Error::Unavailable(format!(
+                    "the next block's base fee ({}) is above this node's fee cap ({}): nothing \
+                     is sent until it falls (or the cap, max_fee_gwei, is raised)",
+                    gwei(base_fee),
+                    gwei(cap)
+                )));
             }
-        };
-        let fees = Fees {
-            max_fee_per_gas: base_fee.saturating_mul(2).saturating_add(priority),
-            max_priority_fee_per_gas: priority,
-        };
+            fees.max_fee_per_gas = fees.max_fee_per_gas.min(cap);
+            fees.max_priority_fee_per_gas = tip.min(cap - base_fee);
+        }
         *lock(&self.fees) = Some((Instant::now(), fees));
         Ok(fees)
+    }
+
+    async fn gas_price(&self) -> Result<u128> {
+        self.request("eth_gasPrice", self.provider.get_gas_price())
+            .await
+    }
+
+    fn remember_sent(&self, from: Address, tx: TxEip1559, hash: B256) {
+        let mut sent = lock(&self.sent);
+        if sent.len() >= SENT_MEMORY {
+            // Forget the older half (a map keyed by hash keeps no order: by age of broadcast).
+            let mut ages: Vec<Instant> = sent.values().map(|s| lock(s).at).collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() / 2];
+            sent.retain(|_, s| lock(s).at > cut);
+        }
+        sent.insert(
+            hash,
+            Arc::new(Mutex::new(Sent {
+                from,
+                tx,
+                hashes: vec![hash],
+                at: Instant::now(),
+                settled: false,
+            })),
+        );
+    }
+
+    /// Every version sent of the transaction `hash` (itself first when it is not ours).
+    pub(super) fn versions(&self, hash: B256) -> Vec<B256> {
+        match lock(&self.sent).get(&hash) {
+            Some(s) => lock(s).hashes.clone(),
+            None => vec![hash],
+        }
+    }
+
+    /// Notes that a version of the transaction `hash` is mined: it is not re-priced.
+    pub(super) fn mark_mined(&self, hash: B256) {
+        if let Some(slot) = lock(&self.sent).get(&hash) {
+            lock(slot).settled = true;
+        }
+    }
+
+    /// Forgets the transaction `hash` and its versions (one of them is mined deep enough).
+    pub(super) fn forget_sent(&self, hash: B256) {
+        let mut sent = lock(&self.sent);
+        if let Some(slot) = sent.get(&hash).cloned() {
+            for h in &lock(&slot).hashes {
+                sent.remove(h);
+            }
+        }
+    }
+
+    /// While the transaction `hash` waits to be mined: if it has waited `patience` since its
+    /// latest version went out and the next block's base fee has risen above what that version
+    /// offers (priced out: no block will take it until the base fee falls back), sends a new
+    /// version with the same nonce and fees bumped by at least [`BUMP_PER_MILLE`] (and at least
+    /// what the market asks now), never above the fee cap. Whichever version is mined, the nonce
+    /// is used once: the others can never be. Errors are logged; the wait goes on.
+    pub(super) async fn reprice_if_priced_out(&self, hash: B256, patience: Duration) {
+        let Some(slot) = lock(&self.sent).get(&hash).cloned() else {
+            return;
+        };
+        let (from, mut tx) = {
+            let s = lock(&slot);
+            if s.settled || s.at.elapsed() < patience {
+                return;
+            }
+            (s.from, s.tx.clone())
+        };
+        // Fees read afresh: the cached ones may be what priced it out.
+        *lock(&self.fees) = None;
+        let market = match self.fees().await {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(%hash, error = %e, "cannot read the fees to re-price a waiting transaction");
+                lock(&slot).at = Instant::now();
+                return;
+            }
+        };
+        if market.base_fee.saturating_add(1) <= tx.max_fee_per_gas {
+            // Still includable: it waits for room, not for price.
+            return;
+        }
+        let bump = |old: u128| old.saturating_mul(BUMP_PER_MILLE).div_ceil(1_000);
+        let mut max_fee = market.max_fee_per_gas.max(bump(tx.max_fee_per_gas));
+        let mut tip = market
+            .max_priority_fee_per_gas
+            .max(bump(tx.max_priority_fee_per_gas));
+        if let Some(cap) = self.options.max_fee_per_gas {
+            max_fee = max_fee.min(cap);
+        }
+        tip = tip.min(max_fee);
+        if max_fee < bump(tx.max_fee_per_gas) {
+            tracing::warn!(
+                %hash, nonce = tx.nonce, base_fee = %gwei(market.base_fee),
+                offered = %gwei(tx.max_fee_per_gas), cap = %gwei(max_fee),
+                "a waiting transaction is priced out and the fee cap (max_fee_gwei) leaves no room to re-price it: it waits for the base fee to fall"
+            );
+            lock(&slot).settled = true;
+            return;
+        }
+        let nonce = tx.nonce;
+        let previous = tx.max_fee_per_gas;
+        tx.max_fee_per_gas = max_fee;
+        tx.max_priority_fee_per_gas = tip;
+        match self.broadcast(from, tx.clone(), nonce).await {
+            Ok(new_hash) => {
+                tracing::warn!(
+                    %hash, %new_hash, %from, nonce, base_fee = %gwei(market.base_fee),
+                    from_fee = %gwei(previous), to_fee = %gwei(max_fee),
+                    "a base-fee rise priced out a waiting transaction: sent again with the same nonce at a higher fee"
+                );
+                let mut s = lock(&slot);
+                s.tx = tx;
+                s.hashes.push(new_hash);
+                s.at = Instant::now();
+                drop(s);
+                lock(&self.sent).insert(new_hash, slot);
+            }
+            Err(Error::Rejected(m)) if is_nonce_too_low(&m) => {
+                // A version is mined (or about to be): nothing more to re-price.
+                lock(&slot).settled = true;
+            }
+            Err(e) => {
+                tracing::warn!(%hash, nonce, error = %e, "re-pricing a waiting transaction failed; the wait goes on");
+                let mut s = lock(&slot);
+                // "underpriced": the next try bumps from what this one offered.
+                s.tx = tx;
+                s.at = Instant::now();
+            }
+        }
     }
 
     fn nonce_slot(&self, from: Address) -> NonceSlot {

@@ -33,11 +33,53 @@ impl fmt::Debug for NodeTransport {
     }
 }
 
+/// Attempts of one request that a node answers `429 Too Many Requests` (hosted nodes' rate
+/// limit): the first and up to four more, each after a pause ([`backoff`]).
+const RATE_LIMITED_ATTEMPTS: u32 = 5;
+/// The longest pause before another attempt, whatever the node's `Retry-After` asks.
+const MAX_BACKOFF: Duration = Duration::from_secs(4);
+
+/// The pause before attempt `attempt + 1` after a 429: the node's `Retry-After` when it gives one
+/// (at most [`MAX_BACKOFF`]), else 250 ms doubling, with up to a quarter more at random so that
+/// the requests a limit refused together do not come back together.
+fn backoff(attempt: u32, retry_after: Option<Duration>) -> Duration {
+    let base = retry_after.unwrap_or_else(|| Duration::from_millis(250) * 2u32.pow(attempt.min(4)));
+    let base = base.min(MAX_BACKOFF);
+    let jitter = base.as_millis() as u64 / 4;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    base + Duration::from_millis(if jitter == 0 { 0 } else { nanos % jitter })
+}
+
 impl NodeTransport {
+    /// POSTs `packet`; a node answering `429 Too Many Requests` is asked again after a pause
+    /// ([`backoff`]), at most [`RATE_LIMITED_ATTEMPTS`] times in all, within the caller's request
+    /// timeout. Sending the same bytes again is safe for every call, `eth_sendRawTransaction`
+    /// included: a signed transaction has one hash, and a node that took it the first time
+    /// answers "already known", which counts as sent.
     async fn post(self, packet: RequestPacket) -> TransportResult<ResponsePacket> {
+        let mut attempt = 0;
+        loop {
+            match self.post_once(&packet).await {
+                Err(TransportError::Transport(kind))
+                    if kind.as_http_error().is_some_and(|e| e.status == 429)
+                        && attempt + 1 < RATE_LIMITED_ATTEMPTS =>
+                {
+                    let pause = backoff(attempt, kind.retry_after());
+                    tracing::debug!(attempt, ?pause, "the node is rate limiting; asking again");
+                    attempt += 1;
+                    tokio::time::sleep(pause).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn post_once(&self, packet: &RequestPacket) -> TransportResult<ResponsePacket> {
         // reqwest's errors carry the request URL (and print it): drop it.
         let transport = |e: reqwest::Error| TransportErrorKind::custom(e.without_url());
-        let body = serde_json::to_vec(&packet).map_err(TransportError::ser_err)?;
+        let body = serde_json::to_vec(packet).map_err(TransportError::ser_err)?;
         let response = self
             .client
             .post(Url::clone(&self.url))

@@ -103,7 +103,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
 
 /// `--check`: the report on stdout, an error when a check failed.
 async fn check(config: &Config, keys: &ResolvedKeys) -> anyhow::Result<()> {
-    let report = check::check(config, keys, &CheckOptions::default()).await;
+    let mut options = CheckOptions::default();
+    options.floor_settlements = config.settlement.relayer_floor_settlements;
+    let report = check::check(config, keys, &options).await;
     let mut out = std::io::stdout().lock();
     write!(out, "{report}")?;
     out.flush()?;

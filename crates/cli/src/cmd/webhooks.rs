@@ -14,7 +14,8 @@ tollgate_gate::verify_webhook or any Standard Webhooks library, with the endpoin
 Event types: payment.settled payment.failed subscription.created subscription.renewed
 subscription.renewal_failed subscription.renewal_stuck subscription.paused
 subscription.resumed subscription.cancelled allowance.charged allowance.exhausted
-allowance.raised plan.created plan.deprecated
+allowance.raised plan.created plan.deprecated relayer.low_balance (the operator's: the
+provider account fees.fee_recipient)
 
 Example:
   export TOLLGATE_API_KEY=tg_...

@@ -120,6 +120,10 @@ impl Error {
                 C::Unavailable,
                 format!("{e}; retry (the load balancer sends it to another replica)"),
             ),
+            Self::RelayersDry(m) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, C::Unavailable, m.clone())
+                    .with_retry_after(crate::funds::DRY_RETRY_AFTER_SECS)
+            }
             Self::WebhooksNotConfigured => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 C::WebhooksNotConfigured,
@@ -277,7 +281,7 @@ impl IntoResponse for Error {
 /// | 422 | well-formed but invalid: unknown network or token, bad signature, nonce not committing to payTo/memo/fee, validity window, a revert; `TokenPaused`: the token (Circle's USDC) is paused |
 /// | 429 | `RateLimited`: the client is over `[server]`'s per-client rate, or a subscriber's relayed lifecycle transactions are at their bound (`[subscriptions]`'s `relays_per_*` keys; nothing was sent); `Retry-After` says when to come back |
 /// | 431 | request headers over `[server] max_header_bytes` or `max_headers` (no body; the connection closes) |
-/// | 503 | the chain or the store is unavailable |
+/// | 503 | the chain or the store is unavailable; `Unavailable` with `Retry-After`: no relayer of the replica holds a settlement's gas, or the fee market is above the network's `max_fee_gwei` (nothing was written or sent) |
 /// | 500 | a bug; the cause is logged, never sent |
 #[derive(Debug)]
 pub struct ApiError {

@@ -95,6 +95,42 @@ pub(super) async fn readyz(State(f): State<Facilitator>) -> Response {
             )
         },
     );
+    // Relayer funds (see `crate::funds`): one below the floor is named; a network none of
+    // whose held relayers can pay one settlement makes the replica not ready.
+    if !held.is_empty() {
+        for n in f.inner.networks.values() {
+            let standing = f.standing(n).await;
+            if standing.is_empty() {
+                continue;
+            }
+            ready &= standing.iter().any(|s| s.can_pay);
+            let low: Vec<String> = standing
+                .iter()
+                .filter(|s| s.balance < s.floor)
+                .map(|s| {
+                    format!(
+                        "{} holds {} (floor {}){}",
+                        s.relayer,
+                        crate::funds::ether(s.balance),
+                        crate::funds::ether(s.floor),
+                        if s.can_pay {
+                            ""
+                        } else {
+                            ": dry, cannot pay a settlement"
+                        }
+                    )
+                })
+                .collect();
+            checks.insert(
+                format!("funds:{}", n.spec.name),
+                if low.is_empty() {
+                    format!("{} relayers above the floor", standing.len())
+                } else {
+                    format!("below the floor: {}", low.join("; "))
+                },
+            );
+        }
+    }
     checks.insert("replica".into(), f.replica_id().to_owned());
     let store = f.store().ping().await;
     ready &= store.is_ok();

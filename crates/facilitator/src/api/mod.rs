@@ -103,6 +103,9 @@ pub fn router(f: Facilitator) -> Router {
         .with_state(f)
 }
 
+/// How often [`serve`] reads the relayers' funds afresh (see [`crate::funds`]).
+const FUNDS_WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Serves `f` on `listener` under its [`Settings::server`](crate::Settings::server) limits until
 /// `shutdown` resolves; in-flight requests (settlements included) finish first.
 pub async fn serve(
@@ -135,6 +138,17 @@ pub async fn serve(
         }
     });
     let _stop_sweeper = AbortOnDrop(sweeper);
+    // Relayer funds are read now and then even when no payment comes, so that a relayer falling
+    // under the floor (gas spent by the keeper, a price rise) is reported before it runs dry.
+    let _watch_funds = AbortOnDrop(tokio::spawn({
+        let f = f.clone();
+        async move {
+            loop {
+                f.watch_funds().await;
+                tokio::time::sleep(FUNDS_WATCH_EVERY).await;
+            }
+        }
+    }));
     let limits = f.settings().server.clone();
     let served =
         tollgate_server::serve_prepared(listener, router(f.clone()), &limits, shutdown).await;

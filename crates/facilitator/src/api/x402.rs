@@ -34,9 +34,10 @@ pub(super) async fn settle(
     headers: HeaderMap,
     ApiJson(req): ApiJson<AnyVerifyRequest>,
 ) -> Result<Json<SettleResponse>, crate::error::Error> {
-    // A replica that holds no relayer account answers 503 before anything is checked or
-    // written: the load balancer takes the payment to a replica that can send it.
-    f.relayer().await?;
+    // A replica that holds no relayer account, or none with a settlement's gas on the payment's
+    // network (or whose fee market is above the cap), answers 503 before anything is checked
+    // or written: the load balancer takes the payment to a replica that can send it.
+    f.x402_can_send(&req).await?;
     let settler = headers
         .get(IDEMPOTENCY_KEY)
         .map(|v| alloy::primitives::keccak256(v.as_bytes()));

@@ -195,6 +195,13 @@ pub struct Settlement {
     /// `settlement.proof_ttl_secs`: a proof's `expiry` is its issuance time plus this. Positive.
     /// Default [`DEFAULT_PROOF_TTL_SECS`].
     pub proof_ttl_secs: u64,
+    /// `settlement.relayer_floor_settlements`: a relayer holding less gas than this many
+    /// settlements at the current max fee is reported (`/readyz`, the
+    /// `tollgate_relayer_below_floor` gauge, a `relayer.low_balance` webhook event to the
+    /// endpoints of `fees.fee_recipient`'s provider account) and fails `--check`; one that
+    /// cannot pay a single settlement is passed over, and with none left payments answer 503
+    /// before anything is written. Positive. Default 100.
+    pub relayer_floor_settlements: u64,
 }
 
 impl Default for Settlement {
@@ -203,6 +210,7 @@ impl Default for Settlement {
             confirmation_timeout_ms: DEFAULT_CONFIRMATION_TIMEOUT_MS,
             max_validity_secs: DEFAULT_MAX_VALIDITY_SECS,
             proof_ttl_secs: DEFAULT_PROOF_TTL_SECS,
+            relayer_floor_settlements: crate::funds::DEFAULT_FLOOR_SETTLEMENTS,
         }
     }
 }
@@ -383,6 +391,11 @@ pub struct Network {
     /// `start_block`: the first block the renewal keeper reads the subscriptions contract's logs
     /// from on a fresh store (its deployment block, on a long chain). Default 0.
     pub start_block: u64,
+    /// `max_fee_gwei`: the most a transaction of this network's relayers may offer per gas, in
+    /// gwei (e.g. `0.5`); held as wei. Default: none (what the fee market asks). While the base
+    /// fee is above it nothing is sent (payments answer 503), and a transaction priced out by a
+    /// base-fee rise is re-priced up to it, not beyond.
+    pub max_fee_per_gas: Option<u128>,
     /// Whether `name` is one of the x402 V1 names built into `tollgate_protocol::network` (only
     /// those can be paid by unmodified x402 clients).
     pub builtin: bool,

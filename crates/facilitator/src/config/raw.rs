@@ -78,6 +78,8 @@ pub(super) struct RawNetwork {
     pub(super) confirmations: u64,
     #[serde(default)]
     pub(super) start_block: u64,
+    #[serde(default)]
+    pub(super) max_fee_gwei: Option<f64>,
 }
 
 fn default_listen() -> SocketAddr {

@@ -57,6 +57,12 @@ impl RawConfig {
                 reason: "must be positive",
             });
         }
+        if self.settlement.relayer_floor_settlements == 0 {
+            return Err(ConfigError::InvalidValue {
+                key: "settlement.relayer_floor_settlements".into(),
+                reason: "must be positive",
+            });
+        }
         for (key, value) in [
             (
                 "subscriptions.relays_per_subscription_per_hour",
@@ -331,6 +337,16 @@ impl RawNetwork {
                 reason: "must be at least 1",
             });
         }
+        let max_fee_per_gas = match self.max_fee_gwei {
+            None => None,
+            Some(g) if g.is_finite() && g > 0.0 && g <= 1e9 => Some((g * 1e9).round() as u128),
+            Some(_) => {
+                return Err(ConfigError::InvalidValue {
+                    key: key("max_fee_gwei"),
+                    reason: "expected a number of gwei above 0 (e.g. 0.5 on Base, 50 on Ethereum)",
+                });
+            }
+        };
 
         Ok(Network {
             name,
@@ -345,6 +361,7 @@ impl RawNetwork {
             subscriptions,
             confirmations: self.confirmations,
             start_block: self.start_block,
+            max_fee_per_gas,
             builtin: known.is_some(),
         })
     }

@@ -108,6 +108,29 @@ fn settle_call(sp: &SignedPayment, fee: Amount) -> PaymentRouter::settleCall {
     }
 }
 
+/// The EIP-3009 authorization a signed payment's signature is over.
+fn typed_authorization(sp: &SignedPayment) -> ReceiveWithAuthorization {
+    let auth = &sp.authorization;
+    ReceiveWithAuthorization {
+        from: auth.from,
+        to: auth.to,
+        value: auth.value.get(),
+        validAfter: auth.valid_after.get(),
+        validBefore: auth.valid_before.get(),
+        nonce: auth.nonce,
+    }
+}
+
+/// Whether the payment's signature recovers to its payer (the payer's own key; no node call).
+fn signed_by_own_key(net: &Network, sp: &SignedPayment) -> bool {
+    recover(
+        &typed_authorization(sp),
+        &net.domain,
+        &sp.authorization.signature,
+    )
+    .is_ok_and(|a| a == sp.authorization.from)
+}
+
 fn field(path: &str, msg: impl std::fmt::Display) -> String {
     format!("{path}: {msg}")
 }
@@ -160,11 +183,12 @@ impl Facilitator {
         // first: the insert says whether the key was taken. A payment seen before is answered
         // from its row, found by the insert, or read when a check refuses it (a settled one
         // is refused as used).
-        let relayer = match self.relayer().await {
+        let relayer = match self.funded_relayer(net).await {
             Ok(relayer) => relayer,
-            // A replica that cannot send records nothing: the payment goes to one that can.
+            // A replica that cannot send (no relayer held, none with a settlement's gas, fees
+            // above the cap) records nothing: the payment goes to one that can, or comes back.
             // What is recorded already it still answers.
-            Err(e) => return self.seen_before_or(net, &new, e.into()).await,
+            Err(e) => return self.seen_before_or(net, &new, e).await,
         };
         // Money checks before anything is written or broadcast: the settlement itself, run as
         // one `eth_call` from the relayer (the payer's balance, the nonce, the signature and
@@ -412,27 +436,19 @@ impl Facilitator {
                 ),
             ));
         }
-        let typed = ReceiveWithAuthorization {
-            from: auth.from,
-            to: auth.to,
-            value: auth.value.get(),
-            validAfter: auth.valid_after.get(),
-            validBefore: auth.valid_before.get(),
-            nonce: auth.nonce,
-        };
-        let signer = recover(&typed, &net.domain, &auth.signature).map_err(|e| {
-            Error::invalid(
-                ApiErrorCode::InvalidSignature,
-                field("signedPayment.authorization.signature", e),
-            )
-        })?;
-        if signer != auth.from {
+        let typed = typed_authorization(sp);
+        // The payer's own key, or a smart wallet's EIP-1271 answer (FiatToken v2.2 takes both).
+        let digest = alloy::sol_types::SolStruct::eip712_signing_hash(&typed, &net.domain);
+        let signer = crate::x402::account_signer(net, auth.from, digest, &auth.signature).await?;
+        if signer == crate::x402::Signer::Nobody {
+            let recovered = recover(&typed, &net.domain, &auth.signature)
+                .map_or_else(|e| e.to_string(), |a| format!("signed by {a}"));
             return Err(Error::invalid(
                 ApiErrorCode::InvalidSignature,
                 field(
                     "signedPayment.authorization.signature",
                     format!(
-                        "signed by {signer}, not by {} (check the EIP-712 domain: {} / {} on chain {}, token {})",
+                        "{recovered}, not by {} nor accepted by it (EIP-1271) (check the EIP-712 domain: {} / {} on chain {}, token {})",
                         auth.from, spec.token_name, spec.token_version, spec.chain_id, spec.token
                     ),
                 ),
@@ -475,10 +491,11 @@ impl Facilitator {
             None => self.relayer().await?,
         };
         let mut tx = TxRequest::call(relayer, net.spec.router, call.abi_encode());
-        if simulated.is_some() && sp.authorization.signature.len() == 65 {
+        if simulated.is_some() && signed_by_own_key(net, sp) {
             // Just simulated: no gas estimate (whose search runs the settlement a dozen times
-            // on the node). A plain signature's settlement has a fixed cost well under this
-            // limit (an unused limit costs nothing); a smart wallet's is estimated.
+            // on the node). The payer's own key's settlement has a fixed cost well under this
+            // limit (an unused limit costs nothing); a smart wallet's is estimated (the wallet
+            // decides what its signature check costs), even with a 65-byte signature.
             tx.gas = Some(ROUTER_SETTLE_GAS);
         }
         let tx_hash = match net.chain.send(tx).await {

@@ -13,6 +13,7 @@
 //! | `allowance.charged` (an on-chain overage batch), `allowance.raised` | the contract's events | the plan's owner |
 //! | `allowance.exhausted` | a deduction refused at the cap (once per cycle and cap) | the plan's owner |
 //! | `plan.created`, `plan.deprecated` | the contract's events | the plan's owner |
+//! | `relayer.low_balance` | a relayer of the facilitator fell below the gas floor (once per fall; see [`crate::funds`]) | the operator (`fees.fee_recipient`'s provider account) |
 //!
 //! An event's id is derived from its cause (a settlement key, a log's transaction and index), so a
 //! cause seen twice is one event: the `webhook-id` of all its deliveries.
@@ -63,7 +64,7 @@ pub use secrets::{SEALED_PREFIX, SECRETS_KEY_LEN, SealError, SecretsKey, Secrets
 pub(crate) use ssrf::GuardedResolver;
 
 /// Every event type, as the API names them.
-pub const EVENT_TYPES: [&str; 14] = [
+pub const EVENT_TYPES: [&str; 15] = [
     "payment.settled",
     "payment.failed",
     "subscription.created",
@@ -78,6 +79,7 @@ pub const EVENT_TYPES: [&str; 14] = [
     "allowance.raised",
     "plan.created",
     "plan.deprecated",
+    "relayer.low_balance",
 ];
 
 /// The Standard Webhooks retry schedule: the delays before attempts 2, 3, … (the first attempt

@@ -789,7 +789,7 @@ async fn read_string(
 }
 
 /// `amount` wei as ether with up to 6 decimals (`0.03 ETH`).
-fn ether(amount: U256) -> String {
+pub(crate) fn ether(amount: U256) -> String {
     let micro = amount / U256::from(1_000_000_000_000u64);
     let whole = micro / U256::from(1_000_000u64);
     let frac = (micro % U256::from(1_000_000u64)).to::<u64>();

@@ -303,7 +303,5 @@ impl Facilitator {
     }
 }
 
-/// Wei as ether, for messages.
-pub(crate) fn ether(wei: U256) -> String {
-    format!("{} ETH", f64::from(wei) / 1e18)
-}
+/// Wei as ether, for messages (as `--check` writes it).
+pub(crate) use crate::check::ether;

@@ -53,9 +53,14 @@ fn median_tip(rewards: Option<&[Vec<u128>]>) -> Option<u128> {
     tips.get(tips.len() / 2).copied()
 }
 
-/// Wei per gas as gwei, for messages.
+/// Wei per gas as gwei, for messages (integer arithmetic: `1.5 gwei`, `0.000000007 gwei`).
 pub(super) fn gwei(wei: u128) -> String {
-    format!("{} gwei", wei as f64 / 1e9)
+    let (whole, frac) = (wei / 1_000_000_000, wei % 1_000_000_000);
+    if frac == 0 {
+        return format!("{whole} gwei");
+    }
+    let frac = format!("{frac:09}");
+    format!("{whole}.{} gwei", frac.trim_end_matches('0'))
 }
 
 /// A sender's next nonce, when known; guarded by the sender's send lock.

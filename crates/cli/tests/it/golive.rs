@@ -1026,7 +1026,7 @@ async fn go_live_subscriptions_on_fiat_token_through_the_cli_and_the_gateway() {
         relayer,
         payer,
         pay_to,
-        plan: _,
+        plan: deployment,
         gw: _,
         nonce0: _,
         estimate: _,
@@ -1141,6 +1141,29 @@ async fn go_live_subscriptions_on_fiat_token_through_the_cli_and_the_gateway() {
     );
     assert_eq!(payee0, U256::ZERO);
     let subscriber_eth = chain.balance(subscriber).await.unwrap();
+    let permit_nonce = || async {
+        contracts::read(
+            chain,
+            USDC_BASE_SEPOLIA,
+            &Token::noncesCall { owner: subscriber },
+        )
+        .await
+        .unwrap()
+    };
+    let allowance = || async {
+        contracts::read(
+            chain,
+            USDC_BASE_SEPOLIA,
+            &Token::allowanceCall {
+                owner: subscriber,
+                spender: deployment.subscriptions.address,
+            },
+        )
+        .await
+        .unwrap()
+    };
+    assert_eq!(permit_nonce().await, U256::ZERO);
+    assert_eq!(allowance().await, U256::ZERO);
     let block0 = node.block_number().await;
     let sub = w
         .sh("tollgate subscribe --plan $PLAN --max 1.00 --max-overage 0.30 --facilitator http://$FAC")
@@ -1154,6 +1177,11 @@ async fn go_live_subscriptions_on_fiat_token_through_the_cli_and_the_gateway() {
     let first_paid_through = sub["paidThrough"].as_u64().unwrap();
     w.env.insert("SUB".to_owned(), sub_id.clone());
     let mut paid = PLAN_AMOUNT;
+    // Gasless: the CLI's permit, consumed on chain (FiatToken's nonce), let the Subscriptions
+    // contract take 12 cycles of the plan and the overage cap; it took the first cycle.
+    assert_eq!(permit_nonce().await, U256::from(1), "one permit used");
+    let permitted = U256::from(12 * (PLAN_AMOUNT + 300_000));
+    assert_eq!(allowance().await, permitted - U256::from(paid));
     assert_eq!(
         usdc_of(chain, subscriber).await,
         subscriber0 - U256::from(paid)
@@ -1295,6 +1323,16 @@ async fn go_live_subscriptions_on_fiat_token_through_the_cli_and_the_gateway() {
         "the subscriber sent nothing"
     );
     assert!(chain.nonce(relayer.address).await.unwrap() > 0);
+    assert_eq!(
+        allowance().await,
+        permitted - U256::from(paid),
+        "every billing went through the permitted allowance"
+    );
+    assert_eq!(
+        permit_nonce().await,
+        U256::from(1),
+        "the raise needed no permit"
+    );
 
     // The chain's USDC Transfer events out of the subscriber since it subscribed: each to the
     // payee, one per billing.
@@ -1320,6 +1358,11 @@ async fn go_live_subscriptions_on_fiat_token_through_the_cli_and_the_gateway() {
             l["data"].as_str().unwrap().parse().unwrap()
         })
         .collect();
+    assert_eq!(
+        transfers,
+        [PLAN_AMOUNT, 4 * METERED, PLAN_AMOUNT].map(U256::from),
+        "the first cycle, the overage charged before the renewal, the renewal"
+    );
     transfers.sort();
     assert_eq!(
         transfers.iter().sum::<U256>(),

@@ -186,7 +186,7 @@ pub trait Chain: Send + Sync + fmt::Debug + 'static {
     }
 
     /// The most a transaction sent now would offer per gas (its EIP-1559 max fee), in wei: what
-    /// a relayer must hold per unit of gas to send it. [`Error::Unavailable`] when the fee
+    /// a relayer must hold per unit of gas to send it. [`Error::FeeCapExceeded`] when the fee
     /// market is above the backend's fee cap (nothing would be sent). A backend that cannot tell
     /// answers [`Error::Unsupported`].
     async fn max_fee_per_gas(&self) -> Result<u128> {

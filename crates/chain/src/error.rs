@@ -34,6 +34,19 @@ pub enum Error {
     /// The node could not be reached, timed out or answered with a transport-level error.
     #[error("chain unavailable: {0}")]
     Unavailable(String),
+    /// The fee market is above the backend's fee cap
+    /// ([`RpcOptions::max_fee_per_gas`](crate::rpc::RpcOptions)): nothing was sent, and nothing
+    /// would be mined at the price allowed. The node answered; it is not down.
+    #[error(
+        "the next block's base fee ({base_fee} wei/gas) is above the fee cap ({cap} wei/gas): \
+         nothing is sent until it falls (or the cap, max_fee_gwei, is raised)"
+    )]
+    FeeCapExceeded {
+        /// The next block's base fee, in wei per gas.
+        base_fee: u128,
+        /// The cap, in wei per gas.
+        cap: u128,
+    },
     /// The node answered with a JSON-RPC error that is not a revert.
     #[error("chain RPC error {code}: {message}")]
     Rpc {

@@ -88,7 +88,7 @@ pub struct RpcOptions {
     pub gas_multiplier_percent: u64,
     /// The most a transaction may offer per gas (its max fee), in wei; `None` (the default)
     /// offers what the fee market asks. A base fee above it sends nothing
-    /// ([`Error::Unavailable`]); a transaction priced out later is re-priced up to it.
+    /// ([`Error::FeeCapExceeded`]); a transaction priced out later is re-priced up to it.
     pub max_fee_per_gas: Option<u128>,
 }
 

@@ -168,7 +168,7 @@ impl RpcChain {
     /// paid none, and 1 gwei when the node has neither), offering twice the base fee plus the tip
     /// so that a transaction survives a few full blocks' rise. With
     /// [`RpcOptions::max_fee_per_gas`](super::RpcOptions) the offer never exceeds the cap, and
-    /// a base fee above it is [`Error::Unavailable`]: nothing would be mined at that price.
+    /// a base fee above it is [`Error::FeeCapExceeded`]: nothing would be mined at that price.
     pub(super) async fn fees(&self) -> Result<Fees> {
         if let Some((at, fees)) = *lock(&self.fees)
             && at.elapsed() < FEE_TTL
@@ -220,12 +220,7 @@ impl RpcChain {
         };
         if let Some(cap) = self.options.max_fee_per_gas {
             if base_fee > cap {
-                return Err(Error::Unavailable(format!(
-                    "the next block's base fee ({}) is above this node's fee cap ({}): nothing \
-                     is sent until it falls (or the cap, max_fee_gwei, is raised)",
-                    gwei(base_fee),
-                    gwei(cap)
-                )));
+                return Err(Error::FeeCapExceeded { base_fee, cap });
             }
             fees.max_fee_per_gas = fees.max_fee_per_gas.min(cap);
             fees.max_priority_fee_per_gas = tip.min(cap - base_fee);

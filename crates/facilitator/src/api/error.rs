@@ -130,6 +130,12 @@ impl Error {
                 "webhook endpoints are unavailable: the facilitator's operator has not set \
                  `keys.webhook_secrets`, the key their signing secrets are encrypted with",
             ),
+            Self::Chain(e @ ChainError::FeeCapExceeded { .. }) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                C::Unavailable,
+                format!("{e}; nothing was written or sent: send the payment again later"),
+            )
+            .with_retry_after(crate::funds::DRY_RETRY_AFTER_SECS),
             Self::Chain(ChainError::Revert(revert)) => revert_api(revert),
             Self::Chain(e) if chain_unavailable(e) => unavailable("the chain"),
             Self::Chain(_) => ApiError::new(
@@ -152,6 +158,9 @@ impl Error {
         match &self {
             Self::Store(cause) => tracing::error!(%cause, "the store unavailable"),
             Self::Chain(ChainError::Revert(_)) => {}
+            Self::Chain(cause @ ChainError::FeeCapExceeded { .. }) => {
+                tracing::warn!(%cause, "fees above the cap: a payment refused");
+            }
             Self::Chain(cause) if chain_unavailable(cause) => {
                 tracing::error!(%cause, "the chain unavailable");
             }

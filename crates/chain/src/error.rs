@@ -42,10 +42,10 @@ pub enum Error {
          nothing is sent until it falls (or the cap, max_fee_gwei, is raised)"
     )]
     FeeCapExceeded {
-        /// The next block's base fee, in wei per gas.
-        base_fee: u128,
-        /// The cap, in wei per gas.
-        cap: u128,
+        /// The next block's base fee, in wei per gas (saturated at `u64::MAX`, 18 ETH per gas).
+        base_fee: u64,
+        /// The cap, in wei per gas (saturated likewise).
+        cap: u64,
     },
     /// The node answered with a JSON-RPC error that is not a revert.
     #[error("chain RPC error {code}: {message}")]

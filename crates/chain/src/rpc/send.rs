@@ -220,7 +220,11 @@ impl RpcChain {
         };
         if let Some(cap) = self.options.max_fee_per_gas {
             if base_fee > cap {
-                return Err(Error::FeeCapExceeded { base_fee, cap });
+                let wei = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
+                return Err(Error::FeeCapExceeded {
+                    base_fee: wei(base_fee),
+                    cap: wei(cap),
+                });
             }
             fees.max_fee_per_gas = fees.max_fee_per_gas.min(cap);
             fees.max_priority_fee_per_gas = tip.min(cap - base_fee);

@@ -110,21 +110,7 @@ async fn relay(State(p): State<Proxy>, body: Bytes) -> Response {
         }
         Mode::DropSends | Mode::Pass => {}
     }
-    match p
-        .http
-        .post(&p.upstream)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-    {
-        Ok(r) => {
-            let status = StatusCode::from_u16(r.status().as_u16()).unwrap();
-            let bytes = r.bytes().await.unwrap_or_default();
-            (status, [("content-type", "application/json")], bytes).into_response()
-        }
-        Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
-    }
+    crate::support::forward_rpc(&p.http, &p.upstream, body).await
 }
 
 /// A facilitator on anvil that reaches it through a [`FaultyRpc`].

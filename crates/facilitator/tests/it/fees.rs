@@ -43,6 +43,22 @@ fn hex_u128(v: &Value) -> u128 {
     u128::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
 }
 
+/// Whether the store holds a settlement row for the payment `body`.
+async fn recorded(h: &Harness, body: &Value) -> bool {
+    let nonce = body["signedPayment"]["authorization"]["nonce"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let key = tollgate_facilitator::settlement_key(h.chain_id(), h.token(), h.address(2), nonce);
+    h.facilitator
+        .store()
+        .settlement(key)
+        .await
+        .unwrap()
+        .is_some()
+}
+
 /// The latest block's base fee.
 async fn latest_base_fee(url: &str) -> u128 {
     let v: Value = reqwest::Client::new()
@@ -197,25 +213,7 @@ async fn a_base_fee_above_the_cap_sends_nothing_and_writes_nothing() {
         nonce_before,
         "nothing sent"
     );
-    let key = tollgate_facilitator::settlement_key(
-        h.chain_id(),
-        h.token(),
-        h.address(2),
-        body["signedPayment"]["authorization"]["nonce"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap(),
-    );
-    assert!(
-        h.facilitator
-            .store()
-            .settlement(key)
-            .await
-            .unwrap()
-            .is_none(),
-        "nothing recorded"
-    );
+    assert!(!recorded(&h, &body).await, "nothing recorded");
 
     // A cap between the base fee and the market's offer (twice the base fee and a tip): the
     // transaction offers the cap.
@@ -349,24 +347,7 @@ async fn a_relayer_under_the_floor_is_reported_and_a_dry_one_refuses_before_writ
     let v: Value = r.json().await.unwrap();
     assert_eq!(v["error"]["code"], "Unavailable", "{v}");
     assert_eq!(h.fixture.chain.nonce(relayer).await.unwrap(), nonce_before);
-    let key = tollgate_facilitator::settlement_key(
-        h.chain_id(),
-        h.token(),
-        h.address(2),
-        body["signedPayment"]["authorization"]["nonce"]
-            .as_str()
-            .unwrap()
-            .parse()
-            .unwrap(),
-    );
-    assert!(
-        h.facilitator
-            .store()
-            .settlement(key)
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(!recorded(&h, &body).await, "nothing recorded");
     let ready = h
         .http
         .get(format!("{}/readyz", h.url))
@@ -410,21 +391,7 @@ async fn limit(State(p): State<RateLimiter>, body: Bytes) -> Response {
         }
         return r;
     }
-    match p
-        .http
-        .post(&p.upstream)
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-    {
-        Ok(r) => {
-            let status = StatusCode::from_u16(r.status().as_u16()).unwrap();
-            let bytes = r.bytes().await.unwrap_or_default();
-            (status, [("content-type", "application/json")], bytes).into_response()
-        }
-        Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
-    }
+    crate::support::forward_rpc(&p.http, &p.upstream, body).await
 }
 
 /// A node that rate limits a third of the requests (eth_sendRawTransaction included): each is

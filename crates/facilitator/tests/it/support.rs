@@ -313,3 +313,27 @@ macro_rules! on_backends {
         }
     };
 }
+
+/// Forwards a JSON-RPC body to `upstream` and answers what it answered (status and body): the
+/// pass-through of the tests' fault-injecting proxies in front of anvil.
+pub async fn forward_rpc(
+    http: &reqwest::Client,
+    upstream: &str,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::{http::StatusCode, response::IntoResponse};
+    match http
+        .post(upstream)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+    {
+        Ok(r) => {
+            let status = StatusCode::from_u16(r.status().as_u16()).unwrap();
+            let bytes = r.bytes().await.unwrap_or_default();
+            (status, [("content-type", "application/json")], bytes).into_response()
+        }
+        Err(e) => (StatusCode::BAD_GATEWAY, e.to_string()).into_response(),
+    }
+}

@@ -23,9 +23,10 @@
 // which the test runner shows when the test fails (and with --no-capture).
 #![allow(clippy::print_stderr)]
 
+use crate::readme::{self, Output, Walk};
 use std::{
     collections::BTreeMap,
-    path::{Path, PathBuf},
+    path::Path,
     process::Stdio,
     sync::{
         Arc, Mutex,
@@ -42,7 +43,7 @@ use axum::{
     routing::{get, post},
 };
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 use tollgate_chain::{
     contracts::{self, Token},
     deploy::{Plan, expected_runtime_code},
@@ -58,227 +59,6 @@ const FEE: u64 = 1_000;
 const DEPLOYER: usize = 2;
 const RELAYER: usize = 8;
 const PAYER: usize = 1;
-
-/// The README's `sh` block after `marker`: one command per line, with heredocs and `\`
-/// continuations joined, comment lines and blank lines left out.
-pub(crate) fn readme_commands(marker: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .expect("README.md");
-    let (_, after) = readme
-        .split_once(marker)
-        .unwrap_or_else(|| panic!("the README marks the section with {marker}"));
-    let block = after
-        .trim_start()
-        .strip_prefix("```sh\n")
-        .expect("a ```sh block right after the marker");
-    let block = &block[..block.find("\n```").expect("the block's end")];
-    let mut commands = Vec::new();
-    let mut lines = block.lines();
-    while let Some(line) = lines.next() {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let mut command = line.to_owned();
-        if let Some((_, tag)) = line.split_once("<<") {
-            let tag = tag.trim().trim_matches(['\'', '"']).to_owned();
-            for next in lines.by_ref() {
-                command.push('\n');
-                command.push_str(next);
-                if next.trim() == tag {
-                    break;
-                }
-            }
-        }
-        while command.ends_with('\\') {
-            command.pop();
-            command.push_str(lines.next().expect("a continued line"));
-        }
-        commands.push(command);
-    }
-    commands
-}
-
-/// What a command did.
-#[derive(Debug)]
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Output {
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
-    }
-
-    #[track_caller]
-    fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "failed: {}\n{}", self.stdout, self.stderr);
-        self
-    }
-}
-
-/// Walks the README's commands in order: each step names what it expects the next command to
-/// be, so an edit of the README that this test does not know fails here, by line.
-struct Walk {
-    commands: std::vec::IntoIter<String>,
-    dir: PathBuf,
-    env: BTreeMap<String, String>,
-    background: Vec<Child>,
-}
-
-impl Walk {
-    fn next(&mut self, starts_with: &str) -> String {
-        let command = self.commands.next().expect("more README commands");
-        assert!(
-            command.starts_with(starts_with),
-            "the README's next command is {command:?}, expected {starts_with:?}…"
-        );
-        command
-    }
-
-    /// `export NAME=…` (a value the reader sets): takes `value`, as the reader would.
-    fn set(&mut self, name: &str, value: impl Into<String>) {
-        let command = self.next(&format!("export {name}="));
-        let value = value.into();
-        eprintln!("$ {command}\n  ({name}={value})");
-        self.env.insert(name.to_owned(), value);
-    }
-
-    /// `export NAME=…` evaluated by bash, verbatim.
-    async fn export(&mut self, name: &str) -> String {
-        let command = self.next(&format!("export {name}="));
-        let out = self
-            .bash(&format!("{command}\nprintf %s \"${name}\""))
-            .await
-            .ok();
-        eprintln!("$ {command}");
-        self.env.insert(name.to_owned(), out.stdout.clone());
-        out.stdout
-    }
-
-    fn bash_command(&self, command: &str) -> Command {
-        let mut cmd = Command::new("bash");
-        cmd.args(["-euo", "pipefail", "-c", command])
-            .current_dir(&self.dir)
-            .env_clear()
-            .envs(&self.env)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        cmd
-    }
-
-    async fn bash(&self, command: &str) -> Output {
-        let out = tokio::time::timeout(
-            Duration::from_secs(180),
-            self.bash_command(command).output(),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("timed out: {command}"))
-        .unwrap();
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// Runs the next command, which must start with `starts_with`.
-    async fn run(&mut self, starts_with: &str) -> Output {
-        let command = self.next(starts_with);
-        let out = self.bash(&command).await;
-        eprintln!(
-            "$ {command}\n  exit {}\n  stdout: {}\n  stderr: {}",
-            out.code,
-            out.stdout.trim(),
-            out.stderr.trim()
-        );
-        out
-    }
-
-    /// Runs the next command again until `done` holds, at most `within`; every earlier attempt
-    /// must satisfy `meanwhile`.
-    async fn run_until(
-        &mut self,
-        starts_with: &str,
-        within: Duration,
-        done: impl Fn(&Output) -> bool,
-        meanwhile: impl Fn(&Output) -> bool,
-    ) -> Output {
-        let command = self.next(starts_with);
-        let started = Instant::now();
-        for attempt in 1.. {
-            let out = self.bash(&command).await;
-            if done(&out) {
-                eprintln!(
-                    "$ {command}\n  exit {} at attempt {attempt}\n  stdout: {}\n  stderr: {}",
-                    out.code,
-                    out.stdout.trim(),
-                    out.stderr.trim()
-                );
-                return out;
-            }
-            assert!(
-                meanwhile(&out),
-                "{command}: unexpected at attempt {attempt}: {out:?}\n{}",
-                self.logs()
-            );
-            assert!(
-                started.elapsed() < within,
-                "{command}: not done in {within:?}: {out:?}\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        unreachable!()
-    }
-
-    /// Starts the next command, which ends in `&`, as a background process of this test; its
-    /// stderr goes to `<name>.log` in the directory.
-    fn spawn(&mut self, starts_with: &str, name: &str) {
-        let command = self.next(starts_with);
-        let foreground = command
-            .trim_end()
-            .strip_suffix('&')
-            .expect("a background command")
-            .to_owned();
-        eprintln!("$ {command}");
-        let log = std::fs::File::create(self.dir.join(format!("{name}.log"))).unwrap();
-        let child = self
-            .bash_command(&format!("exec {foreground}"))
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.background.push(child);
-    }
-
-    /// The background processes' logs, for failure messages.
-    fn logs(&self) -> String {
-        ["facilitator", "gateway"]
-            .iter()
-            .map(|name| {
-                let log = std::fs::read_to_string(self.dir.join(format!("{name}.log")))
-                    .unwrap_or_default();
-                let tail: Vec<&str> = log.lines().rev().take(30).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                format!("--- {name}.log (tail) ---\n{}", tail.join("\n"))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    fn done(&mut self) {
-        let rest: Vec<String> = self.commands.by_ref().collect();
-        assert!(
-            rest.is_empty(),
-            "README commands this test does not know: {rest:?}"
-        );
-    }
-}
 
 /// The upstream API: counts the requests it serves.
 async fn serve_upstream() -> (String, Arc<AtomicUsize>) {
@@ -440,7 +220,7 @@ struct Deployed {
 
 async fn deploy_and_check() -> Deployed {
     tollgate_chain::install_crypto_provider();
-    let commands = readme_commands("<!-- golive -->");
+    let commands = readme::commands("<!-- golive -->");
     let net = usdc::token_only(Some(2)).await.unwrap();
     let chain = Arc::clone(&net.chain);
     let rpc_url = net.anvil.url().to_owned();
@@ -459,15 +239,14 @@ async fn deploy_and_check() -> Deployed {
     let gw = format!("127.0.0.1:{}", free_port());
 
     let dir = tempfile::tempdir().unwrap();
-    let mut w = Walk {
-        commands: commands.into_iter(),
-        dir: dir.path().to_owned(),
-        env: BTreeMap::from([
+    let mut w = Walk::new(
+        commands,
+        dir.path().to_owned(),
+        BTreeMap::from([
             ("PATH".to_owned(), path_with_tollgate()),
             ("HOME".to_owned(), dir.path().display().to_string()),
         ]),
-        background: Vec::new(),
-    };
+    );
 
     // What the reader sets.
     w.set("RPC_URL", rpc_url.clone());
@@ -841,7 +620,7 @@ async fn readme_go_live_on_base_sepolia_deploys_serves_and_is_paid_in_usdc() {
         .bash("tollgate facilitator --config again.toml --check")
         .await;
     assert_eq!(check.code, 0, "{check:?}");
-    drop(w.background);
+    drop(w);
 }
 
 /// Runs the agent example of the npm package's README (`crates/node/README.md`, the block after
@@ -928,56 +707,6 @@ async fn serve_hooks() -> (String, Deliveries) {
         let _ = axum::serve(listener, app).await;
     });
     (url, got)
-}
-
-impl Walk {
-    /// Runs `command` (one of this test's, not the README's), with the transcript.
-    async fn sh(&self, command: &str) -> Output {
-        let out = self.bash(command).await;
-        eprintln!(
-            "$ {command}\n  exit {}\n  stdout: {}\n  stderr: {}",
-            out.code,
-            out.stdout.trim(),
-            out.stderr.trim()
-        );
-        out
-    }
-
-    /// Runs `command` again until `done` holds, at most `within`; every earlier attempt must
-    /// satisfy `meanwhile` (the state before).
-    async fn sh_until(
-        &self,
-        command: &str,
-        within: Duration,
-        done: impl Fn(&Output) -> bool,
-        meanwhile: impl Fn(&Output) -> bool,
-    ) -> Output {
-        let started = Instant::now();
-        for attempt in 1.. {
-            let out = self.bash(command).await;
-            if done(&out) {
-                eprintln!(
-                    "$ {command}\n  exit {} at attempt {attempt}\n  stdout: {}\n  stderr: {}",
-                    out.code,
-                    out.stdout.trim(),
-                    out.stderr.trim()
-                );
-                return out;
-            }
-            assert!(
-                meanwhile(&out),
-                "{command}: unexpected at attempt {attempt}: {out:?}\n{}",
-                self.logs()
-            );
-            assert!(
-                started.elapsed() < within,
-                "{command}: not done in {within:?}: {out:?}\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        unreachable!()
-    }
 }
 
 fn served(out: &Output, path: &str) -> bool {
@@ -1456,5 +1185,5 @@ async fn go_live_subscriptions_on_fiat_token_through_the_cli_and_the_gateway() {
         "{a}"
     );
     assert_eq!(a["metered"]["raised"], 1, "{a}");
-    drop(w.background);
+    drop(w);
 }

@@ -11,6 +11,7 @@ mod gateway_paths;
 mod golive;
 mod interop;
 mod pay;
+mod readme;
 mod secrets;
 mod subscribe;
 mod subscription;

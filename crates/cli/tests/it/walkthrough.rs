@@ -10,10 +10,10 @@
 // runner shows when the test fails.
 #![allow(clippy::print_stderr)]
 
+use crate::readme::{self, Output, Walk};
 use std::{
     collections::{BTreeMap, HashMap},
-    path::{Path, PathBuf},
-    process::Stdio,
+    path::Path,
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
@@ -26,7 +26,6 @@ use axum::{
     http::{HeaderMap, StatusCode},
     routing::{get, post},
 };
-use tokio::process::{Child, Command};
 use tollgate_chain::contracts::{self, Token};
 
 /// One token in units.
@@ -39,209 +38,6 @@ const PRICE: u64 = TOKEN / 2;
 const FEE: u64 = 1_000;
 /// Metered usage in the first cycle: 4 calls of 0.10.
 const METERED: u64 = 4 * TOKEN / 10;
-
-/// The commands of the README's walkthrough block: one per line, with heredocs and `\`
-/// continuations joined, comment lines and blank lines left out.
-fn walkthrough_commands() -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .expect("README.md");
-    let (_, after) = readme
-        .split_once("<!-- walkthrough -->")
-        .expect("the README marks its walkthrough with <!-- walkthrough -->");
-    let block = after
-        .trim_start()
-        .strip_prefix("```sh\n")
-        .expect("a ```sh block right after the marker");
-    let block = &block[..block.find("\n```").expect("the block's end")];
-    let mut commands = Vec::new();
-    let mut lines = block.lines();
-    while let Some(line) = lines.next() {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        let mut command = line.to_owned();
-        if let Some((_, tag)) = line.split_once("<<") {
-            let tag = tag.trim().trim_matches(['\'', '"']).to_owned();
-            for next in lines.by_ref() {
-                command.push('\n');
-                command.push_str(next);
-                if next.trim() == tag {
-                    break;
-                }
-            }
-        }
-        while command.ends_with('\\') {
-            command.pop();
-            command.push_str(lines.next().expect("a continued line"));
-        }
-        commands.push(command);
-    }
-    commands
-}
-
-/// What a command did.
-#[derive(Debug)]
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Output {
-    fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
-    }
-
-    #[track_caller]
-    fn ok(self) -> Self {
-        assert_eq!(self.code, 0, "failed: {}\n{}", self.stdout, self.stderr);
-        self
-    }
-}
-
-/// Walks the README's commands in order: each step names what it expects the next command to
-/// be, so an edit of the README that this test does not know fails here, by line.
-struct Walk {
-    commands: std::vec::IntoIter<String>,
-    dir: PathBuf,
-    env: BTreeMap<String, String>,
-    background: Vec<Child>,
-}
-
-impl Walk {
-    fn next(&mut self, starts_with: &str) -> String {
-        let command = self.commands.next().expect("more README commands");
-        assert!(
-            command.starts_with(starts_with),
-            "the README's next command is {command:?}, expected {starts_with:?}…"
-        );
-        command
-    }
-
-    /// `NAME=…` (a value the reader sets): takes `value`, as the reader would copy it.
-    fn set(&mut self, name: &str, value: impl Into<String>) {
-        let command = self.next(&format!("{name}="));
-        let value = value.into();
-        eprintln!("$ {command}\n  ({name}={value})");
-        self.env.insert(name.to_owned(), value);
-    }
-
-    /// `export NAME=$(…)`: evaluated by bash, verbatim.
-    async fn export(&mut self, name: &str) {
-        let command = self.next(&format!("export {name}="));
-        let out = self
-            .bash(&format!("{command}\nprintf %s \"${name}\""))
-            .await
-            .ok();
-        self.env.insert(name.to_owned(), out.stdout);
-    }
-
-    fn bash_command(&self, command: &str) -> Command {
-        let mut cmd = Command::new("bash");
-        cmd.args(["-euo", "pipefail", "-c", command])
-            .current_dir(&self.dir)
-            .env_clear()
-            .envs(&self.env)
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        cmd
-    }
-
-    async fn bash(&self, command: &str) -> Output {
-        let out = tokio::time::timeout(
-            Duration::from_secs(120),
-            self.bash_command(command).output(),
-        )
-        .await
-        .unwrap_or_else(|_| panic!("timed out: {command}"))
-        .unwrap();
-        Output {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
-    }
-
-    /// Runs the next command, which must start with `starts_with`.
-    async fn run(&mut self, starts_with: &str) -> Output {
-        let command = self.next(starts_with);
-        let out = self.bash(&command).await;
-        eprintln!(
-            "$ {command}\n  exit {}\n  stdout: {}\n  stderr: {}",
-            out.code,
-            out.stdout.trim(),
-            out.stderr.trim()
-        );
-        out
-    }
-
-    /// Runs the next command again until `done` holds (as a reader would, for what the chain or
-    /// a cache settles within seconds), at most `within`; every earlier attempt must satisfy
-    /// `meanwhile` (the state before).
-    async fn run_until(
-        &mut self,
-        starts_with: &str,
-        within: Duration,
-        done: impl Fn(&Output) -> bool,
-        meanwhile: impl Fn(&Output) -> bool,
-    ) -> Output {
-        let command = self.next(starts_with);
-        let started = Instant::now();
-        for attempt in 1.. {
-            let out = self.bash(&command).await;
-            if done(&out) {
-                eprintln!(
-                    "$ {command}\n  exit {} at attempt {attempt}, after {:?}\n  stdout: {}\n  stderr: {}",
-                    out.code,
-                    started.elapsed(),
-                    out.stdout.trim(),
-                    out.stderr.trim()
-                );
-                return out;
-            }
-            assert!(
-                meanwhile(&out),
-                "{command}: unexpected at attempt {attempt}: {out:?}"
-            );
-            assert!(
-                started.elapsed() < within,
-                "{command}: not done in {within:?}: {out:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        unreachable!()
-    }
-
-    /// Starts the next command, which ends in `&`, as a background process of this test.
-    fn spawn(&mut self, starts_with: &str) {
-        let command = self.next(starts_with);
-        let foreground = command
-            .trim_end()
-            .strip_suffix('&')
-            .expect("a background command")
-            .to_owned();
-        eprintln!("$ {command}");
-        let log = std::fs::File::create(self.dir.join("background.log")).unwrap();
-        let child = self
-            .bash_command(&format!("exec {foreground}"))
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.background.push(child);
-    }
-
-    fn done(&mut self) {
-        let rest: Vec<String> = self.commands.by_ref().collect();
-        assert!(
-            rest.is_empty(),
-            "README commands this test does not know: {rest:?}"
-        );
-    }
-}
 
 /// The upstream API: counts requests per path.
 async fn serve_upstream() -> (String, Arc<Mutex<HashMap<String, usize>>>) {
@@ -341,7 +137,7 @@ fn refused(out: &Output, reason: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
     tollgate_chain::install_crypto_provider();
-    let commands = walkthrough_commands();
+    let commands = readme::commands("<!-- walkthrough -->");
     let state = tempfile::tempdir().unwrap();
     let dev = crate::dev::spawn_dev(state.path(), &[]).await;
     let info = &dev.info;
@@ -372,15 +168,14 @@ async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
     let buyer: Address = payer["address"].as_str().unwrap().parse().unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let mut w = Walk {
-        commands: commands.into_iter(),
-        dir: dir.path().to_owned(),
-        env: BTreeMap::from([
+    let mut w = Walk::new(
+        commands,
+        dir.path().to_owned(),
+        BTreeMap::from([
             ("PATH".to_owned(), path_with_tollgate()),
             ("HOME".to_owned(), dir.path().display().to_string()),
         ]),
-        background: Vec::new(),
-    };
+    );
     let gw = format!("127.0.0.1:{}", free_port());
     w.set("FAC", info["facilitatorUrl"].as_str().unwrap());
     w.set("RPC", info["rpcUrl"].as_str().unwrap());
@@ -426,7 +221,7 @@ async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
         "0x5fbdb2315678afecb367f032d93f642f64180aa3",
         "the token address the README's gateway.toml names"
     );
-    w.spawn("tollgate gateway --config gateway.toml");
+    w.spawn("tollgate gateway --config gateway.toml", "gateway");
 
     // The buyer.
     w.set("AGENT_KEY", payer["privateKey"].as_str().unwrap());
@@ -619,6 +414,6 @@ async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
     assert_eq!(hits.get("/v1/quote"), Some(&1));
     assert!(hits.get("/v1/report").is_some_and(|n| *n >= 2), "{hits:?}");
     assert_eq!(hits.get("/v1/process"), Some(&4));
-    drop(w.background);
+    drop(w);
     drop(dev);
 }

@@ -58,6 +58,9 @@ struct Known {
     floor: U256,
     /// One settlement's most possible gas cost at the last reading.
     settlement: U256,
+    /// Whether the last reading was below the floor (a fall is reported once, when a reading
+    /// first finds it there).
+    low: bool,
 }
 
 /// What is known of every relayer's funds: per (network, relayer).
@@ -76,6 +79,8 @@ pub(crate) struct Standing {
     pub(crate) relayer: Address,
     pub(crate) balance: U256,
     pub(crate) floor: U256,
+    /// Whether the last reading was below the floor.
+    pub(crate) low: bool,
     /// Whether it can pay one settlement.
     pub(crate) can_pay: bool,
 }
@@ -116,7 +121,7 @@ impl Funds {
                     move || {
                         lock(&funds.known)
                             .get(&key)
-                            .map_or(f64::NAN, |k| f64::from(u8::from(k.balance < k.floor)))
+                            .map_or(f64::NAN, |k| f64::from(u8::from(k.low)))
                     },
                 );
             }
@@ -212,13 +217,16 @@ impl Facilitator {
             read_at: Instant::now(),
             floor,
             settlement,
+            low: balance < floor,
         };
         lock(&self.inner.funds.known).insert(key, known);
-        let was_low = before.is_some_and(|b| b.balance < b.floor);
-        if balance < floor && !was_low {
+        // Judged by readings only: a known balance lowered by the payments given out since
+        // (`take_gas`) is an estimate, not a fall.
+        let was_low = before.is_some_and(|b| b.low);
+        if known.low && !was_low {
             self.report_low(net, relayer, &known).await;
         }
-        if balance >= floor && was_low {
+        if !known.low && was_low {
             tracing::info!(network = %net.spec.name, %relayer, balance = %ether(balance), "relayer funded above the floor again");
         }
         Ok(known)
@@ -280,6 +288,7 @@ impl Facilitator {
                     relayer,
                     balance: k.balance,
                     floor: k.floor,
+                    low: k.low,
                     can_pay: k.balance >= k.settlement,
                 });
             }

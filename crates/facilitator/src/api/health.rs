@@ -106,7 +106,7 @@ pub(super) async fn readyz(State(f): State<Facilitator>) -> Response {
             ready &= standing.iter().any(|s| s.can_pay);
             let low: Vec<String> = standing
                 .iter()
-                .filter(|s| s.balance < s.floor)
+                .filter(|s| s.low || !s.can_pay)
                 .map(|s| {
                     format!(
                         "{} holds {} (floor {}){}",

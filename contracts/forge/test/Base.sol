@@ -104,3 +104,16 @@ abstract contract Checks is Base {
         }
     }
 }
+
+/// @dev More cheatcodes, for deploying Circle's FiatToken v2.2 from its npm artifacts.
+interface VmFiles {
+    function readFile(string calldata path) external view returns (string memory);
+    function parseJsonString(string calldata json, string calldata key) external pure returns (string memory);
+    function parseBytes(string calldata value) external pure returns (bytes memory);
+    function replace(string calldata input, string calldata from, string calldata to)
+        external
+        pure
+        returns (string memory);
+    function split(string calldata input, string calldata delimiter) external pure returns (string[] memory);
+    function getNonce(address account) external view returns (uint64);
+}

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.37;
 
-import {Base} from "./Base.sol";
+import {FiatTokenDeployer} from "./FiatToken.sol";
 import {PaymentRouter} from "src/PaymentRouter.sol";
 import {Token} from "src/Token.sol";
 import {PaymentRouterHandler} from "./PaymentRouterHandler.sol";
@@ -9,25 +9,26 @@ import {IToken} from "./SubscriptionsHandler.sol";
 
 /// @dev Invariants of PaymentRouter over random sequences of PaymentRouterHandler's calls, with the
 ///      project's Token.
-contract PaymentRouterInvariants is Base {
+contract PaymentRouterInvariants is FiatTokenDeployer {
     PaymentRouterHandler internal handler;
     PaymentRouter internal router;
-    Token internal token;
+    IToken internal token;
     address internal constant FEE_RECIPIENT = address(0xFEE);
 
     function setUp() public {
         vm.warp(1_750_000_000);
-        // Nonces: 1 token, 2 router, 3 handler (which mints).
-        address handlerAddr = _create(3);
-        token = new Token("USD Coin", "USDC", "2", handlerAddr);
+        token = IToken(_token());
         router = new PaymentRouter(address(token), FEE_RECIPIENT);
-        handler = new PaymentRouterHandler(router, IToken(address(token)), FEE_RECIPIENT);
-        _assertTrue(address(handler) == handlerAddr, "handler address");
+        handler = new PaymentRouterHandler(router, token, FEE_RECIPIENT);
+        _allowMinting(address(token), address(handler));
     }
 
-    function _create(uint256 nonce) internal view returns (address) {
-        return address(uint160(uint256(keccak256(abi.encodePacked(bytes1(0xd6), bytes1(0x94), address(this), uint8(nonce))))));
+    /// @dev The project's Token, minted by its owner: the handler, created after it and the router.
+    function _token() internal virtual returns (address) {
+        return address(new Token("USD Coin", "USDC", "2", _create(vmf.getNonce(address(this)) + 2)));
     }
+
+    function _allowMinting(address, address) internal virtual override {}
 
     function targetContracts() public view returns (address[] memory t) {
         t = new address[](1);
@@ -46,5 +47,16 @@ contract PaymentRouterInvariants is Base {
         handler.check(6, "simulateTransfers changes nothing and answers what settleTransfers would do");
         handler.check(7, "a valid, funded, fresh payment goes through");
         _assertEq(token.balanceOf(address(router)), 0, "the router's balance");
+    }
+}
+
+/// @dev The same invariants with Circle's FiatToken v2.2 (proxy, linked SignatureChecker) as the token.
+contract PaymentRouterFiatTokenInvariants is PaymentRouterInvariants {
+    function _token() internal override returns (address) {
+        return _deployFiatToken();
+    }
+
+    function _allowMinting(address usdc, address minter) internal override {
+        FiatTokenDeployer._allowMinting(usdc, minter);
     }
 }

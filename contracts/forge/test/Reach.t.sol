@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.37;
 
-import {Base} from "./Base.sol";
+import {FiatTokenDeployer} from "./FiatToken.sol";
 import {Subscriptions} from "src/Subscriptions.sol";
 import {PaymentRouter} from "src/PaymentRouter.sol";
 import {Token} from "src/Token.sol";
@@ -11,17 +11,25 @@ import {PaymentRouterHandler} from "./PaymentRouterHandler.sol";
 /// @dev The handlers reach every state-changing function of both contracts: a fixed pseudo-random
 ///      sequence of handler calls makes each succeed at least once (so the invariant campaigns are
 ///      not vacuous), and breaks no invariant on the way.
-contract ReachTest is Base {
-    function _create(uint256 nonce) internal view returns (address) {
-        return address(uint160(uint256(keccak256(abi.encodePacked(bytes1(0xd6), bytes1(0x94), address(this), uint8(nonce))))));
-    }
-
+contract ReachTest is FiatTokenDeployer {
     function test_subscriptionsHandlerReachesEveryFunction() public {
         vm.warp(1_750_000_000);
         Subscriptions subs = new Subscriptions();
         Token token = new Token("USD Coin", "USDC", "2", _create(3));
-        SubscriptionsHandler h = new SubscriptionsHandler(subs, IToken(address(token)));
-        for (uint256 i = 0; i < 3000; i++) {
+        _subscriptions(subs, new SubscriptionsHandler(subs, IToken(address(token))));
+    }
+
+    function test_subscriptionsHandlerReachesEveryFunction_fiatToken() public {
+        vm.warp(1_750_000_000);
+        Subscriptions subs = new Subscriptions();
+        address usdc = _deployFiatToken();
+        SubscriptionsHandler h = new SubscriptionsHandler(subs, IToken(usdc));
+        _allowMinting(usdc, address(h));
+        _subscriptions(subs, h);
+    }
+
+    function _subscriptions(Subscriptions, SubscriptionsHandler h) internal {
+        for (uint256 i = 0; i < 2000; i++) {
             uint256 r = uint256(keccak256(abi.encode("subs", i)));
             uint256 f = r % 13;
             uint256 x = r >> 8;
@@ -69,7 +77,19 @@ contract ReachTest is Base {
         vm.warp(1_750_000_000);
         Token token = new Token("USD Coin", "USDC", "2", _create(3));
         PaymentRouter router = new PaymentRouter(address(token), address(0xFEE));
-        PaymentRouterHandler h = new PaymentRouterHandler(router, IToken(address(token)), address(0xFEE));
+        _router(new PaymentRouterHandler(router, IToken(address(token)), address(0xFEE)));
+    }
+
+    function test_paymentRouterHandlerReachesEveryFunction_fiatToken() public {
+        vm.warp(1_750_000_000);
+        address usdc = _deployFiatToken();
+        PaymentRouter router = new PaymentRouter(usdc, address(0xFEE));
+        PaymentRouterHandler h = new PaymentRouterHandler(router, IToken(usdc), address(0xFEE));
+        _allowMinting(usdc, address(h));
+        _router(h);
+    }
+
+    function _router(PaymentRouterHandler h) internal {
         for (uint256 i = 0; i < 600; i++) {
             uint256 r = uint256(keccak256(abi.encode("router", i)));
             uint256 f = r % 7;

@@ -1,33 +1,32 @@
 // SPDX-License-Identifier: MIT
 pragma solidity 0.8.37;
 
-import {Base} from "./Base.sol";
+import {FiatTokenDeployer} from "./FiatToken.sol";
 import {Subscriptions} from "src/Subscriptions.sol";
 import {Token} from "src/Token.sol";
 import {SubscriptionsHandler, IToken} from "./SubscriptionsHandler.sol";
 
 /// @dev Invariants of Subscriptions over random sequences of SubscriptionsHandler's calls, with the
 ///      project's Token. Each invariant_* fails with the first breach the handler recorded.
-contract SubscriptionsInvariants is Base {
+contract SubscriptionsInvariants is FiatTokenDeployer {
     SubscriptionsHandler internal handler;
     Subscriptions internal subs;
-    Token internal token;
+    IToken internal token;
 
     function setUp() public {
         vm.warp(1_750_000_000);
         subs = new Subscriptions();
-        // The handler mints: deploy the token with the handler's future address as owner.
-        address handlerAddr = _nextAddress(2);
-        token = new Token("USD Coin", "USDC", "2", handlerAddr);
-        handler = new SubscriptionsHandler(subs, IToken(address(token)));
-        _assertTrue(address(handler) == handlerAddr, "handler address");
+        token = IToken(_token());
+        handler = new SubscriptionsHandler(subs, token);
+        _allowMinting(address(token), address(handler));
     }
 
-    function _nextAddress(uint256 ahead) internal view returns (address) {
-        // CREATE address of this contract's nonce + ahead - 1 (nonce starts at 1 and subs used one).
-        uint256 nonce = 1 + ahead;
-        return address(uint160(uint256(keccak256(abi.encodePacked(bytes1(0xd6), bytes1(0x94), address(this), uint8(nonce))))));
+    /// @dev The project's Token, minted by its owner: the handler, created right after it.
+    function _token() internal virtual returns (address) {
+        return address(new Token("USD Coin", "USDC", "2", _create(vmf.getNonce(address(this)) + 1)));
     }
+
+    function _allowMinting(address, address) internal virtual override {}
 
     function targetContracts() public view returns (address[] memory t) {
         t = new address[](1);
@@ -57,4 +56,15 @@ contract SubscriptionsInvariants is Base {
     /// @dev What the campaign did (forge prints it with -vv at the end of each run; used to see that
     ///      the handler reaches every path).
     function afterInvariant() public view {}
+}
+
+/// @dev The same invariants with Circle's FiatToken v2.2 (proxy, linked SignatureChecker) as the token.
+contract SubscriptionsFiatTokenInvariants is SubscriptionsInvariants {
+    function _token() internal override returns (address) {
+        return _deployFiatToken();
+    }
+
+    function _allowMinting(address usdc, address minter) internal override {
+        FiatTokenDeployer._allowMinting(usdc, minter);
+    }
 }

@@ -134,7 +134,8 @@ contract SubscriptionsHandler is Checks {
 
     function fund(uint256 who, uint256 amount) external {
         callNote = "fund";
-        token.mint(subscribers[who % 3], _bound(amount, 0, 1e12));
+        amount = _bound(amount, 0, 1e12);
+        if (amount > 0) token.mint(subscribers[who % 3], amount); // FiatToken refuses to mint 0
     }
 
     function approveSubs(uint256 who, uint256 amount) external {

@@ -471,3 +471,66 @@ async fn a_node_answering_429_is_backed_off_and_every_payment_settles_once() {
         U256::from(bodies.len() as u64 * (500_000 - 1_000))
     );
 }
+
+/// A relayer whose estimated balance (lowered by the payments given out since its last reading)
+/// crosses the floor before a reading does is still reported when a reading finds it below: on
+/// the devnet, whose fees never move, so the floor is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fall_below_the_floor_is_reported_even_after_payments_estimated_it_there() {
+    let operator = Address::repeat_byte(0x0f);
+    let h = Harness::with(Backend::Devnet, |s| s.operator = Some(operator)).await;
+    let chain = &h.fixture.chain;
+    let relayer = h.address(RELAYER);
+    let settlement = U256::from(300_000u64) * U256::from(chain.max_fee_per_gas().await.unwrap());
+    // Leaves the relayer `settlements` settlements' gas (and a little), sending the rest away.
+    let keep = async |settlements: u64| {
+        let target = settlement * U256::from(settlements) + settlement / U256::from(4);
+        let balance = chain.balance(relayer).await.unwrap();
+        let fee = U256::from(21_000u64) * U256::from(chain.max_fee_per_gas().await.unwrap());
+        let tx = tollgate_chain::TxRequest {
+            from: relayer,
+            to: Some(Address::repeat_byte(0xee)),
+            value: balance - target - fee,
+            gas: Some(21_000),
+            ..tollgate_chain::TxRequest::default()
+        };
+        chain
+            .send_and_wait(tx, tollgate_chain::WaitOptions::default())
+            .await
+            .unwrap();
+        tokio::time::sleep(tollgate_facilitator::funds::FUNDS_TTL + Duration::from_millis(200))
+            .await;
+    };
+    let low_events = async || {
+        h.facilitator
+            .store()
+            .events(operator, 0, 100)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| e.new.r#type == "relayer.low_balance")
+            .count()
+    };
+
+    // Two settlements above the floor at a reading; three payments take the estimate under it.
+    keep(102).await;
+    for memo in 20..23u8 {
+        let (status, v) = h.post("/authorize", &payment(&h, memo).await).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    assert_eq!(
+        low_events().await,
+        0,
+        "no reading found it below the floor yet"
+    );
+    // A reading below the floor: reported, once.
+    keep(50).await;
+    let (status, v) = h.post("/authorize", &payment(&h, 23).await).await;
+    assert_eq!(status, 200, "{v}");
+    h.http
+        .get(format!("{}/readyz", h.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(low_events().await, 1);
+}

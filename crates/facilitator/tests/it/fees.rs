@@ -168,6 +168,12 @@ async fn a_settlement_priced_out_by_a_base_fee_rise_is_sent_again_at_a_higher_fe
         U256::from(500_000 - 1_000)
     );
 
+    // The proof names the version mined, and the facilitator vouches for it.
+    let (status, check) = h
+        .post("/proofs/verify", &json!({ "proof": v["proof"] }))
+        .await;
+    assert_eq!(status, 200, "{check}");
+    assert_eq!(check["valid"], true, "{check}");
     // Answered once: the same payment again is the same proof.
     let (again, w) = h.post("/authorize", &body).await;
     assert_eq!(again, 200, "{w}");

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+pragma solidity 0.8.37;
+
+import {HalmosBase} from "./HalmosBase.sol";
+import {Token} from "src/Token.sol";
+import {Subscriptions} from "src/Subscriptions.sol";
+
+interface SVMCalldata {
+    function createCalldata(string calldata contractName) external returns (bytes memory);
+}
+
+/// @notice Subscriptions' per-cycle cap for every sequence of calls of any length, by induction.
+///         The invariant, per subscription: what was pulled from the subscriber in its current
+///         cycle is exactly `plan.amount + overageUsed`, with `overageUsed <= maxOverage`.
+///         - Base: `subscribe` pulls exactly `plan.amount`, in cycle 1, with `overageUsed = 0`
+///           (check_capBase).
+///         - Step: from ANY state of the subscription where `overageUsed <= maxOverage` (symbolic
+///           state, cycle, paid-through time, overage used, balance, allowance and block time), ONE
+///           call of ANY external function of Subscriptions, with any arguments from any caller,
+///           either stays in the cycle and pulls exactly the growth of `overageUsed` (still within
+///           `maxOverage`), or starts the next cycle (cycle + 1, only when due, ACTIVE) pulling
+///           exactly `plan.amount` with `overageUsed = 0`; `maxOverage` never decreases, and all
+///           that is pulled goes to the plan's payTo (check_capStep).
+///         Hence no cycle ever moves more than `plan.amount + maxOverage`.
+contract SubscriptionsCapInductiveTest is HalmosBase {
+    Token internal token;
+    Subscriptions internal subs;
+
+    address internal constant PROVIDER = address(0x9A0);
+    address internal constant OPERATOR = address(0x09E);
+    address internal constant PAY_TO = address(0x9A1);
+    address internal constant SUB = address(0x5B5);
+
+    bytes32 internal id;
+    uint256 internal planAmount;
+
+    function setUp() public {
+        token = new Token("USD Coin", "USDC", "2", address(this));
+        subs = new Subscriptions();
+    }
+
+    struct Sub {
+        uint8 state;
+        uint32 cycle;
+        uint64 paidThrough;
+        uint256 maxOverage;
+        uint256 overageUsed;
+    }
+
+    function read() internal view returns (Sub memory s) {
+        (,, s.state, s.cycle, s.paidThrough, s.maxOverage, s.overageUsed) = subs.subscriptions(id);
+    }
+
+    /// @dev A plan with symbolic amount and interval; SUB subscribes with a symbolic cap. Returns
+    ///      what subscribe pulled.
+    function open() internal returns (uint256 pulled) {
+        planAmount = svm.createUint256("planAmount");
+        uint64 interval = uint64(svm.createUint(64, "interval"));
+        uint256 maxOverage = svm.createUint256("maxOverage");
+        vm.warp(svm.createUint(64, "t0"));
+        vm.prank(PROVIDER);
+        bytes32 planId = subs.createPlan(address(token), PAY_TO, planAmount, interval, OPERATOR, bytes32(0));
+        token.mint(SUB, planAmount);
+        vm.prank(SUB);
+        token.approve(address(subs), planAmount);
+        vm.prank(SUB);
+        id = subs.subscribe(planId, maxOverage);
+        pulled = planAmount - token.balanceOf(SUB);
+    }
+
+    function check_capBase() public {
+        uint256 pulled = open();
+        Sub memory s = read();
+        assert(pulled == planAmount);
+        assert(token.balanceOf(PAY_TO) == planAmount);
+        assert(s.cycle == 1 && s.overageUsed == 0 && s.state == 1);
+    }
+
+    function check_capStep() public {
+        open();
+        // Any state of the subscription that satisfies the invariant's hypothesis.
+        bytes32 base = keccak256(abi.encode(id, uint256(1)));
+        Sub memory s0;
+        s0.state = uint8(svm.createUint(8, "state"));
+        vm.assume(s0.state >= 1 && s0.state <= 3);
+        s0.cycle = uint32(svm.createUint(32, "cycle"));
+        vm.assume(s0.cycle >= 1);
+        s0.paidThrough = uint64(svm.createUint(64, "paidThrough"));
+        s0.maxOverage = read().maxOverage;
+        s0.overageUsed = svm.createUint256("overageUsed");
+        vm.assume(s0.overageUsed <= s0.maxOverage);
+        vm.store(
+            address(subs),
+            bytes32(uint256(base) + 1),
+            bytes32(uint256(uint160(SUB)) | (uint256(s0.state) << 160) | (uint256(s0.cycle) << 168))
+        );
+        vm.store(address(subs), bytes32(uint256(base) + 2), bytes32(uint256(s0.paidThrough)));
+        vm.store(address(subs), bytes32(uint256(base) + 4), bytes32(s0.overageUsed));
+        // Any funds and allowance, any time.
+        token.mint(SUB, svm.createUint(128, "balance"));
+        vm.prank(SUB);
+        token.approve(address(subs), svm.createUint256("allowance"));
+        vm.warp(svm.createUint(64, "now"));
+
+        uint256 subBefore = token.balanceOf(SUB);
+        uint256 payToBefore = token.balanceOf(PAY_TO);
+
+        // One call of any function of Subscriptions, any arguments, any caller.
+        bytes memory data = SVMCalldata(address(svm)).createCalldata("Subscriptions");
+        vm.prank(svm.createAddress("caller"));
+        (bool ok,) = address(subs).call(data);
+        vm.assume(ok);
+
+        Sub memory s1 = read();
+        bytes4 selector = bytes4(data);
+        if (selector == Subscriptions.subscribe.selector || selector == Subscriptions.subscribeWithSig.selector) {
+            // A new subscription (of SUB or anyone): it pulls its own first cycle (check_capBase)
+            // and leaves this one as it was.
+            assert(s1.state == s0.state && s1.cycle == s0.cycle && s1.paidThrough == s0.paidThrough);
+            assert(s1.maxOverage == s0.maxOverage && s1.overageUsed == s0.overageUsed);
+            return;
+        }
+        uint256 pulled = subBefore - token.balanceOf(SUB);
+        assert(token.balanceOf(PAY_TO) - payToBefore == pulled);
+        assert(s1.maxOverage >= s0.maxOverage);
+        assert(s1.overageUsed <= s1.maxOverage);
+        if (s1.cycle == s0.cycle) {
+            assert(s1.overageUsed >= s0.overageUsed);
+            assert(pulled == s1.overageUsed - s0.overageUsed);
+        } else {
+            assert(s1.cycle == s0.cycle + 1);
+            assert(block.timestamp >= s0.paidThrough);
+            assert(s1.state == 1);
+            assert(s1.overageUsed == 0);
+            assert(pulled == planAmount);
+        }
+    }
+}

@@ -6,6 +6,10 @@ import {Token} from "src/Token.sol";
 import {Subscriptions} from "src/Subscriptions.sol";
 import {PaymentRouter} from "src/PaymentRouter.sol";
 
+interface SVMCalldataSigner {
+    function createCalldata(string calldata contractName) external returns (bytes memory);
+}
+
 /// @dev An EIP-1271 subscriber that approves exactly the digests it was told to.
 contract ApprovingWallet {
     mapping(bytes32 digest => bool) public approved;
@@ -217,5 +221,36 @@ contract OnlyTheSignerTest is HalmosBase {
             address(token),
             keccak256(abi.encode(RECEIVE_TYPEHASH, PAYER, address(router), amount, validAfter, validBefore, authNonce))
         );
+    }
+
+    /// @dev No other way: ANY call of ANY external function of Subscriptions (halmos'
+    ///      createCalldata, any arguments) by anyone but the subscriber changes the subscription's
+    ///      state or cap only through the *WithSig functions proven above, or (state only) by a
+    ///      collect that could not pull the renewal and paused it; its plan and subscriber never
+    ///      change. The subscription may be ACTIVE or PAUSED, at any time.
+    function check_outsiderAnyCall() public {
+        if (svm.createBool("paused")) {
+            vm.prank(SUB);
+            subs.pause(id);
+        }
+        vm.warp(svm.createUint(64, "now"));
+        (bytes32 plan0, address sub0, uint8 state0,,, uint256 max0,) = subs.subscriptions(id);
+        bytes memory data = SVMCalldataSigner(address(svm)).createCalldata("Subscriptions");
+        address caller = svm.createAddress("caller");
+        vm.assume(caller != SUB);
+        vm.prank(caller);
+        (bool ok,) = address(subs).call(data);
+        vm.assume(ok);
+        (bytes32 plan1, address sub1, uint8 state1,,, uint256 max1,) = subs.subscriptions(id);
+        bytes4 sel = bytes4(data);
+        assert(plan1 == plan0 && sub1 == sub0);
+        if (max1 != max0) assert(sel == Subscriptions.raiseAllowanceWithSig.selector);
+        if (state1 != state0) {
+            assert(
+                sel == Subscriptions.pauseWithSig.selector || sel == Subscriptions.resumeWithSig.selector
+                    || sel == Subscriptions.cancelWithSig.selector
+                    || (sel == Subscriptions.collect.selector && state1 == 2)
+            );
+        }
     }
 }

@@ -20,7 +20,8 @@ interface SVMCalldata {
 ///           either stays in the cycle and pulls exactly the growth of `overageUsed` (still within
 ///           `maxOverage`), or starts the next cycle (cycle + 1, only when due, ACTIVE) pulling
 ///           exactly `plan.amount` with `overageUsed = 0`; `maxOverage` never decreases, and all
-///           that is pulled goes to the plan's payTo (check_capStep).
+///           that is pulled goes to the plan's payTo (check_capStepAnyCall; check_capStepCharge,
+///           check_capStepCollect and check_capStepResume are the functions that pull, alone).
 ///         Hence no cycle ever moves more than `plan.amount + maxOverage`.
 contract SubscriptionsCapInductiveTest is HalmosBase {
     Token internal token;
@@ -76,11 +77,16 @@ contract SubscriptionsCapInductiveTest is HalmosBase {
         assert(s.cycle == 1 && s.overageUsed == 0 && s.state == 1);
     }
 
-    function check_capStep() public {
+    // The state before the step, and the balances.
+    Sub internal s0;
+    uint256 internal subBefore;
+    uint256 internal payToBefore;
+
+    /// @dev Any state of the subscription that satisfies the invariant's hypothesis
+    ///      (`overageUsed <= maxOverage`), any funds and allowance, any time.
+    function arbitraryState() internal {
         open();
-        // Any state of the subscription that satisfies the invariant's hypothesis.
         bytes32 base = keccak256(abi.encode(id, uint256(1)));
-        Sub memory s0;
         s0.state = uint8(svm.createUint(8, "state"));
         vm.assume(s0.state >= 1 && s0.state <= 3);
         s0.cycle = uint32(svm.createUint(32, "cycle"));
@@ -96,30 +102,17 @@ contract SubscriptionsCapInductiveTest is HalmosBase {
         );
         vm.store(address(subs), bytes32(uint256(base) + 2), bytes32(uint256(s0.paidThrough)));
         vm.store(address(subs), bytes32(uint256(base) + 4), bytes32(s0.overageUsed));
-        // Any funds and allowance, any time.
         token.mint(SUB, svm.createUint(128, "balance"));
         vm.prank(SUB);
         token.approve(address(subs), svm.createUint256("allowance"));
         vm.warp(svm.createUint(64, "now"));
+        subBefore = token.balanceOf(SUB);
+        payToBefore = token.balanceOf(PAY_TO);
+    }
 
-        uint256 subBefore = token.balanceOf(SUB);
-        uint256 payToBefore = token.balanceOf(PAY_TO);
-
-        // One call of any function of Subscriptions, any arguments, any caller.
-        bytes memory data = SVMCalldata(address(svm)).createCalldata("Subscriptions");
-        vm.prank(svm.createAddress("caller"));
-        (bool ok,) = address(subs).call(data);
-        vm.assume(ok);
-
+    /// @dev The step lemma, after one successful call.
+    function stepKeepsInvariant() internal view {
         Sub memory s1 = read();
-        bytes4 selector = bytes4(data);
-        if (selector == Subscriptions.subscribe.selector || selector == Subscriptions.subscribeWithSig.selector) {
-            // A new subscription (of SUB or anyone): it pulls its own first cycle (check_capBase)
-            // and leaves this one as it was.
-            assert(s1.state == s0.state && s1.cycle == s0.cycle && s1.paidThrough == s0.paidThrough);
-            assert(s1.maxOverage == s0.maxOverage && s1.overageUsed == s0.overageUsed);
-            return;
-        }
         uint256 pulled = subBefore - token.balanceOf(SUB);
         assert(token.balanceOf(PAY_TO) - payToBefore == pulled);
         assert(s1.maxOverage >= s0.maxOverage);
@@ -134,5 +127,49 @@ contract SubscriptionsCapInductiveTest is HalmosBase {
             assert(s1.overageUsed == 0);
             assert(pulled == planAmount);
         }
+    }
+
+    /// @dev The step for chargeOverage (any cycle, amount, reference; the provider or operator).
+    function check_capStepCharge(uint32 cycle, uint256 amount, bytes32 ref, bool byOperator) public {
+        arbitraryState();
+        vm.prank(byOperator ? OPERATOR : PROVIDER);
+        subs.chargeOverage(id, cycle, amount, ref);
+        stepKeepsInvariant();
+    }
+
+    /// @dev The step for collect (any cycle number, any caller).
+    function check_capStepCollect(uint32 cycle, address keeper) public {
+        arbitraryState();
+        vm.prank(keeper);
+        subs.collect(id, cycle);
+        stepKeepsInvariant();
+    }
+
+    /// @dev The step for resume (resumeWithSig runs the same _resume after its signature check).
+    function check_capStepResume() public {
+        arbitraryState();
+        vm.prank(SUB);
+        subs.resume(id);
+        stepKeepsInvariant();
+    }
+
+    /// @dev The step for every external function of Subscriptions at once (halmos' createCalldata:
+    ///      each function, any arguments), from any caller.
+    function check_capStepAnyCall() public {
+        arbitraryState();
+        bytes memory data = SVMCalldata(address(svm)).createCalldata("Subscriptions");
+        vm.prank(svm.createAddress("caller"));
+        (bool ok,) = address(subs).call(data);
+        vm.assume(ok);
+        bytes4 selector = bytes4(data);
+        if (selector == Subscriptions.subscribe.selector || selector == Subscriptions.subscribeWithSig.selector) {
+            // A new subscription (of SUB or anyone): it pulls its own first cycle (check_capBase)
+            // and leaves this one as it was.
+            Sub memory s1 = read();
+            assert(s1.state == s0.state && s1.cycle == s0.cycle && s1.paidThrough == s0.paidThrough);
+            assert(s1.maxOverage == s0.maxOverage && s1.overageUsed == s0.overageUsed);
+            return;
+        }
+        stepKeepsInvariant();
     }
 }

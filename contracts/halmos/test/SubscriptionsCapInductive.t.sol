@@ -23,6 +23,10 @@ interface SVMCalldata {
 ///           that is pulled goes to the plan's payTo (check_capStepAnyCall; check_capStepCharge,
 ///           check_capStepCollect and check_capStepResume are the functions that pull, alone).
 ///         Hence no cycle ever moves more than `plan.amount + maxOverage`.
+/// @dev Model: the project's Token; the plan from a real createPlan (symbolic amount, interval);
+///      the subscriber an EOA holding this one subscription (a second one, opened in the step, is
+///      proven to leave this one unchanged); "cycle" is the contract's `cycle` field, which the
+///      step proves advances by one, only when due, and only by a renewal that pulls plan.amount.
 contract SubscriptionsCapInductiveTest is HalmosBase {
     Token internal token;
     Subscriptions internal subs;

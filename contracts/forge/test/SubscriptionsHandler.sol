@@ -299,7 +299,9 @@ contract SubscriptionsHandler is Checks {
             _exec(Op.Collect, caller, id, false, abi.encodeCall(Subscriptions.collect, (id, cycle)));
         if (s0.state == ACTIVE && due && cycle == s0.cycle + 1) {
             if (!ok && !starved) _breach(LIVENESS, "collect of a due, active subscription reverted");
-            else if (abi.decode(ret, (bool)) != canPull) _breach(LIVENESS, "collect's result is not whether it could pull");
+            else if (ok && abi.decode(ret, (bool)) != canPull) {
+                _breach(LIVENESS, "collect's result is not whether it could pull");
+            }
         } else if (ok) {
             _breach(ONCE_PER_CYCLE, "collect went through for a wrong cycle, a not-due or inactive subscription");
         }

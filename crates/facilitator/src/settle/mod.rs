@@ -394,6 +394,20 @@ impl Facilitator {
                 field("signedPayment.payTo", "must not be the zero address"),
             ));
         }
+        // The router would keep the payment, and nothing can take it out (the router's own
+        // `settle` does not refuse it: halmos found it; issue 35).
+        if sp.pay_to == spec.router {
+            return Err(Error::invalid(
+                ApiErrorCode::InvalidAuthorization,
+                field(
+                    "signedPayment.payTo",
+                    format!(
+                        "must not be the router {}: it would keep the payment",
+                        spec.router
+                    ),
+                ),
+            ));
+        }
         let expected = router_nonce(sp.pay_to, sp.memo, fee);
         if auth.nonce != expected {
             return Err(Error::invalid(

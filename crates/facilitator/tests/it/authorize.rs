@@ -567,3 +567,39 @@ async fn a_claimed_proof_goes_only_to_its_claimant() {
     let (s, again) = h.post("/authorize", &claimed(Some(claim))).await;
     assert_eq!((s, &again["proof"]), (200, &done["proof"]));
 }
+
+/// A payment to the router itself is refused before anything is written or sent: the router
+/// would keep it, and nothing could take it out (its `settle` does not refuse it; halmos found it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_to_the_router_itself_is_refused_and_nothing_moves() {
+    let h = Harness::new(Backend::Devnet).await;
+    let router = h.fixture.deployment.router;
+    let payer = h.account(1).address;
+    let before = (h.token_balance(payer).await, h.token_balance(router).await);
+    let sp = h.signed_payment(1, router, PRICE, memo(0x7e)).await;
+    let (status, v) = h.post("/authorize", &body(&sp)).await;
+    assert_eq!(status, 422, "{v}");
+    assert_eq!(v["error"]["code"], "InvalidAuthorization", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("router"),
+        "{v}"
+    );
+    let key = tollgate_facilitator::settlement_key(
+        h.chain_id(),
+        h.token(),
+        payer,
+        sp.authorization.nonce,
+    );
+    assert!(
+        h.facilitator
+            .store()
+            .settlement(key)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(
+        (h.token_balance(payer).await, h.token_balance(router).await),
+        before
+    );
+}

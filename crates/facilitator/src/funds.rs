@@ -134,7 +134,23 @@ impl Facilitator {
     /// pay one settlement's gas now. None can: `503` ([`Error::RelayersDry`]) before anything is
     /// written; the fee market above the network's cap: the chain's `Unavailable`.
     pub(crate) async fn funded_relayer(&self, net: &Network) -> Result<Address> {
-        let first = self.relayer().await?;
+        self.pick_relayer(net, true).await
+    }
+
+    /// Whether a payment on `net` could go out now ([`funded_relayer`](Self::funded_relayer)'s
+    /// refusals), without taking a relayer's turn or its gas: a check before the work that
+    /// picks the relayer.
+    pub(crate) async fn check_funded(&self, net: &Network) -> Result<()> {
+        self.pick_relayer(net, false).await.map(|_| ())
+    }
+
+    /// A held relayer that can pay one settlement on `net`; with `take`, the next in turn, its
+    /// known balance lowered by the settlement's cost.
+    async fn pick_relayer(&self, net: &Network, take: bool) -> Result<Address> {
+        let first = match self.held_relayers().first() {
+            Some(r) if !take => *r,
+            _ => self.relayer().await?,
+        };
         let price = match net.chain.max_fee_per_gas().await {
             Ok(p) => U256::from(p),
             // A backend that cannot price a transaction: its funds cannot be judged here (the
@@ -150,7 +166,7 @@ impl Facilitator {
                 .get((start + i) % held.len().max(1))
                 .copied()
                 .unwrap_or(first);
-            match self.take_gas(net, relayer, price).await {
+            match self.take_gas(net, relayer, price, take).await {
                 Ok(true) => return Ok(relayer),
                 Ok(false) => dry.push(relayer),
                 Err(e) => return Err(e.into()),
@@ -172,18 +188,22 @@ impl Facilitator {
         )))
     }
 
-    /// Whether `relayer` can pay one settlement on `net` at `price` per gas; if so, its known
-    /// balance is lowered by that cost until the next reading.
+    /// Whether `relayer` can pay one settlement on `net` at `price` per gas; if so and `take`,
+    /// its known balance is lowered by that cost until the next reading.
     async fn take_gas(
         &self,
         net: &Network,
         relayer: Address,
         price: U256,
+        take: bool,
     ) -> tollgate_chain::Result<bool> {
         let settlement = U256::from(crate::check::SETTLEMENT_GAS) * price;
         let known = self.read_funds(net, relayer, price, false).await?;
         if known.balance < settlement {
             return Ok(false);
+        }
+        if !take {
+            return Ok(true);
         }
         let key = (net.spec.name.clone(), relayer);
         if let Some(k) = lock(&self.inner.funds.known).get_mut(&key) {

@@ -144,7 +144,7 @@ impl Facilitator {
             ),
         };
         match net {
-            Some(net) => self.funded_relayer(net).await.map(|_| ()),
+            Some(net) => self.check_funded(net).await,
             None => self.relayer().await.map(|_| ()).map_err(Into::into),
         }
     }

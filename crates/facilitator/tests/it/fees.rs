@@ -540,3 +540,41 @@ async fn a_fall_below_the_floor_is_reported_even_after_payments_estimated_it_the
         .unwrap();
     assert_eq!(low_events().await, 1);
 }
+
+/// The funds check before an x402 `/settle` takes neither a relayer's turn nor its gas: with two
+/// relayers, settlements one after another go out from both (a check that took a turn left every
+/// other relayer idle).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn x402_settlements_go_out_from_every_relayer_in_turn() {
+    const SECOND: usize = 6;
+    let h = Harness::start(
+        tollgate_testkit::harness::TestNet::builder()
+            .backend(Backend::Devnet)
+            .relayers([RELAYER, SECOND]),
+    )
+    .await;
+    let pay_to = h.account(7).address;
+    let mut senders = std::collections::BTreeSet::new();
+    for n in 0..4u8 {
+        let req = h.requirements(pay_to, 10_000);
+        let payload = h
+            .x402_payload(
+                1 + usize::from(n % 2),
+                pay_to,
+                10_000,
+                B256::repeat_byte(0x60 + n),
+            )
+            .await;
+        let body =
+            json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": req });
+        let (status, r) = h.post("/settle", &body).await;
+        assert_eq!((status, &r["success"]), (200, &json!(true)), "{r}");
+        let tx: B256 = r["transaction"].as_str().unwrap().parse().unwrap();
+        senders.insert(h.fixture.chain.receipt(tx).await.unwrap().unwrap().from);
+    }
+    assert_eq!(
+        senders,
+        [h.address(RELAYER), h.address(SECOND)].into(),
+        "both relayers sent"
+    );
+}

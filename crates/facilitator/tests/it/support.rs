@@ -86,7 +86,7 @@ impl Harness {
         Some((h, PgSchema(schema)))
     }
 
-    async fn start(builder: harness::TestNetBuilder<'_>) -> Self {
+    pub async fn start(builder: harness::TestNetBuilder<'_>) -> Self {
         Self(builder.start().await.expect("test network"))
     }
 

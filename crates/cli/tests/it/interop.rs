@@ -3,8 +3,8 @@
 //! through a `tollgate facilitator`, and an `x402-fetch` client pays it, on the devnet running as
 //! `base-sepolia` (chain id 84532). The node scripts are in `tests/interop/`.
 //!
-//! Skipped, with a printed notice, only when `node` is not installed. With node but without the
-//! pinned packages the test fails and says to run `scripts/install-tools`.
+//! Without `node` (Node 20) the tests fail with the install command, never skip. With node but
+//! without the pinned packages the test fails and says to run `scripts/install-tools`.
 
 use std::{
     path::{Path, PathBuf},

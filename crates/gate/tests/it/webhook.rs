@@ -2,8 +2,8 @@
 //! (`standardwebhooks@1.1.1` from npm, pinned in `scripts/install-tools`), through
 //! `tests/interop/webhook-sign.mjs` and `tests/interop/webhook-verify.mjs`.
 //!
-//! Skipped, with a printed notice, only when `node` is not installed. With node but without the
-//! pinned package the tests fail and say to run `scripts/install-tools`.
+//! Without `node` (Node 20) the tests fail with the install command, never skip. With node but
+//! without the pinned package the tests fail and say to run `scripts/install-tools`.
 
 use std::{
     io::Write,

@@ -21,7 +21,8 @@ use tollgate_testkit::{
 
 const NETWORK: &str = "base-sepolia";
 
-async fn post(net: &TestNet, path: &str, body: &Value) -> (u16, Value) {
+/// `POST path` with a JSON body: the status and the JSON answer.
+pub(crate) async fn post(net: &TestNet, path: &str, body: &Value) -> (u16, Value) {
     let r = net
         .http
         .post(format!("{}{path}", net.url))
@@ -52,7 +53,7 @@ fn x402_body(payload: &PaymentPayload, pay_to: Address, amount: u64) -> Value {
 }
 
 /// A facilitator serving `base-sepolia` over FiatToken, blocks every 2 s, 2 confirmations.
-async fn usdc_net() -> (TestNet, Usdc) {
+pub(crate) async fn usdc_net() -> (TestNet, Usdc) {
     let (fixture, usdc) = usdc::fixture().await.expect("USDC on anvil");
     let net = TestNet::builder()
         .fixture(fixture)

@@ -6,6 +6,7 @@
 //! implementation refusing every call — tried a bounded number of times, reported once, shown,
 //! and never blocking the others.
 
+use crate::usdc::post;
 use std::{
     collections::BTreeMap,
     sync::{Arc, Mutex},
@@ -400,18 +401,6 @@ async fn call(net: &TestNet, method: &str, path: &str, key: &str, body: Value) -
         _ => net.http.get(url),
     };
     let r = r.bearer_auth(key).json(&body).send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
-async fn post(net: &TestNet, path: &str, body: &Value) -> (u16, Value) {
-    let r = net
-        .http
-        .post(format!("{}{path}", net.url))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
 }

@@ -5,6 +5,7 @@
 //! paying through x402 V1, V2 and `/authorize`. Each checks the balances on chain, the recorded
 //! settlement and that nothing is reported paid that did not move.
 
+use crate::usdc::{post, usdc_net};
 use std::sync::Arc;
 
 use alloy::{
@@ -32,7 +33,7 @@ use tollgate_protocol::{
 };
 use tollgate_testkit::{
     harness::{FEE, PAYEE, RELAYER, TestNet},
-    usdc::{self, BASE_SEPOLIA_CHAIN_ID, FiatToken, USDC_BASE_SEPOLIA, Usdc},
+    usdc::{BASE_SEPOLIA_CHAIN_ID, FiatToken, USDC_BASE_SEPOLIA},
 };
 
 sol!(
@@ -44,32 +45,6 @@ sol!(
 
 const NETWORK: &str = "base-sepolia";
 const CAIP2: &str = "eip155:84532";
-
-/// A facilitator serving `base-sepolia` over FiatToken, blocks every 2 s, 2 confirmations.
-async fn usdc_net() -> (TestNet, Usdc) {
-    let (fixture, usdc) = usdc::fixture().await.expect("USDC on anvil");
-    let net = TestNet::builder()
-        .fixture(fixture)
-        .networks([NETWORK])
-        .confirmations(2)
-        .start()
-        .await
-        .expect("test network");
-    net.mine_every(2).await;
-    (net, usdc)
-}
-
-async fn post(net: &TestNet, path: &str, body: &Value) -> (u16, Value) {
-    let r = net
-        .http
-        .post(format!("{}{path}", net.url))
-        .json(body)
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
 
 /// The requirements an x402 resource server on Base Sepolia builds for `amount` USDC units to
 /// `pay_to` (V1).

@@ -94,6 +94,11 @@ contract PaymentRouter {
     /// @notice A zero address was given where a real account is required.
     error ZeroAddress();
 
+    /// @notice A payment to this contract itself, which would keep it for good (nothing can take
+    ///         tokens out of it): as `payTo` of `settle`, `to` of a transfer, or the fee recipient.
+    /// @param payee The refused payee.
+    error InvalidPayee(address payee);
+
     /// @notice The token returned false from a transfer.
     error TransferFailed();
 
@@ -105,6 +110,7 @@ contract PaymentRouter {
     /// @param feeRecipient_ The fee recipient.
     constructor(address token_, address feeRecipient_) {
         if (token_ == address(0) || feeRecipient_ == address(0)) revert ZeroAddress();
+        if (feeRecipient_ == address(this)) revert InvalidPayee(feeRecipient_);
         token = token_;
         feeRecipient = feeRecipient_;
     }
@@ -122,7 +128,7 @@ contract PaymentRouter {
     ///         nonce `paymentNonce(payTo, memo, fee)`), then pays `amount - fee` to `payTo` and `fee`
     ///         to `feeRecipient`. Token errors (bad signature, used nonce, expiry, funds) bubble up unchanged.
     /// @param from The payer and signer.
-    /// @param payTo The payee (non-zero).
+    /// @param payTo The payee (non-zero, not this contract).
     /// @param amount The total amount.
     /// @param fee The fee, at most `amount`.
     /// @param memo The payment memo.
@@ -141,6 +147,7 @@ contract PaymentRouter {
     ) external {
         if (fee > amount) revert FeeExceedsAmount(amount, fee);
         if (payTo == address(0)) revert ZeroAddress();
+        if (payTo == address(this)) revert InvalidPayee(payTo);
         IAuthorizationToken(token).receiveWithAuthorization(
             from, address(this), amount, validAfter, validBefore, paymentNonce(payTo, memo, fee), signature
         );
@@ -153,7 +160,8 @@ contract PaymentRouter {
 
     /// @notice Settles several x402 payments in one transaction: each transfer is the token's own
     ///         `transferWithAuthorization`, called with at most `TRANSFER_GAS`; one that fails
-    ///         (used nonce, expiry, funds, signature) is skipped and the others go through.
+    ///         (used nonce, expiry, funds, signature) is skipped and the others go through. A
+    ///         transfer to this contract itself is skipped unsent: nothing could take it out.
     /// @dev The token moves each payment from its payer to its payee directly and emits its own
     ///      `AuthorizationUsed` and `Transfer`: those logs, not this call's success, say which
     ///      payments were settled. Nothing passes through this contract; anyone may call it, and
@@ -164,8 +172,10 @@ contract PaymentRouter {
         IAuthorizationToken t = IAuthorizationToken(token);
         for (uint256 i = 0; i < transfers.length; ++i) {
             Transfer calldata p = transfers[i];
+            address to = p.to;
+            if (to == address(this)) continue;
             try t.transferWithAuthorization{gas: TRANSFER_GAS}(
-                p.from, p.to, p.value, p.validAfter, p.validBefore, p.nonce, p.signature
+                p.from, to, p.value, p.validAfter, p.validBefore, p.nonce, p.signature
             ) {
                 ++settled;
             } catch {}
@@ -194,9 +204,11 @@ contract PaymentRouter {
     }
 
     /// @notice Runs one transfer, then undoes it by reverting with `Simulated()`; a transfer the
-    ///         token refuses reverts with the token's data instead. Always reverts.
+    ///         token refuses reverts with the token's data instead, one to this contract (which
+    ///         `settleTransfers` skips) with `InvalidPayee`. Always reverts.
     /// @param p The payment.
     function simulateTransfer(Transfer calldata p) external {
+        if (p.to == address(this)) revert InvalidPayee(p.to);
         IAuthorizationToken(token).transferWithAuthorization(
             p.from, p.to, p.value, p.validAfter, p.validBefore, p.nonce, p.signature
         );

@@ -49,6 +49,9 @@ interface ISubscriptionToken {
 ///      - There is no owner, admin or other privileged role, and no function that moves a subscriber's
 ///        funds except first billing (`subscribe`, `subscribeWithSig`), renewal (`collect`, `resume`)
 ///        and `chargeOverage`.
+///      - Nothing that changes a subscription can be called from inside one of this contract's
+///        token calls (`ReentrantCall`): a renewal that fails undoes its effects, and nothing done
+///        in between (an overage charge, a cancel) may survive or be overwritten by that undo.
 ///      States (uint8): 0 NONE (unknown id), 1 ACTIVE, 2 PAUSED, 3 CANCELLED (terminal).
 ///      Subscriber signatures are EIP-712 under the domain ("Tollgate Subscriptions", "1", chainId,
 ///      this contract) and share the per-subscriber `nonces` counter, which `subscribe` also advances.
@@ -274,6 +277,20 @@ contract Subscriptions is EIP712 {
     /// @notice `collect` ran out of gas inside the token call; retry with more gas.
     error InsufficientGas();
 
+    /// @notice A call into this contract from inside one of its own token calls (a plan token's
+    ///         `transferFrom` or `permit`), refused: e.g. an overage charged from inside a renewal
+    ///         that then fails would survive the renewal's undo, over the cycle's cap.
+    error ReentrantCall();
+
+    /// @dev Set while a token call is in flight (transient: cleared after every transaction).
+    bool private transient _inTokenCall;
+
+    /// @dev Refuses re-entry from a token call into anything that changes a subscription.
+    modifier notFromTokenCall() {
+        if (_inTokenCall) revert ReentrantCall();
+        _;
+    }
+
     constructor() EIP712("Tollgate Subscriptions", "1") {}
 
     // ---------------------------------------------------------------- views
@@ -323,7 +340,7 @@ contract Subscriptions is EIP712 {
 
     /// @notice Creates a plan owned by the caller.
     /// @param token The payment token.
-    /// @param payTo The payment recipient.
+    /// @param payTo The payment recipient (non-zero, not this contract).
     /// @param amount The amount per cycle (non-zero).
     /// @param interval The cycle length in seconds (non-zero).
     /// @param operator An account that may also deprecate the plan and charge overage (may be zero).
@@ -339,7 +356,9 @@ contract Subscriptions is EIP712 {
     ) external returns (bytes32 planId) {
         planId = planIdFor(msg.sender, salt);
         if (plans[planId].provider != address(0)) revert PlanExists(planId);
-        if (token == address(0) || payTo == address(0) || amount == 0 || interval == 0) revert InvalidPlan();
+        if (token == address(0) || payTo == address(0) || payTo == address(this) || amount == 0 || interval == 0) {
+            revert InvalidPlan();
+        }
         plans[planId] = Plan({
             provider: msg.sender,
             operator: operator,
@@ -372,7 +391,7 @@ contract Subscriptions is EIP712 {
     /// @param planId The plan id.
     /// @param maxOverage The cap on overage charges per cycle.
     /// @return id `subscriptionIdFor(planId, msg.sender, nonce)` with the caller's consumed nonce.
-    function subscribe(bytes32 planId, uint256 maxOverage) external returns (bytes32 id) {
+    function subscribe(bytes32 planId, uint256 maxOverage) external notFromTokenCall returns (bytes32 id) {
         Plan storage plan = _requireOpenPlan(planId);
         uint256 nonce = nonces[msg.sender]++;
         id = subscriptionIdFor(planId, msg.sender, nonce);
@@ -401,7 +420,7 @@ contract Subscriptions is EIP712 {
         uint256 permitValue,
         uint256 permitDeadline,
         bytes calldata permitSignature
-    ) external returns (bytes32 id) {
+    ) external notFromTokenCall returns (bytes32 id) {
         Plan storage plan = _requireOpenPlan(planId);
         uint256 nonce = _useSubscribeSignature(planId, subscriber, maxOverage, deadline, signature);
         if (permitSignature.length > 0) {
@@ -427,7 +446,7 @@ contract Subscriptions is EIP712 {
     /// @param id The subscription id.
     /// @param cycle The cycle to collect; must be the current cycle + 1.
     /// @return collected True if the payment was pulled, false if the subscription was paused.
-    function collect(bytes32 id, uint32 cycle) external returns (bool collected) {
+    function collect(bytes32 id, uint32 cycle) external notFromTokenCall returns (bool collected) {
         Subscription storage sub = _requireSubscription(id);
         uint8 state = sub.state;
         if (state != STATE_ACTIVE) revert SubscriptionNotActive(id, state);
@@ -474,7 +493,7 @@ contract Subscriptions is EIP712 {
     /// @param cycle The current cycle (so a late batch cannot consume the next cycle's cap).
     /// @param amount The amount to charge (non-zero).
     /// @param ref The provider's unique reference for this charge (idempotency key).
-    function chargeOverage(bytes32 id, uint32 cycle, uint256 amount, bytes32 ref) external {
+    function chargeOverage(bytes32 id, uint32 cycle, uint256 amount, bytes32 ref) external notFromTokenCall {
         Subscription storage sub = _requireSubscription(id);
         Plan storage plan = plans[sub.planId];
         if (msg.sender != plan.provider && msg.sender != plan.operator) revert Unauthorized(msg.sender);
@@ -498,27 +517,27 @@ contract Subscriptions is EIP712 {
 
     /// @notice Pauses an ACTIVE subscription. Only the subscriber.
     /// @param id The subscription id.
-    function pause(bytes32 id) external {
+    function pause(bytes32 id) external notFromTokenCall {
         _pause(id, _requireSubscriber(id));
     }
 
     /// @notice Resumes a PAUSED subscription. Only the subscriber. If the next cycle is due, it is
     ///         paid first (reverting if it cannot be) and a new cycle starts now.
     /// @param id The subscription id.
-    function resume(bytes32 id) external {
+    function resume(bytes32 id) external notFromTokenCall {
         _resume(id, _requireSubscriber(id));
     }
 
     /// @notice Cancels an ACTIVE or PAUSED subscription for good. Only the subscriber.
     /// @param id The subscription id.
-    function cancel(bytes32 id) external {
+    function cancel(bytes32 id) external notFromTokenCall {
         _cancel(id, _requireSubscriber(id));
     }
 
     /// @notice Raises the overage cap of a non-cancelled subscription. Only the subscriber.
     /// @param id The subscription id.
     /// @param newMaxOverage The new cap; must exceed the current one.
-    function raiseAllowance(bytes32 id, uint256 newMaxOverage) external {
+    function raiseAllowance(bytes32 id, uint256 newMaxOverage) external notFromTokenCall {
         _raiseAllowance(id, _requireSubscriber(id), newMaxOverage);
     }
 
@@ -526,7 +545,7 @@ contract Subscriptions is EIP712 {
     /// @param id The subscription id.
     /// @param deadline The last timestamp at which the signature is valid.
     /// @param signature The subscriber's signature (65-byte `r ‖ s ‖ v`, or EIP-1271).
-    function pauseWithSig(bytes32 id, uint256 deadline, bytes calldata signature) external {
+    function pauseWithSig(bytes32 id, uint256 deadline, bytes calldata signature) external notFromTokenCall {
         Subscription storage sub = _requireSubscription(id);
         _useActionSignature(id, sub.subscriber, ACTION_PAUSE, 0, deadline, signature);
         _pause(id, sub);
@@ -536,7 +555,7 @@ contract Subscriptions is EIP712 {
     /// @param id The subscription id.
     /// @param deadline The last timestamp at which the signature is valid.
     /// @param signature The subscriber's signature (65-byte `r ‖ s ‖ v`, or EIP-1271).
-    function resumeWithSig(bytes32 id, uint256 deadline, bytes calldata signature) external {
+    function resumeWithSig(bytes32 id, uint256 deadline, bytes calldata signature) external notFromTokenCall {
         Subscription storage sub = _requireSubscription(id);
         _useActionSignature(id, sub.subscriber, ACTION_RESUME, 0, deadline, signature);
         _resume(id, sub);
@@ -546,7 +565,7 @@ contract Subscriptions is EIP712 {
     /// @param id The subscription id.
     /// @param deadline The last timestamp at which the signature is valid.
     /// @param signature The subscriber's signature (65-byte `r ‖ s ‖ v`, or EIP-1271).
-    function cancelWithSig(bytes32 id, uint256 deadline, bytes calldata signature) external {
+    function cancelWithSig(bytes32 id, uint256 deadline, bytes calldata signature) external notFromTokenCall {
         Subscription storage sub = _requireSubscription(id);
         _useActionSignature(id, sub.subscriber, ACTION_CANCEL, 0, deadline, signature);
         _cancel(id, sub);
@@ -560,6 +579,7 @@ contract Subscriptions is EIP712 {
     /// @param signature The subscriber's signature (65-byte `r ‖ s ‖ v`, or EIP-1271).
     function raiseAllowanceWithSig(bytes32 id, uint256 newMaxOverage, uint256 deadline, bytes calldata signature)
         external
+        notFromTokenCall
     {
         Subscription storage sub = _requireSubscription(id);
         _useActionSignature(id, sub.subscriber, ACTION_RAISE_ALLOWANCE, newMaxOverage, deadline, signature);
@@ -675,7 +695,9 @@ contract Subscriptions is EIP712 {
     function _tryPermit(address token, address subscriber, uint256 value, uint256 deadline, bytes calldata signature)
         private
     {
+        _inTokenCall = true;
         try ISubscriptionToken(token).permit(subscriber, address(this), value, deadline, signature) {} catch {}
+        _inTokenCall = false;
     }
 
     /// @dev Whether `from` has the balance and allowance for a pull of `amount`.
@@ -699,6 +721,7 @@ contract Subscriptions is EIP712 {
     ///      At most 32 bytes of return data are copied.
     function _callTransferFrom(address token, address from, address to, uint256 amount) private returns (bool ok) {
         bytes memory data = abi.encodeCall(ISubscriptionToken.transferFrom, (from, to, amount));
+        _inTokenCall = true;
         assembly ("memory-safe") {
             ok := call(gas(), token, 0, add(data, 0x20), mload(data), 0x00, 0x20)
             if ok {
@@ -707,5 +730,6 @@ contract Subscriptions is EIP712 {
                 default { ok := and(gt(returndatasize(), 31), eq(mload(0x00), 1)) }
             }
         }
+        _inTokenCall = false;
     }
 }

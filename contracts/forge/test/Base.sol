@@ -21,6 +21,7 @@ interface Vm {
     function toString(address value) external pure returns (string memory);
     function toString(bytes calldata value) external pure returns (string memory);
     function expectRevert(bytes4 revertData) external;
+    function expectRevert(bytes calldata revertData) external;
     function expectRevert() external;
 }
 

@@ -204,6 +204,13 @@ pub enum Revert {
     /// The zero address where an account is required.
     #[error("ZeroAddress")]
     ZeroAddress,
+    /// A payment to the router itself, which would keep it for good (`payTo` of `settle`, the
+    /// `to` of a batched transfer, or the fee recipient at deployment).
+    #[error("InvalidPayee: {payee}")]
+    InvalidPayee { payee: Address },
+    /// A call into `Subscriptions` from inside one of its own token calls (a hostile plan token).
+    #[error("ReentrantCall")]
+    ReentrantCall,
     /// A token transfer that returned false.
     #[error("TransferFailed")]
     TransferFailed,
@@ -328,6 +335,7 @@ impl Revert {
                     state: e.state,
                 },
                 S::TransferFailed(_) => Self::TransferFailed,
+                S::ReentrantCall(_) => Self::ReentrantCall,
                 S::Unauthorized(e) => Self::Unauthorized { caller: e.caller },
                 S::UnknownPlan(e) => Self::UnknownPlan { plan_id: e.planId },
                 S::UnknownSubscription(e) => Self::UnknownSubscription { id: e.id },
@@ -346,6 +354,7 @@ impl Revert {
                 },
                 R::TransferFailed(_) => Self::TransferFailed,
                 R::ZeroAddress(_) => Self::ZeroAddress,
+                R::InvalidPayee(e) => Self::InvalidPayee { payee: e.payee },
                 // `simulateTransfer`'s "went through", read by its caller (`simulateTransfers`),
                 // never an error of a call of its own.
                 R::Simulated(_) => Self::Unknown(Bytes::copy_from_slice(data)),
@@ -430,6 +439,8 @@ impl Revert {
             Self::PermitExpired { .. } => "PermitExpired",
             Self::Unauthorized { .. } => "Unauthorized",
             Self::ZeroAddress => "ZeroAddress",
+            Self::InvalidPayee { .. } => "InvalidPayee",
+            Self::ReentrantCall => "ReentrantCall",
             Self::TransferFailed => "TransferFailed",
             Self::FeeExceedsAmount { .. } => "FeeExceedsAmount",
             Self::PlanExists { .. } => "PlanExists",

@@ -1238,7 +1238,27 @@ async fn settle_fee_exceeds_amount(f: &Fixture) {
     )
     .await;
     assert_eq!(r, Revert::ZeroAddress);
+    // The router itself as the payee would keep the payment for good (issue 35).
+    let to_router = RouterPayment {
+        pay_to: f.deployment.router,
+        ..router_payment(f, 100, 1, 0x06).await
+    };
+    let r = reverts(
+        f,
+        addr(f, 4),
+        f.deployment.router,
+        &to_router.settle_call(sign_payment(f, &to_router)),
+    )
+    .await;
+    assert_eq!(
+        r,
+        Revert::InvalidPayee {
+            payee: f.deployment.router
+        }
+    );
+    assert_eq!(r.name(), "InvalidPayee");
     assert_eq!(balance(f, payment.from).await, DEV_TOKENS);
+    assert_eq!(balance(f, f.deployment.router).await, U256::ZERO);
 }
 
 async fn settle_replay_is_refused(f: &Fixture) {

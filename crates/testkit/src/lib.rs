@@ -22,6 +22,8 @@ mod anvil;
 #[cfg(feature = "facilitator")]
 pub mod harness;
 pub mod load;
+#[cfg(feature = "facilitator")]
+pub mod node_proxy;
 pub mod signing;
 pub mod usdc;
 

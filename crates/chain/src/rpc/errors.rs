@@ -71,6 +71,12 @@ fn map_error_payload(
     if is_rejection(&lower) {
         return Error::Rejected(message.to_owned());
     }
+    // A rate limit answered as a JSON-RPC error (Alchemy: code 429; Infura: -32005 "request
+    // rate limited"; -32005 alone also means a log query too large, not a rate limit): the node
+    // is there but will not answer now.
+    if code == 429 || is_rate_limit(&lower) {
+        return Error::Unavailable(format!("the node is rate limiting: {message}"));
+    }
     Error::Rpc {
         code,
         message: message.to_owned(),
@@ -115,6 +121,18 @@ fn is_rejection(lower: &str) -> bool {
         "oversized",
     ];
     REFUSALS.iter().any(|r| lower.contains(r))
+}
+
+fn is_rate_limit(lower: &str) -> bool {
+    [
+        "rate limit",
+        "rate exceeded",
+        "request rate",
+        "too many requests",
+        "exceeded its compute units",
+    ]
+    .iter()
+    .any(|r| lower.contains(r))
 }
 
 pub(super) fn is_nonce_too_low(message: &str) -> bool {
@@ -166,6 +184,31 @@ mod tests {
         }
         .abi_encode();
         format!("\"{}\"", alloy::hex::encode_prefixed(data))
+    }
+
+    #[test]
+    fn rate_limits_in_json_rpc_errors_are_unavailability() {
+        for (code, message) in [
+            (
+                429,
+                "Your app has exceeded its compute units per second capacity.",
+            ),
+            (-32005, "daily request count exceeded, request rate limited"),
+            (-32000, "Too Many Requests"),
+        ] {
+            let err = map_rpc_error(payload(code, message, None));
+            assert!(
+                matches!(err, Error::Unavailable(_)),
+                "{code} {message}: {err:?}"
+            );
+        }
+        // -32005 also names a log query too large: that is the query's error, not a pause.
+        let err = map_rpc_error(payload(
+            -32005,
+            "query returned more than 10000 results",
+            None,
+        ));
+        assert!(matches!(err, Error::Rpc { code: -32005, .. }), "{err:?}");
     }
 
     #[test]

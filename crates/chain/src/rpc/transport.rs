@@ -110,7 +110,16 @@ impl NodeTransport {
         };
         tracing::trace!(body = %String::from_utf8_lossy(&body), "node's answer");
         if !status.is_success() {
-            // A JSON-RPC error in a non-2xx answer is still the node's answer.
+            // A JSON-RPC error in a non-2xx answer is still the node's answer, except a 429:
+            // hosted nodes put their rate limit in a JSON-RPC error too (Alchemy's code 429,
+            // Infura's -32005), and it is a pause to wait out, never the call's answer.
+            if status == reqwest::StatusCode::TOO_MANY_REQUESTS {
+                return Err(TransportErrorKind::http_error_with_retry_after(
+                    status.as_u16(),
+                    String::from_utf8_lossy(&body).into_owned(),
+                    retry_after,
+                ));
+            }
             return match serde_json::from_slice::<ResponsePacket>(&body) {
                 Ok(packet) if packet.is_error() => Ok(packet),
                 _ => Err(TransportErrorKind::http_error_with_retry_after(

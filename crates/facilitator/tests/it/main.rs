@@ -14,6 +14,7 @@ mod keeper;
 mod lifecycle;
 mod metering;
 mod metrics_names;
+mod node_across;
 mod properties;
 mod providers;
 mod relays;

@@ -1,0 +1,112 @@
+//! A node across the network (issue 36): the facilitator reaches anvil through
+//! `tollgate_testkit::node_proxy`, which adds a round trip to every call and refuses calls past
+//! a per-second limit with `429` as hosted providers do, on a chain of 2 s blocks with
+//! `confirmations = 2`. The correctness rules of SECURITY.md hold under the delay: a success only
+//! for a mined transfer of exactly that value, each payment once, and no state read staler than
+//! a block (a settled payment verifies as used at once).
+
+use std::{collections::HashSet, sync::Arc, time::Duration};
+
+use alloy::primitives::{B256, U256};
+use serde_json::Value;
+use tollgate_chain::rpc::{RpcChain, RpcOptions};
+use tollgate_testkit::{
+    Fixture,
+    node_proxy::{NodeProxy, ProxyOptions},
+};
+
+use crate::support::{Backend, Harness, RELAYER};
+
+const PAYMENTS: u8 = 8;
+const AMOUNT: u64 = 10_000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn across_80_ms_and_a_429_limit_each_x402_payment_settles_once_and_only_when_mined() {
+    tollgate_chain::install_crypto_provider();
+    let fixture = Fixture::new(Backend::Anvil).await.expect("anvil");
+    let proxy = NodeProxy::start(
+        fixture.rpc_url().unwrap(),
+        ProxyOptions {
+            round_trip: Duration::from_millis(80),
+            calls_per_second: Some(25),
+        },
+    )
+    .await
+    .unwrap();
+    let chain = RpcChain::connect(
+        proxy.url(),
+        tollgate_testkit::dev_wallet(&fixture.accounts[RELAYER..=RELAYER]).unwrap(),
+        RpcOptions {
+            chain_id: Some(fixture.chain.chain_id()),
+            ..RpcOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let h = Harness::assemble(fixture, Arc::new(chain), 2, None, |s| {
+        s.confirmation_timeout = Duration::from_secs(90);
+    })
+    .await;
+    h.mine_every(2).await;
+    let h = Arc::new(h);
+    let pay_to = h.account(7).address;
+    let before = h.token_balance(pay_to).await;
+    let start = proxy.calls();
+
+    // Every payment verified then settled, all at once, as 8 resource servers would.
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..PAYMENTS {
+        let h = Arc::clone(&h);
+        tasks.spawn(async move {
+            let payer = 1 + usize::from(i % 6);
+            let body = h
+                .settle_body(payer, pay_to, AMOUNT, B256::repeat_byte(0x60 + i))
+                .await;
+            let (s, v) = h.post("/verify", &body).await;
+            assert_eq!((s, &v["isValid"]), (200, &Value::Bool(true)), "{v}");
+            let (s, r) = h.post("/settle", &body).await;
+            assert_eq!(s, 200, "{r}");
+            assert_eq!(r["success"], true, "{r}");
+            // Answered only once mined with its confirmations: read straight from the node.
+            let tx: B256 = r["transaction"].as_str().unwrap().parse().unwrap();
+            let chain = &h.fixture.chain;
+            let receipt = chain.receipt(tx).await.unwrap().expect("mined");
+            assert!(receipt.success);
+            let head = chain.block_number().await.unwrap();
+            // confirmations = 2: its block and one more.
+            assert!(
+                head > receipt.block_number,
+                "answered at block {head}, mined in {}",
+                receipt.block_number
+            );
+            (body, tx)
+        });
+    }
+    let mut settled = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        settled.push(r.unwrap());
+    }
+    // (Settled alone or batched together: the transactions may be fewer than the payments.)
+    let txs: HashSet<_> = settled.iter().map(|(_, tx)| *tx).collect();
+    assert!(!txs.is_empty() && txs.len() <= usize::from(PAYMENTS));
+    let paid = U256::from(u64::from(PAYMENTS) * AMOUNT);
+    assert_eq!(
+        h.token_balance(pay_to).await - before,
+        paid,
+        "each paid once"
+    );
+    let calls = proxy.calls().since(&start);
+    assert!(calls.refused > 0, "the limit refused some calls: {calls:?}");
+
+    // Settled again: the same transaction, nothing moved; verified again: used, at once.
+    for (body, tx) in &settled {
+        let (_, again) = h.post("/settle", body).await;
+        assert_eq!(again["success"], false, "{again}");
+        assert_eq!(again["errorReason"], "duplicate_settlement");
+        assert_eq!(again["transaction"], tx.to_string());
+        let (_, v) = h.post("/verify", body).await;
+        assert_eq!(v["isValid"], false, "{v}");
+        assert_eq!(v["invalidReason"], "invalid_transaction_state");
+    }
+    assert_eq!(h.token_balance(pay_to).await - before, paid);
+}

@@ -21,6 +21,16 @@
 //! than `tollgate-devnet`. Both count a request as served only on `isValid: true`.
 //! `/settle` runs 8 clients at once, or `TOLLGATE_BENCH_SETTLE_C`.
 //!
+//! `x402-net` puts the node across the network: each facilitator reaches anvil through a proxy
+//! of its own (`tollgate_testkit::node_proxy`) adding a round trip to every call, at 0, 20 and
+//! 80 ms (`TOLLGATE_BENCH_RTTS`, comma-separated), and at the last one again with a limit of
+//! `TOLLGATE_BENCH_RPC_LIMIT` calls per second (default 100) answered 429. For each: `/verify`
+//! and `/settle` of `TOLLGATE_BENCH_NET_N` payloads (default 2,000) at 16 clients, the calls the
+//! proxy forwarded per request (and refused), the whole machine's CPU per request (`/proc/stat`),
+//! and for `/settle` the gas per settled payment, the transactions' mean batch size and a check
+//! that the payee got exactly what was settled. With `TOLLGATE_BENCH_PEER_CMD` (as for `x402`)
+//! the peer facilitator runs the same phases behind a proxy of its own, on the same anvil.
+//!
 //! `x402v2` runs x402 V1 and V2 `/verify` and `/settle` against one anvil, then the same V2 bodies
 //! against the V2 reference facilitator (`tests/interop/x402v2-facilitator.mjs`: `@x402/core` +
 //! `@x402/evm` 2.27.0 from `.tools`, installed by `scripts/install-tools`) on the same anvil, as
@@ -68,6 +78,9 @@ fn main() {
     }
     if want("x402") {
         rt.block_on(x402(n));
+    }
+    if want("x402-net") {
+        rt.block_on(x402_net(support::size("TOLLGATE_BENCH_NET_N", 2_000)));
     }
     if want("x402v2") {
         let reference_n = support::size("TOLLGATE_BENCH_REFERENCE_N", 600);
@@ -408,6 +421,251 @@ fn print_rpc_calls(
         parts.join(", "),
         (rpc.http_requests() - posted_before) as f64 / n as f64
     );
+}
+
+/// One side of `x402-net`: a facilitator's URL, the proxy it reaches the node through, its
+/// payloads (verified, then settled), and its payee.
+struct NetSide {
+    name: &'static str,
+    url: String,
+    proxy: tollgate_testkit::node_proxy::NodeProxy,
+    bodies: Arc<Vec<String>>,
+    pay_to: Address,
+}
+
+/// `x402-net`: Tollgate (and the peer, when given) with the node across the network.
+async fn x402_net(n: usize) {
+    use tollgate_testkit::node_proxy::{NodeProxy, ProxyOptions};
+    let rtts: Vec<u64> = std::env::var("TOLLGATE_BENCH_RTTS")
+        .unwrap_or_else(|_| "0,20,80".into())
+        .split(',')
+        .filter_map(|v| v.trim().parse().ok())
+        .collect();
+    let limit: u32 = support::size("TOLLGATE_BENCH_RPC_LIMIT", 100);
+    let mut configs: Vec<(u64, Option<u32>)> = rtts.iter().map(|&r| (r, None)).collect();
+    if let Some(&last) = rtts.last() {
+        configs.push((last, Some(limit)));
+    }
+    let peer_cmd = std::env::var("TOLLGATE_BENCH_PEER_CMD").ok();
+    let peer_network =
+        std::env::var("TOLLGATE_BENCH_PEER_NETWORK").unwrap_or_else(|_| "tollgate-devnet".into());
+    for (rtt, limit) in configs {
+        let options = ProxyOptions {
+            round_trip: Duration::from_millis(rtt),
+            calls_per_second: limit,
+        };
+        let limit_label = limit.map_or(String::new(), |l| format!(", {l} calls/s then 429"));
+        println!("\nnode across the network: {rtt} ms round trip{limit_label}");
+        let fixture = tollgate_testkit::Fixture::new(Backend::Anvil)
+            .await
+            .unwrap();
+        let anvil_url = fixture.rpc_url().expect("anvil URL").to_owned();
+        let ours_proxy = NodeProxy::start(&anvil_url, options).await.unwrap();
+        let rpc = tollgate_testkit::connect(
+            ours_proxy.url(),
+            fixture.chain.chain_id(),
+            &fixture.accounts,
+        )
+        .await
+        .unwrap();
+        let net = TestNet::builder()
+            .fixture(fixture)
+            .chain(Arc::new(rpc))
+            .relayers(5..9)
+            .settings(|s| s.confirmation_timeout = Duration::from_secs(120))
+            .start()
+            .await
+            .unwrap();
+        let now = net.now().await;
+        let token = net.fixture.deployment.token;
+        let sign = |pay_to: Address, first: usize, network: &str| -> Arc<Vec<String>> {
+            let requirements = serde_json::json!({
+                "scheme": "exact", "network": network, "maxAmountRequired": "10000",
+                "resource": "http://127.0.0.1/v1/quote", "description": "", "mimeType": "application/json",
+                "payTo": pay_to, "maxTimeoutSeconds": 600, "asset": token,
+                "extra": { "name": "USD Coin", "version": "2" }
+            });
+            Arc::new(
+                (first..first + n)
+                    .map(|i| {
+                        let terms = ExactTerms {
+                            pay_to,
+                            amount: 10_000,
+                            nonce: B256::from(U256::from(i as u64 + 1)),
+                            valid_after: now - 600,
+                            valid_before: now + 3_600,
+                        };
+                        let payload = net
+                            .fixture
+                            .sign_exact("tollgate-devnet", i % 5, &terms)
+                            .unwrap();
+                        serde_json::json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": requirements })
+                            .to_string()
+                            .replace(
+                                "\"network\":\"tollgate-devnet\"",
+                                &format!("\"network\":\"{network}\""),
+                            )
+                    })
+                    .collect(),
+            )
+        };
+        eprintln!("signing {} x402 payloads (not timed)...", 2 * n);
+        let mut sides = vec![NetSide {
+            name: "Tollgate",
+            url: net.url.clone(),
+            proxy: ours_proxy,
+            bodies: sign(Address::repeat_byte(0xd1), 0, "tollgate-devnet"),
+            pay_to: Address::repeat_byte(0xd1),
+        }];
+        let mut peer = None;
+        if let Some(cmd) = &peer_cmd {
+            let proxy = NodeProxy::start(&anvil_url, options).await.unwrap();
+            let mut command = tokio::process::Command::new("sh");
+            command
+                .args(["-c", cmd])
+                .env("TOLLGATE_BENCH_RPC_URL", proxy.url())
+                .env(
+                    "TOLLGATE_BENCH_SIGNER_KEY",
+                    net.fixture.accounts[9].private_key.to_string(),
+                );
+            if let Some(server) = node::spawn_listening("the peer facilitator", command).await {
+                sides.push(NetSide {
+                    name: "peer",
+                    url: server.url.clone(),
+                    proxy,
+                    bodies: sign(Address::repeat_byte(0xd2), n, &peer_network),
+                    pay_to: Address::repeat_byte(0xd2),
+                });
+                peer = Some(server);
+            }
+        }
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()
+            .unwrap();
+        let mut verify_rates = Vec::new();
+        let mut settle_rates = Vec::new();
+        for side in &sides {
+            let before = side.proxy.calls();
+            let cpu = load::machine_cpu_seconds();
+            let (h, b, url) = (
+                http.clone(),
+                side.bodies.clone(),
+                format!("{}/verify", side.url),
+            );
+            let rate = drive(&format!("/verify {}", side.name), n, 16, move |i| {
+                post_json(h.clone(), url.clone(), b[i].clone(), "isValid")
+            })
+            .await;
+            print_net_phase(&side.proxy, &before, cpu, n, "verify");
+            verify_rates.push(rate);
+        }
+        for side in &sides {
+            let before = side.proxy.calls();
+            let cpu = load::machine_cpu_seconds();
+            let paid_before = net.fixture.token_balance(side.pay_to).await.unwrap();
+            let txs = Arc::new(std::sync::Mutex::new(Vec::new()));
+            let (h, b, url, t) = (
+                http.clone(),
+                side.bodies.clone(),
+                format!("{}/settle", side.url),
+                txs.clone(),
+            );
+            let rate = drive(&format!("/settle {}", side.name), n, 16, move |i| {
+                let (h, url, body, t) = (h.clone(), url.clone(), b[i].clone(), t.clone());
+                async move {
+                    let Ok(r) = h
+                        .post(&url)
+                        .header("content-type", "application/json")
+                        .body(body)
+                        .send()
+                        .await
+                    else {
+                        return false;
+                    };
+                    let Ok(v) = r.json::<serde_json::Value>().await else {
+                        return false;
+                    };
+                    let ok = v["success"] == true;
+                    if ok && let Some(tx) = v["transaction"].as_str() {
+                        t.lock().unwrap().push(tx.to_owned());
+                    }
+                    ok
+                }
+            })
+            .await;
+            print_net_phase(&side.proxy, &before, cpu, n, "settle");
+            settle_rates.push(rate);
+            // Gas per settled payment and the batches, from the receipts (read straight from
+            // anvil); the payee's balance says each settled payment moved once.
+            let answered = txs.lock().unwrap().clone();
+            let mut distinct: Vec<&String> = answered.iter().collect();
+            distinct.sort();
+            distinct.dedup();
+            let mut gas = 0u64;
+            for tx in &distinct {
+                let hash: B256 = tx.parse().unwrap();
+                if let Ok(Some(r)) = net.fixture.chain.receipt(hash).await {
+                    gas += r.gas_used;
+                }
+            }
+            let settled = answered.len();
+            let paid = net.fixture.token_balance(side.pay_to).await.unwrap() - paid_before;
+            let moved_once = paid == U256::from(settled as u64 * 10_000);
+            if settled > 0 {
+                println!(
+                    "    gas per settled payment: {} ({} transactions, {:.1} payments each); the payee got exactly the {settled} settled: {}",
+                    gas / settled as u64,
+                    distinct.len(),
+                    settled as f64 / distinct.len().max(1) as f64,
+                    if moved_once { "yes" } else { "NO" }
+                );
+            }
+            assert!(
+                moved_once,
+                "{}: the payee got {paid}, for {settled} settled payments",
+                side.name
+            );
+        }
+        if verify_rates.len() == 2 {
+            println!(
+                "  Tollgate / peer: /verify {:.2}x, /settle {:.2}x",
+                verify_rates[0] / verify_rates[1].max(1e-9),
+                settle_rates[0] / settle_rates[1].max(1e-9)
+            );
+        }
+        drop(peer);
+    }
+}
+
+/// What a phase of `x402-net` cost: the calls the side's proxy forwarded per request (by method)
+/// and refused, and the whole machine's CPU per request.
+fn print_net_phase(
+    proxy: &tollgate_testkit::node_proxy::NodeProxy,
+    before: &tollgate_testkit::node_proxy::Calls,
+    cpu_before: Option<f64>,
+    n: usize,
+    path: &str,
+) {
+    let calls = proxy.calls().since(before);
+    let per = |c: u64| c as f64 / n as f64;
+    let methods: Vec<String> = calls
+        .by_method
+        .iter()
+        .map(|(m, c)| format!("{m} {:.2}", per(*c)))
+        .collect();
+    println!(
+        "    RPC calls per /{path}: {:.2} ({}); refused (429): {:.2}",
+        per(calls.forwarded()),
+        methods.join(", "),
+        per(calls.refused)
+    );
+    if let (Some(a), Some(b)) = (cpu_before, load::machine_cpu_seconds()) {
+        println!(
+            "    whole-machine CPU per request: {:.0} µs",
+            (b - a) * 1e6 / n as f64
+        );
+    }
 }
 
 /// x402 V1 and V2 on one anvil, Tollgate's facilitator beside the V2 reference facilitator.

@@ -62,3 +62,22 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let system: u64 = fields.next()?.parse().ok()?;
     Some((user + system) as f64 / 100.0)
 }
+
+/// The CPU seconds the whole machine has spent busy (every core: user, nice, system, interrupts,
+/// steal; not idle or I/O wait), from `/proc/stat` (Linux; `None` elsewhere). In clock ticks of
+/// 1/100 s.
+pub fn machine_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal ...
+    let busy = [0, 1, 2, 5, 6, 7]
+        .iter()
+        .map(|&i| f.get(i).copied().unwrap_or(0))
+        .sum::<u64>();
+    Some(busy as f64 / 100.0)
+}

@@ -24,7 +24,7 @@
 //! `x402-net` puts the node across the network: each facilitator reaches anvil through a proxy
 //! of its own (`tollgate_testkit::node_proxy`) adding a round trip to every call, at 0, 20 and
 //! 80 ms (`TOLLGATE_BENCH_RTTS`, comma-separated), and at the last one again with a limit of
-//! `TOLLGATE_BENCH_RPC_LIMIT` calls per second (default 100) answered 429. For each: `/verify`
+//! `TOLLGATE_BENCH_RPC_LIMIT` calls per second (default 25) answered 429. For each: `/verify`
 //! and `/settle` of `TOLLGATE_BENCH_NET_N` payloads (default 2,000) at 16 clients, the calls the
 //! proxy forwarded per request (and refused), the whole machine's CPU per request (`/proc/stat`),
 //! and for `/settle` the gas per settled payment, the transactions' mean batch size and a check
@@ -441,7 +441,7 @@ async fn x402_net(n: usize) {
         .split(',')
         .filter_map(|v| v.trim().parse().ok())
         .collect();
-    let limit: u32 = support::size("TOLLGATE_BENCH_RPC_LIMIT", 100);
+    let limit: u32 = support::size("TOLLGATE_BENCH_RPC_LIMIT", 25);
     let mut configs: Vec<(u64, Option<u32>)> = rtts.iter().map(|&r| (r, None)).collect();
     if let Some(&last) = rtts.last() {
         configs.push((last, Some(limit)));
@@ -614,24 +614,40 @@ async fn x402_net(n: usize) {
             let moved_once = paid == U256::from(settled as u64 * 10_000);
             if settled > 0 {
                 println!(
-                    "    gas per settled payment: {} ({} transactions, {:.1} payments each); the payee got exactly the {settled} settled: {}",
+                    "    gas per settled payment: {} ({} transactions, {:.1} payments each)",
                     gas / settled as u64,
                     distinct.len(),
                     settled as f64 / distinct.len().max(1) as f64,
-                    if moved_once { "yes" } else { "NO" }
                 );
             }
+            let moved = paid / U256::from(10_000u64);
+            if moved_once {
+                println!("    the payee got exactly the {settled} payments answered settled");
+            } else {
+                println!(
+                    "    MONEY NOT AS ANSWERED: the payee got {moved} payments, {settled} were answered settled"
+                );
+            }
+            // Tollgate's own rule (SECURITY.md): a success only for a mined transfer, and every
+            // mined transfer answered. The peer's figure is reported, not asserted.
             assert!(
-                moved_once,
-                "{}: the payee got {paid}, for {settled} settled payments",
-                side.name
+                moved_once || side.name != "Tollgate",
+                "Tollgate: the payee got {paid}, for {settled} settled payments"
             );
         }
         if verify_rates.len() == 2 {
+            // Successful requests per second, side by side.
+            let ratio = |ours: f64, theirs: f64| {
+                if theirs > 0.0 {
+                    format!("{:.2}x", ours / theirs)
+                } else {
+                    "the peer served none".into()
+                }
+            };
             println!(
-                "  Tollgate / peer: /verify {:.2}x, /settle {:.2}x",
-                verify_rates[0] / verify_rates[1].max(1e-9),
-                settle_rates[0] / settle_rates[1].max(1e-9)
+                "  Tollgate / peer (successes/s): /verify {}, /settle {}",
+                ratio(verify_rates[0], verify_rates[1]),
+                ratio(settle_rates[0], settle_rates[1])
             );
         }
         drop(peer);

@@ -69,5 +69,25 @@ pub enum Error {
     Stopped,
 }
 
+impl Error {
+    /// The same error again, for the requests that waited on the one that met it (a reading
+    /// shared by several): a fee cap or a node's JSON-RPC error as itself, the rest as the
+    /// unavailability they are to those requests.
+    pub(crate) fn again(&self) -> Error {
+        match self {
+            Error::FeeCapExceeded { base_fee, cap } => Error::FeeCapExceeded {
+                base_fee: *base_fee,
+                cap: *cap,
+            },
+            Error::Rpc { code, message } => Error::Rpc {
+                code: *code,
+                message: message.clone(),
+            },
+            Error::Unavailable(m) => Error::Unavailable(m.clone()),
+            other => Error::Unavailable(other.to_string()),
+        }
+    }
+}
+
 /// Result alias for the chain layer.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -145,6 +145,9 @@ pub(crate) struct Network {
     /// Last chain timestamp seen and when, to keep "now" on the chain's clock without a round
     /// trip per request.
     clock: Mutex<(u64, Instant)>,
+    /// Held while the clock is read from the chain, with when it last was: the requests that
+    /// find it stale together wait for one reading instead of each asking.
+    clock_reading: tokio::sync::Mutex<Option<Instant>>,
 }
 
 impl fmt::Debug for Network {
@@ -159,19 +162,32 @@ impl Network {
     /// The current time on this network: the later of the wall clock and the chain's clock
     /// (devnets travel in time), refreshed from the chain at most once a second.
     pub(crate) async fn now(&self) -> u64 {
-        let (ts, at) = *self.clock.lock().unwrap_or_else(|e| e.into_inner());
-        let fresh = at.elapsed() < Duration::from_secs(1) && ts != 0;
-        let chain_ts = if fresh {
-            ts + at.elapsed().as_secs()
-        } else {
-            match self.chain.timestamp().await {
-                Ok(t) => {
-                    *self.clock.lock().unwrap_or_else(|e| e.into_inner()) = (t, Instant::now());
-                    t
-                }
-                Err(_) => ts + at.elapsed().as_secs(),
-            }
+        // The chain's time as last read, moved on by the wall clock since; whether that reading
+        // is fresh (under a second old).
+        let cached = || {
+            let (ts, at) = *self.clock.lock().unwrap_or_else(|e| e.into_inner());
+            (
+                ts + at.elapsed().as_secs(),
+                at.elapsed() < Duration::from_secs(1) && ts != 0,
+            )
         };
+        let (mut chain_ts, fresh) = cached();
+        if !fresh {
+            // One reading at a time: a request that waited for another's takes its result
+            // (or, when that reading failed, the time as last read).
+            let asked = Instant::now();
+            let mut last = self.clock_reading.lock().await;
+            let (ts, fresh) = cached();
+            if fresh || last.is_some_and(|at| at >= asked) {
+                chain_ts = ts;
+            } else {
+                if let Ok(t) = self.chain.timestamp().await {
+                    *self.clock.lock().unwrap_or_else(|e| e.into_inner()) = (t, Instant::now());
+                    chain_ts = t;
+                }
+                *last = Some(Instant::now());
+            }
+        }
         chain_ts.max(unix_now())
     }
 }
@@ -361,6 +377,7 @@ impl Facilitator {
                 batches,
                 simulations,
                 clock: Mutex::new((0, Instant::now())),
+                clock_reading: tokio::sync::Mutex::default(),
             };
             if map.insert(name.clone(), network).is_some() {
                 return Err(BuildError::DuplicateNetwork(name));

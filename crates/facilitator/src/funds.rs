@@ -67,6 +67,9 @@ struct Known {
 #[derive(Debug, Default)]
 pub(crate) struct Funds {
     known: Mutex<HashMap<(String, Address), Known>>,
+    /// Held while a relayer's balance is read: the requests that find its reading stale
+    /// together wait for one `eth_getBalance` instead of each asking.
+    reading: tokio::sync::Mutex<()>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -222,10 +225,22 @@ impl Facilitator {
         fresh: bool,
     ) -> tollgate_chain::Result<Known> {
         let key = (net.spec.name.clone(), relayer);
+        let current = || {
+            lock(&self.inner.funds.known)
+                .get(&key)
+                .copied()
+                .filter(|k| !fresh && k.read_at.elapsed() < FUNDS_TTL)
+        };
+        if let Some(k) = current() {
+            return Ok(k);
+        }
+        // One reading at a time (relayers are few, and a reading is one call): a request that
+        // waited for another's takes it.
+        let asked = Instant::now();
+        let _reading = self.inner.funds.reading.lock().await;
         let before = lock(&self.inner.funds.known).get(&key).copied();
         if let Some(k) = before
-            && !fresh
-            && k.read_at.elapsed() < FUNDS_TTL
+            && (k.read_at >= asked || current().is_some())
         {
             return Ok(k);
         }

@@ -118,6 +118,10 @@ pub struct RpcChain {
     checked: AtomicBool,
     nonces: Mutex<HashMap<Address, NonceSlot>>,
     fees: Mutex<Option<(Instant, Fees)>>,
+    /// Held while the fees are read from the node, so that the requests that find them stale
+    /// together wait for one reading instead of each asking (on a node 80 ms away, every send
+    /// of those 80 ms would). Holds when the last reading was tried, and its error if it failed.
+    fees_reading: tokio::sync::Mutex<Option<(Instant, Option<Error>)>>,
     /// Our transactions not yet seen mined, by the hash of each version sent.
     sent: Mutex<HashMap<B256, SentSlot>>,
     timestamps: Mutex<HashMap<B256, u64>>,
@@ -215,6 +219,7 @@ impl RpcChain {
             checked: AtomicBool::new(false),
             nonces: Mutex::default(),
             fees: Mutex::default(),
+            fees_reading: tokio::sync::Mutex::default(),
             sent: Mutex::default(),
             timestamps: Mutex::default(),
             calls: Mutex::default(),

@@ -170,11 +170,33 @@ impl RpcChain {
     /// [`RpcOptions::max_fee_per_gas`](super::RpcOptions) the offer never exceeds the cap, and
     /// a base fee above it is [`Error::FeeCapExceeded`]: nothing would be mined at that price.
     pub(super) async fn fees(&self) -> Result<Fees> {
-        if let Some((at, fees)) = *lock(&self.fees)
-            && at.elapsed() < FEE_TTL
-        {
+        let cached = || {
+            lock(&self.fees)
+                .filter(|(at, _)| at.elapsed() < FEE_TTL)
+                .map(|(_, fees)| fees)
+        };
+        if let Some(fees) = cached() {
             return Ok(fees);
         }
+        // One reading at a time: a request that waited for another's takes its answer.
+        let asked = Instant::now();
+        let mut reading = self.fees_reading.lock().await;
+        if let Some(fees) = cached() {
+            return Ok(fees);
+        }
+        // Tried and failed while this request waited: the same answer, without asking again.
+        if let Some((at, Some(error))) = &*reading
+            && *at >= asked
+        {
+            return Err(error.again());
+        }
+        let read = self.read_fees().await;
+        *reading = Some((Instant::now(), read.as_ref().err().map(Error::again)));
+        read
+    }
+
+    /// [`Self::fees`] read from the node, and cached.
+    async fn read_fees(&self) -> Result<Fees> {
         let history = self
             .request(
                 "eth_feeHistory",

@@ -563,10 +563,10 @@ async fn agent_pays_x402_express(backend: Backend, reference: bool) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_pays_x402_express_v2_through_tollgate_facilitator_on_devnet() {
-    agent_pays_x402_express(Backend::Devnet, false).await;
+    Box::pin(agent_pays_x402_express(Backend::Devnet, false)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_pays_x402_express_v2_through_reference_facilitator_on_anvil() {
-    agent_pays_x402_express(Backend::Anvil, true).await;
+    Box::pin(agent_pays_x402_express(Backend::Anvil, true)).await;
 }

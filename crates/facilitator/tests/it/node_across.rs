@@ -9,7 +9,10 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use alloy::primitives::{B256, U256};
 use serde_json::Value;
-use tollgate_chain::rpc::{RpcChain, RpcOptions};
+use tollgate_chain::{
+    Chain,
+    rpc::{RpcChain, RpcOptions},
+};
 use tollgate_testkit::{
     Fixture,
     node_proxy::{NodeProxy, ProxyOptions},
@@ -28,7 +31,7 @@ async fn across_80_ms_and_a_429_limit_each_x402_payment_settles_once_and_only_wh
         fixture.rpc_url().unwrap(),
         ProxyOptions {
             round_trip: Duration::from_millis(80),
-            calls_per_second: Some(25),
+            calls_per_second: Some(10),
         },
     )
     .await
@@ -109,4 +112,107 @@ async fn across_80_ms_and_a_429_limit_each_x402_payment_settles_once_and_only_wh
         assert_eq!(v["invalidReason"], "invalid_transaction_state");
     }
     assert_eq!(h.token_balance(pay_to).await - before, paid);
+}
+
+/// Requests that come together while the facilitator's cached readings are stale (the chain's
+/// clock, a relayer's balance, the fees) wait for one reading each instead of each asking the
+/// node: 80 ms away, every request of those 80 ms would ask, and a hosted node bills each call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_come_together_share_one_reading_of_the_clock_funds_and_fees() {
+    tollgate_chain::install_crypto_provider();
+    let fixture = Fixture::new(Backend::Anvil).await.expect("anvil");
+    let proxy = NodeProxy::start(
+        fixture.rpc_url().unwrap(),
+        ProxyOptions {
+            round_trip: Duration::from_millis(80),
+            calls_per_second: None,
+        },
+    )
+    .await
+    .unwrap();
+    let chain = RpcChain::connect(
+        proxy.url(),
+        tollgate_testkit::dev_wallet(&fixture.accounts[RELAYER..=RELAYER]).unwrap(),
+        RpcOptions {
+            chain_id: Some(fixture.chain.chain_id()),
+            ..RpcOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let chain = Arc::new(chain);
+    let h = Arc::new(Harness::assemble(fixture, chain.clone(), 1, None, |_| {}).await);
+    let pay_to = h.account(7).address;
+    let mut bodies = Vec::new();
+    for i in 0..16u8 {
+        bodies.push(
+            h.settle_body(
+                1 + usize::from(i % 6),
+                pay_to,
+                AMOUNT,
+                B256::repeat_byte(0x80 + i),
+            )
+            .await,
+        );
+    }
+    let together = async |path: &'static str, bodies: &Vec<Value>| {
+        let before = proxy.calls();
+        let mut tasks = tokio::task::JoinSet::new();
+        for body in bodies.clone() {
+            let h = Arc::clone(&h);
+            tasks.spawn(async move { h.post(path, &body).await });
+        }
+        while let Some(r) = tasks.join_next().await {
+            let (s, v) = r.unwrap();
+            assert_eq!(s, 200, "{path}: {v}");
+        }
+        proxy.calls().since(&before)
+    };
+    // The clock, stale after a second: sixteen verifications read it once.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let calls = together("/verify", &bodies).await;
+    assert_eq!(
+        calls.of("eth_getBlockByNumber"),
+        1,
+        "the clock: {}",
+        calls.summary()
+    );
+    // The relayer's balance (its reading stale) and the fees: sixteen settlements read each
+    // once.
+    tokio::time::sleep(tollgate_facilitator::funds::FUNDS_TTL + Duration::from_millis(100)).await;
+    let calls = together("/settle", &bodies).await;
+    assert_eq!(
+        calls.of("eth_getBalance"),
+        1,
+        "the funds: {}",
+        calls.summary()
+    );
+    assert!(
+        calls.of("eth_feeHistory") <= 2,
+        "the fees: {}",
+        calls.summary()
+    );
+    assert!(
+        calls.of("eth_getBlockByNumber") <= 2,
+        "the clock: {}",
+        calls.summary()
+    );
+    // The fees, stale after a second, asked for by sixteen sends at once: one `eth_feeHistory`.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let before = proxy.calls();
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..16 {
+        let chain = chain.clone();
+        tasks.spawn(async move { chain.max_fee_per_gas().await.unwrap() });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.unwrap();
+    }
+    let calls = proxy.calls().since(&before);
+    assert_eq!(
+        calls.of("eth_feeHistory"),
+        1,
+        "the fees: {}",
+        calls.summary()
+    );
 }

@@ -418,17 +418,8 @@ async fn a_node_answering_429_is_backed_off_and_every_payment_settles_once() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let _server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let chain = RpcChain::connect(
-        &url,
-        tollgate_testkit::dev_wallet(&fixture.accounts[RELAYER..=RELAYER]).unwrap(),
-        RpcOptions {
-            chain_id: Some(fixture.chain.chain_id()),
-            ..RpcOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    let h = Harness::assemble(fixture, Arc::new(chain), 2, None, |s| {
+    let chain = crate::support::relayer_chain_via(&fixture, &url).await;
+    let h = Harness::assemble(fixture, chain, 2, None, |s| {
         s.confirmation_timeout = Duration::from_secs(60);
     })
     .await;

@@ -9,44 +9,37 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use alloy::primitives::{B256, U256};
 use serde_json::Value;
-use tollgate_chain::{
-    Chain,
-    rpc::{RpcChain, RpcOptions},
-};
+use tollgate_chain::{Chain, rpc::RpcChain};
 use tollgate_testkit::{
     Fixture,
     node_proxy::{NodeProxy, ProxyOptions},
 };
 
-use crate::support::{Backend, Harness, RELAYER};
+use crate::support::{Backend, Harness, relayer_chain_via};
 
 const PAYMENTS: u8 = 8;
+
+/// A fresh anvil, a proxy in front of it with `options`, and the relayer's handle on the chain
+/// through the proxy.
+async fn behind_proxy(options: ProxyOptions) -> (Fixture, NodeProxy, Arc<RpcChain>) {
+    tollgate_chain::install_crypto_provider();
+    let fixture = Fixture::new(Backend::Anvil).await.expect("anvil");
+    let proxy = NodeProxy::start(fixture.rpc_url().unwrap(), options)
+        .await
+        .unwrap();
+    let chain = relayer_chain_via(&fixture, proxy.url()).await;
+    (fixture, proxy, chain)
+}
 const AMOUNT: u64 = 10_000;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn across_80_ms_and_a_429_limit_each_x402_payment_settles_once_and_only_when_mined() {
-    tollgate_chain::install_crypto_provider();
-    let fixture = Fixture::new(Backend::Anvil).await.expect("anvil");
-    let proxy = NodeProxy::start(
-        fixture.rpc_url().unwrap(),
-        ProxyOptions {
-            round_trip: Duration::from_millis(80),
-            calls_per_second: Some(10),
-        },
-    )
-    .await
-    .unwrap();
-    let chain = RpcChain::connect(
-        proxy.url(),
-        tollgate_testkit::dev_wallet(&fixture.accounts[RELAYER..=RELAYER]).unwrap(),
-        RpcOptions {
-            chain_id: Some(fixture.chain.chain_id()),
-            ..RpcOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    let h = Harness::assemble(fixture, Arc::new(chain), 2, None, |s| {
+    let (fixture, proxy, chain) = behind_proxy(ProxyOptions {
+        round_trip: Duration::from_millis(80),
+        calls_per_second: Some(10),
+    })
+    .await;
+    let h = Harness::assemble(fixture, chain, 2, None, |s| {
         s.confirmation_timeout = Duration::from_secs(90);
     })
     .await;
@@ -119,28 +112,11 @@ async fn across_80_ms_and_a_429_limit_each_x402_payment_settles_once_and_only_wh
 /// node: 80 ms away, every request of those 80 ms would ask, and a hosted node bills each call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_that_come_together_share_one_reading_of_the_clock_funds_and_fees() {
-    tollgate_chain::install_crypto_provider();
-    let fixture = Fixture::new(Backend::Anvil).await.expect("anvil");
-    let proxy = NodeProxy::start(
-        fixture.rpc_url().unwrap(),
-        ProxyOptions {
-            round_trip: Duration::from_millis(80),
-            calls_per_second: None,
-        },
-    )
-    .await
-    .unwrap();
-    let chain = RpcChain::connect(
-        proxy.url(),
-        tollgate_testkit::dev_wallet(&fixture.accounts[RELAYER..=RELAYER]).unwrap(),
-        RpcOptions {
-            chain_id: Some(fixture.chain.chain_id()),
-            ..RpcOptions::default()
-        },
-    )
-    .await
-    .unwrap();
-    let chain = Arc::new(chain);
+    let (fixture, proxy, chain) = behind_proxy(ProxyOptions {
+        round_trip: Duration::from_millis(80),
+        calls_per_second: None,
+    })
+    .await;
     let h = Arc::new(Harness::assemble(fixture, chain.clone(), 1, None, |_| {}).await);
     let pay_to = h.account(7).address;
     let mut bodies = Vec::new();

@@ -22,6 +22,22 @@ use tollgate_testkit::{
 /// The network name the tests use.
 pub const NETWORK: &str = DEVNET_NETWORK;
 
+/// The relayer's ([`RELAYER`]) handle on `fixture`'s chain through the node at `url` (a proxy in
+/// front of the fixture's own node), for [`Harness::assemble`].
+pub async fn relayer_chain_via(fixture: &Fixture, url: &str) -> Arc<tollgate_chain::rpc::RpcChain> {
+    let chain = tollgate_chain::rpc::RpcChain::connect(
+        url,
+        tollgate_testkit::dev_wallet(&fixture.accounts[RELAYER..=RELAYER]).unwrap(),
+        tollgate_chain::rpc::RpcOptions {
+            chain_id: Some(fixture.chain.chain_id()),
+            ..tollgate_chain::rpc::RpcOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    Arc::new(chain)
+}
+
 /// The shared [`TestNet`] (a chain, a facilitator on a real store serving [`NETWORK`]) with what
 /// the facilitator's tests add: payments for [`NETWORK`] and raw HTTP calls.
 pub struct Harness(TestNet);

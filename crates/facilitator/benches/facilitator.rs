@@ -137,18 +137,22 @@ where
 
 /// POSTs a JSON body; whether the answer's `key` is `true` (`isValid`, `success`).
 async fn post_json(http: reqwest::Client, url: String, body: String, key: &'static str) -> bool {
-    let Ok(r) = http
-        .post(&url)
+    post_answer(&http, &url, body)
+        .await
+        .is_some_and(|v| v[key] == true)
+}
+
+/// POSTs a JSON body; the JSON answer, if one came.
+async fn post_answer(http: &reqwest::Client, url: &str, body: String) -> Option<serde_json::Value> {
+    http.post(url)
         .header("content-type", "application/json")
         .body(body)
         .send()
         .await
-    else {
-        return false;
-    };
-    r.json::<serde_json::Value>()
+        .ok()?
+        .json()
         .await
-        .is_ok_and(|v| v[key] == true)
+        .ok()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -240,32 +244,10 @@ async fn x402(n: usize) {
         .start()
         .await
         .unwrap();
-    let d = net.fixture.deployment;
     let now = net.now().await;
     let pay_to = Address::repeat_byte(0xdd);
-    let requirements = serde_json::json!({
-        "scheme": "exact", "network": "tollgate-devnet", "maxAmountRequired": "10000",
-        "resource": "http://127.0.0.1/v1/quote", "description": "", "mimeType": "application/json",
-        "payTo": pay_to, "maxTimeoutSeconds": 600, "asset": d.token,
-        "extra": { "name": "USD Coin", "version": "2" }
-    });
     eprintln!("signing {n} x402 payloads (not timed)...");
-    let bodies: Vec<String> = (0..n)
-        .map(|i| {
-            let terms = ExactTerms {
-                pay_to,
-                amount: 10_000,
-                nonce: B256::from(U256::from(i as u64 + 1)),
-                valid_after: now - 600,
-                valid_before: now + 600,
-            };
-            let payload = net
-                .fixture
-                .sign_exact("tollgate-devnet", i % 5, &terms)
-                .unwrap();
-            serde_json::json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": requirements }).to_string()
-        })
-        .collect();
+    let bodies = x402_bodies(&net, now, pay_to, 0..n, now + 600, "tollgate-devnet");
     let bodies = Arc::new(bodies);
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(64)
@@ -423,6 +405,47 @@ fn print_rpc_calls(
     );
 }
 
+/// x402 V1 bodies (`/verify` and `/settle` take the same) paying 10,000 units of the token to
+/// `pay_to`, one per index in `range` (its nonce the index + 1), signed by the first five dev
+/// accounts in turn, valid from ten minutes before `now` until `valid_before`, under the network
+/// name `network` (not signed: a peer may name the chain otherwise).
+fn x402_bodies(
+    net: &TestNet,
+    now: u64,
+    pay_to: Address,
+    range: std::ops::Range<usize>,
+    valid_before: u64,
+    network: &str,
+) -> Vec<String> {
+    let requirements = serde_json::json!({
+        "scheme": "exact", "network": network, "maxAmountRequired": "10000",
+        "resource": "http://127.0.0.1/v1/quote", "description": "", "mimeType": "application/json",
+        "payTo": pay_to, "maxTimeoutSeconds": 600, "asset": net.fixture.deployment.token,
+        "extra": { "name": "USD Coin", "version": "2" }
+    });
+    range
+        .map(|i| {
+            let terms = ExactTerms {
+                pay_to,
+                amount: 10_000,
+                nonce: B256::from(U256::from(i as u64 + 1)),
+                valid_after: now - 600,
+                valid_before,
+            };
+            let payload = net
+                .fixture
+                .sign_exact("tollgate-devnet", i % 5, &terms)
+                .unwrap();
+            serde_json::json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": requirements })
+                .to_string()
+                .replace(
+                    "\"network\":\"tollgate-devnet\"",
+                    &format!("\"network\":\"{network}\""),
+                )
+        })
+        .collect()
+}
+
 /// One side of `x402-net`: a facilitator's URL, the proxy it reaches the node through, its
 /// payloads (verified, then settled), and its payee.
 struct NetSide {
@@ -477,37 +500,15 @@ async fn x402_net(n: usize) {
             .await
             .unwrap();
         let now = net.now().await;
-        let token = net.fixture.deployment.token;
-        let sign = |pay_to: Address, first: usize, network: &str| -> Arc<Vec<String>> {
-            let requirements = serde_json::json!({
-                "scheme": "exact", "network": network, "maxAmountRequired": "10000",
-                "resource": "http://127.0.0.1/v1/quote", "description": "", "mimeType": "application/json",
-                "payTo": pay_to, "maxTimeoutSeconds": 600, "asset": token,
-                "extra": { "name": "USD Coin", "version": "2" }
-            });
-            Arc::new(
-                (first..first + n)
-                    .map(|i| {
-                        let terms = ExactTerms {
-                            pay_to,
-                            amount: 10_000,
-                            nonce: B256::from(U256::from(i as u64 + 1)),
-                            valid_after: now - 600,
-                            valid_before: now + 3_600,
-                        };
-                        let payload = net
-                            .fixture
-                            .sign_exact("tollgate-devnet", i % 5, &terms)
-                            .unwrap();
-                        serde_json::json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": requirements })
-                            .to_string()
-                            .replace(
-                                "\"network\":\"tollgate-devnet\"",
-                                &format!("\"network\":\"{network}\""),
-                            )
-                    })
-                    .collect(),
-            )
+        let sign = |pay_to: Address, first: usize, network: &str| {
+            Arc::new(x402_bodies(
+                &net,
+                now,
+                pay_to,
+                first..first + n,
+                now + 3_600,
+                network,
+            ))
         };
         eprintln!("signing {} x402 payloads (not timed)...", 2 * n);
         let mut sides = vec![NetSide {
@@ -574,16 +575,7 @@ async fn x402_net(n: usize) {
             let rate = drive(&format!("/settle {}", side.name), n, 16, move |i| {
                 let (h, url, body, t) = (h.clone(), url.clone(), b[i].clone(), t.clone());
                 async move {
-                    let Ok(r) = h
-                        .post(&url)
-                        .header("content-type", "application/json")
-                        .body(body)
-                        .send()
-                        .await
-                    else {
-                        return false;
-                    };
-                    let Ok(v) = r.json::<serde_json::Value>().await else {
+                    let Some(v) = post_answer(&h, &url, body).await else {
                         return false;
                     };
                     let ok = v["success"] == true;

@@ -63,13 +63,17 @@ struct Known {
     low: bool,
 }
 
+/// A relayer on a network: (network name, relayer).
+type RelayerKey = (String, Address);
+
 /// What is known of every relayer's funds: per (network, relayer).
 #[derive(Debug, Default)]
 pub(crate) struct Funds {
-    known: Mutex<HashMap<(String, Address), Known>>,
-    /// Held while a relayer's balance is read: the requests that find its reading stale
-    /// together wait for one `eth_getBalance` instead of each asking.
-    reading: tokio::sync::Mutex<()>,
+    known: Mutex<HashMap<RelayerKey, Known>>,
+    /// Per (network, relayer), held while its balance is read: the requests that find its
+    /// reading stale together wait for one `eth_getBalance` instead of each asking (one lock
+    /// each, so a slow node of one network never holds up another's readings).
+    reading: Mutex<HashMap<RelayerKey, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -234,10 +238,14 @@ impl Facilitator {
         if let Some(k) = current() {
             return Ok(k);
         }
-        // One reading at a time (relayers are few, and a reading is one call): a request that
-        // waited for another's takes it.
+        // One reading at a time per relayer: a request that waited for another's takes it.
         let asked = Instant::now();
-        let _reading = self.inner.funds.reading.lock().await;
+        let gate = Arc::clone(
+            lock(&self.inner.funds.reading)
+                .entry(key.clone())
+                .or_default(),
+        );
+        let _reading = gate.lock().await;
         let before = lock(&self.inner.funds.known).get(&key).copied();
         if let Some(k) = before
             && (k.read_at >= asked || current().is_some())

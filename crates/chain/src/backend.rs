@@ -208,7 +208,8 @@ pub trait Chain: Send + Sync + fmt::Debug + 'static {
     async fn logs(&self, filter: &LogFilter) -> Result<Vec<ChainLog>>;
 
     /// Waits boundedly for a transaction to be mined with the requested depth. A timeout yields
-    /// [`Confirmation::Pending`], never an error.
+    /// [`Confirmation::Pending`], never an error; so does a node that fails every poll until
+    /// then (a failed poll says nothing of a transaction that was sent).
     async fn wait(&self, tx_hash: B256, opts: WaitOptions) -> Result<Confirmation>;
 
     /// Drops whatever next nonce of `account` the backend has cached, so that its next send

@@ -259,9 +259,10 @@ impl Chain for FailoverChain {
     }
 
     async fn wait(&self, tx_hash: B256, opts: WaitOptions) -> Result<Confirmation> {
-        // A node's own wait rides out its brief outages (it keeps polling), so a node that went
-        // down mid-wait would hold the whole wait: wait in slices, and between them ask the
-        // nodes for their head, which fails the dead one over.
+        // A node's own wait rides out its failures (it keeps polling through any error: a
+        // failed poll is no verdict on the transaction), so a node that went down mid-wait, or
+        // fails only its receipts, would hold the whole wait: wait in slices, and between them
+        // ask the nodes for the receipt, which fails such a node over.
         let deadline = Instant::now() + opts.timeout;
         loop {
             let slice = deadline
@@ -281,7 +282,7 @@ impl Chain for FailoverChain {
             if matches!(outcome, Confirmation::Confirmed(_)) || Instant::now() >= deadline {
                 return Ok(outcome);
             }
-            let _ = self.block_number().await;
+            let _ = self.receipt(tx_hash).await;
         }
     }
 

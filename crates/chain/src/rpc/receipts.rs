@@ -43,15 +43,25 @@ impl RpcChain {
             let cap = self.poll_cap();
             let mut delay = Duration::from_millis(2).min(cap);
             let mut first = true;
+            let mut failed_polls = 0u32;
             loop {
                 match self.confirmed(tx_hash, opts.confirmations).await {
-                    Ok(Some(receipt)) => return Ok(receipt),
+                    Ok(Some(receipt)) => return receipt,
                     Ok(None) => {}
-                    // A node that is briefly unreachable is not a failed wait: keep polling.
-                    Err(Error::Unavailable(e)) => {
-                        tracing::debug!(%tx_hash, error = %e, "receipt poll failed")
+                    // A poll the node could not answer (unreachable, or any error of its own,
+                    // such as an internal error on `eth_getTransactionReceipt`) says nothing of
+                    // the transaction, which was sent and may be mined meanwhile: keep polling
+                    // to the timeout, then answer `Pending` (which the caller records and a
+                    // later look resolves), never an error (which would report money that moved
+                    // as not moved).
+                    Err(e) => {
+                        failed_polls += 1;
+                        if failed_polls == 1 {
+                            tracing::warn!(%tx_hash, error = %e, "receipt poll failed; still waiting");
+                        } else {
+                            tracing::debug!(%tx_hash, error = %e, failed_polls, "receipt poll failed");
+                        }
                     }
-                    Err(e) => return Err(e),
                 }
                 // Priced out by a base-fee rise while waiting: sent again at a higher fee.
                 self.reprice_if_priced_out(tx_hash, self.reprice_patience())
@@ -72,13 +82,12 @@ impl RpcChain {
             }
         };
         let outcome = tokio::time::timeout(opts.timeout, poll).await;
-        if let Ok(Ok(_)) = outcome {
+        if outcome.is_ok() {
             self.note_wait(opts.confirmations, started.elapsed());
             self.forget_sent(tx_hash);
         }
         match outcome {
-            Ok(Ok(receipt)) => Ok(Confirmation::Confirmed(receipt)),
-            Ok(Err(e)) => Err(e),
+            Ok(receipt) => Ok(Confirmation::Confirmed(receipt)),
             Err(_) => {
                 // Perhaps the node dropped it: then the cached next nonce would leave a gap that
                 // stalls every later transaction of the sender. Read nonces afresh (the node's

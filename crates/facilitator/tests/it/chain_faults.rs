@@ -33,6 +33,8 @@ enum Mode {
     Down,
     /// Answer a JSON-RPC internal error.
     Errors,
+    /// Answer a JSON-RPC internal error to this method only, forward the rest.
+    ErrorsOn(&'static str),
     /// Forward it after this delay.
     Slow(Duration),
     /// Swallow `eth_sendRawTransaction` (answer the hash, forward nothing), forward the rest.
@@ -86,9 +88,16 @@ impl FaultyRpc {
 async fn relay(State(p): State<Proxy>, body: Bytes) -> Response {
     let mode = *p.mode.lock().unwrap();
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let erroring = |method: &str| {
+        request["method"] == method
+            || request
+                .as_array()
+                .is_some_and(|batch| batch.iter().any(|r| r["method"] == method))
+    };
     match mode {
         Mode::Down => return (StatusCode::SERVICE_UNAVAILABLE, "node down").into_response(),
-        Mode::Errors => {
+        Mode::ErrorsOn(method) if !erroring(method) => {}
+        Mode::Errors | Mode::ErrorsOn(_) => {
             let error = |r: &Value| {
                 json!({ "jsonrpc": "2.0", "id": r["id"],
                         "error": { "code": -32603, "message": "internal error" } })
@@ -252,6 +261,9 @@ async fn a_node_down_or_erroring_fails_over_to_the_next_and_nothing_is_lost() {
     let cases = [
         (Mode::Down, Mode::Pass),
         (Mode::Errors, Mode::Pass),
+        // Erroring only on receipts, after the settlement went out through it: the wait goes
+        // on against the fallback.
+        (Mode::ErrorsOn("eth_getTransactionReceipt"), Mode::Pass),
         (Mode::Pass, Mode::Down),
         (Mode::Pass, Mode::Pass),
     ];
@@ -273,8 +285,8 @@ async fn a_node_down_or_erroring_fails_over_to_the_next_and_nothing_is_lost() {
         let (ready, r) = h.get("/readyz").await;
         assert_eq!(ready, 200, "primary {a:?}, fallback {b:?}: {r}");
     }
-    assert_eq!(payee_balance(&h).await, U256::from(4 * 499_000));
-    assert_eq!(settlements_on_chain(&h).await, 4);
+    assert_eq!(payee_balance(&h).await, U256::from(5 * 499_000));
+    assert_eq!(settlements_on_chain(&h).await, 5);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,6 +337,40 @@ async fn a_slow_node_answers_pending_and_the_payment_finishes_by_itself() {
     let proof = settled(&h, &status_url).await;
     assert!(proof["proof"].is_string());
     assert_eq!(payee_balance(&h).await, U256::from(499_000));
+    assert_eq!(settlements_on_chain(&h).await, 1);
+}
+
+/// The node takes the settlement, mines it, then answers every receipt read with an internal
+/// error: a wait that cannot read the receipt is no verdict on the transaction. `/authorize`
+/// answers 202 pending and x402 `/settle` `invalid_transaction_state` naming the transaction
+/// (never a failure, which would tell the payer that money that moved did not); once the node
+/// answers receipts again, each payment is proven once, a retry answered from the chain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_erroring_on_receipts_after_the_send_answers_pending_and_each_settles_once() {
+    let (h, rpc) = faulty(1, Duration::from_secs(2)).await;
+    let pay_to = Address::repeat_byte(0x44);
+    let body = payment(&h, 6).await;
+    let x402 = h
+        .settle_body(3, pay_to, 500_000, B256::repeat_byte(0x66))
+        .await;
+    rpc.set(Mode::ErrorsOn("eth_getTransactionReceipt"));
+    let (status, v) = authorize(&h, &body).await;
+    assert_eq!(status, 202, "pending, not failed: {v}");
+    assert_eq!(v["status"], "pending", "{v}");
+    let status_url = v["statusUrl"].as_str().unwrap().to_owned();
+    let (_, a) = h.post("/settle", &x402).await;
+    assert_eq!(a["success"], false, "{a}");
+    assert_eq!(a["errorReason"], "invalid_transaction_state", "{a}");
+    let tx: B256 = a["transaction"].as_str().unwrap().parse().unwrap();
+    // Both moved meanwhile.
+    assert_eq!(payee_balance(&h).await, U256::from(499_000 + 500_000));
+    rpc.set(Mode::Pass);
+    let proof = settled(&h, &status_url).await;
+    assert!(proof["proof"].is_string(), "{proof}");
+    let (_, again) = h.post("/settle", &x402).await;
+    assert_eq!(again["success"], true, "{again}");
+    assert_eq!(again["transaction"], tx.to_string(), "{again}");
+    assert_eq!(payee_balance(&h).await, U256::from(499_000 + 500_000));
     assert_eq!(settlements_on_chain(&h).await, 1);
 }
 

@@ -3,7 +3,9 @@
 # test suite sets it). `napi build` always passes `--target <triple>`, and cargo builds an
 # explicit target into target/<triple>/ from scratch: minutes of dependencies that the workspace
 # build already compiled into target/<profile>/. For the host triple this drops `--target`, so
-# the addon builds beside everything else, then links it where napi looks for it.
+# the addon builds beside everything else, then links it where napi looks for it. It builds with
+# the workspace's feature set (`--workspace --all-targets`, what the test suite builds): the addon
+# alone resolves other features for ~250 shared dependencies and compiled them all again.
 set -euo pipefail
 host="$(rustc -vV | sed -n 's/^host: //p')"
 args=()
@@ -19,6 +21,9 @@ while (($#)); do
   args+=("$1")
   shift
 done
+if [[ "${args[0]:-}" == "build" ]]; then
+  args+=(--workspace --all-targets)
+fi
 cargo "${args[@]}"
 [[ -n "$triple" && "${args[0]:-}" == "build" ]] || exit 0
 target="$(cargo metadata --format-version 1 --no-deps | node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0)).target_directory)')"

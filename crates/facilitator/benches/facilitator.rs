@@ -8,6 +8,8 @@
 //! cargo bench -p tollgate-facilitator --bench facilitator -- authorize-pg    # /authorize, PostgreSQL
 //! cargo bench -p tollgate-facilitator --bench facilitator -- x402            # /verify and /settle on anvil
 //! cargo bench -p tollgate-facilitator --bench facilitator -- x402v2          # V2, beside the reference facilitator
+//! cargo bench -p tollgate-facilitator --bench facilitator -- x402-net        # the node 0/20/80 ms away
+//! cargo bench -p tollgate-facilitator --bench facilitator -- x402-batches    # gas and RPC calls at batch sizes
 //! ```
 //!
 //! `x402` with `TOLLGATE_BENCH_PEER_CMD` set also runs another x402 V1 facilitator's `/verify` on
@@ -30,6 +32,10 @@
 //! and for `/settle` the gas per settled payment, the transactions' mean batch size and a check
 //! that the payee got exactly what was settled. With `TOLLGATE_BENCH_PEER_CMD` (as for `x402`)
 //! the peer facilitator runs the same phases behind a proxy of its own, on the same anvil.
+//!
+//! `x402-batches` prints the operator's two bills per settled payment, gas and RPC calls, at the
+//! batch sizes that 1, 8 and 32 clients make (`TOLLGATE_BENCH_BATCH_CLIENTS`), with the node 20 ms
+//! away (`TOLLGATE_BENCH_BATCH_RTT`), `TOLLGATE_BENCH_BATCH_N` payments each (default 512).
 //!
 //! `x402v2` runs x402 V1 and V2 `/verify` and `/settle` against one anvil, then the same V2 bodies
 //! against the V2 reference facilitator (`tests/interop/x402v2-facilitator.mjs`: `@x402/core` +
@@ -81,6 +87,9 @@ fn main() {
     }
     if want("x402-net") {
         rt.block_on(x402_net(support::size("TOLLGATE_BENCH_NET_N", 2_000)));
+    }
+    if want("x402-batches") {
+        rt.block_on(x402_batches());
     }
     if want("x402v2") {
         let reference_n = support::size("TOLLGATE_BENCH_REFERENCE_N", 600);
@@ -562,70 +571,7 @@ async fn x402_net(n: usize) {
             verify_rates.push(rate);
         }
         for side in &sides {
-            let before = side.proxy.calls();
-            let cpu = load::machine_cpu_seconds();
-            let paid_before = net.fixture.token_balance(side.pay_to).await.unwrap();
-            let txs = Arc::new(std::sync::Mutex::new(Vec::new()));
-            let (h, b, url, t) = (
-                http.clone(),
-                side.bodies.clone(),
-                format!("{}/settle", side.url),
-                txs.clone(),
-            );
-            let rate = drive(&format!("/settle {}", side.name), n, 16, move |i| {
-                let (h, url, body, t) = (h.clone(), url.clone(), b[i].clone(), t.clone());
-                async move {
-                    let Some(v) = post_answer(&h, &url, body).await else {
-                        return false;
-                    };
-                    let ok = v["success"] == true;
-                    if ok && let Some(tx) = v["transaction"].as_str() {
-                        t.lock().unwrap().push(tx.to_owned());
-                    }
-                    ok
-                }
-            })
-            .await;
-            print_net_phase(&side.proxy, &before, cpu, n, "settle");
-            settle_rates.push(rate);
-            // Gas per settled payment and the batches, from the receipts (read straight from
-            // anvil); the payee's balance says each settled payment moved once.
-            let answered = txs.lock().unwrap().clone();
-            let mut distinct: Vec<&String> = answered.iter().collect();
-            distinct.sort();
-            distinct.dedup();
-            let mut gas = 0u64;
-            for tx in &distinct {
-                let hash: B256 = tx.parse().unwrap();
-                if let Ok(Some(r)) = net.fixture.chain.receipt(hash).await {
-                    gas += r.gas_used;
-                }
-            }
-            let settled = answered.len();
-            let paid = net.fixture.token_balance(side.pay_to).await.unwrap() - paid_before;
-            let moved_once = paid == U256::from(settled as u64 * 10_000);
-            if settled > 0 {
-                println!(
-                    "    gas per settled payment: {} ({} transactions, {:.1} payments each)",
-                    gas / settled as u64,
-                    distinct.len(),
-                    settled as f64 / distinct.len().max(1) as f64,
-                );
-            }
-            let moved = paid / U256::from(10_000u64);
-            if moved_once {
-                println!("    the payee got exactly the {settled} payments answered settled");
-            } else {
-                println!(
-                    "    MONEY NOT AS ANSWERED: the payee got {moved} payments, {settled} were answered settled"
-                );
-            }
-            // Tollgate's own rule (SECURITY.md): a success only for a mined transfer, and every
-            // mined transfer answered. The peer's figure is reported, not asserted.
-            assert!(
-                moved_once || side.name != "Tollgate",
-                "Tollgate: the payee got {paid}, for {settled} settled payments"
-            );
+            settle_rates.push(settle_net_phase(&net, side, &http, n, 16).await);
         }
         if verify_rates.len() == 2 {
             // Successful requests per second, side by side.
@@ -673,6 +619,156 @@ fn print_net_phase(
             "    whole-machine CPU per request: {:.0} µs",
             (b - a) * 1e6 / n as f64
         );
+    }
+}
+
+/// `/settle` of `side`'s `n` payloads at `c` clients through its proxy: the phase's figures
+/// ([`print_net_phase`]), the gas per settled payment and the batches the payments went in (from
+/// the receipts, read straight from anvil), and whether the payee got exactly what was answered
+/// settled (asserted for Tollgate, reported for a peer). The rate of successes.
+async fn settle_net_phase(
+    net: &TestNet,
+    side: &NetSide,
+    http: &reqwest::Client,
+    n: usize,
+    c: usize,
+) -> f64 {
+    let before = side.proxy.calls();
+    let cpu = load::machine_cpu_seconds();
+    let paid_before = net.fixture.token_balance(side.pay_to).await.unwrap();
+    let txs = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (h, b, url, t) = (
+        http.clone(),
+        side.bodies.clone(),
+        format!("{}/settle", side.url),
+        txs.clone(),
+    );
+    let rate = drive(&format!("/settle {}", side.name), n, c, move |i| {
+        let (h, url, body, t) = (h.clone(), url.clone(), b[i].clone(), t.clone());
+        async move {
+            let Some(v) = post_answer(&h, &url, body).await else {
+                return false;
+            };
+            let ok = v["success"] == true;
+            if ok && let Some(tx) = v["transaction"].as_str() {
+                t.lock().unwrap().push(tx.to_owned());
+            }
+            ok
+        }
+    })
+    .await;
+    print_net_phase(&side.proxy, &before, cpu, n, "settle");
+    let answered = txs.lock().unwrap().clone();
+    // Payments answered per transaction, and each transaction's gas.
+    let mut per_tx: std::collections::BTreeMap<&String, usize> = Default::default();
+    for tx in &answered {
+        *per_tx.entry(tx).or_default() += 1;
+    }
+    let mut gas = 0u64;
+    // Payments by the size of the batch they went in: 1, 2–8, 9–31, 32.
+    let mut by_size = [0usize; 4];
+    for (tx, count) in &per_tx {
+        let hash: B256 = tx.parse().unwrap();
+        if let Ok(Some(r)) = net.fixture.chain.receipt(hash).await {
+            gas += r.gas_used;
+        }
+        by_size[match count {
+            1 => 0,
+            2..=8 => 1,
+            9..=31 => 2,
+            _ => 3,
+        }] += count;
+    }
+    let settled = answered.len();
+    let paid = net.fixture.token_balance(side.pay_to).await.unwrap() - paid_before;
+    let moved_once = paid == U256::from(settled as u64 * 10_000);
+    if settled > 0 {
+        println!(
+            "    gas per settled payment: {} ({} transactions, {:.1} payments each; payments in \
+             batches of 1: {}, 2-8: {}, 9-31: {}, 32: {})",
+            gas / settled as u64,
+            per_tx.len(),
+            settled as f64 / per_tx.len().max(1) as f64,
+            by_size[0],
+            by_size[1],
+            by_size[2],
+            by_size[3],
+        );
+    }
+    let moved = paid / U256::from(10_000u64);
+    if moved_once {
+        println!("    the payee got exactly the {settled} payments answered settled");
+    } else {
+        println!(
+            "    MONEY NOT AS ANSWERED: the payee got {moved} payments, {settled} were answered settled"
+        );
+    }
+    // Tollgate's own rule (SECURITY.md): a success only for a mined transfer, and every mined
+    // transfer answered. The peer's figure is reported, not asserted.
+    assert!(
+        moved_once || side.name != "Tollgate",
+        "Tollgate: the payee got {paid}, for {settled} settled payments"
+    );
+    rate
+}
+
+/// `x402-batches`: the operator's two bills side by side, gas and RPC calls per settled payment,
+/// at the batch sizes that 1, 8 and 32 clients (`TOLLGATE_BENCH_BATCH_CLIENTS`) make with the
+/// node `TOLLGATE_BENCH_BATCH_RTT` ms away (default 20), `TOLLGATE_BENCH_BATCH_N` payments each
+/// (default 512), each on an anvil of its own.
+async fn x402_batches() {
+    use tollgate_testkit::node_proxy::{NodeProxy, ProxyOptions};
+    let clients: Vec<usize> = std::env::var("TOLLGATE_BENCH_BATCH_CLIENTS")
+        .unwrap_or_else(|_| "1,8,32".into())
+        .split(',')
+        .filter_map(|v| v.trim().parse().ok())
+        .collect();
+    let rtt: u64 = support::size("TOLLGATE_BENCH_BATCH_RTT", 20);
+    let n: usize = support::size("TOLLGATE_BENCH_BATCH_N", 512);
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(64)
+        .build()
+        .unwrap();
+    for c in clients {
+        println!("\nx402 settlement batches: {c} clients, node {rtt} ms away");
+        let fixture = tollgate_testkit::Fixture::new(Backend::Anvil)
+            .await
+            .unwrap();
+        let anvil_url = fixture.rpc_url().expect("anvil URL").to_owned();
+        let options = ProxyOptions {
+            round_trip: Duration::from_millis(rtt),
+            calls_per_second: None,
+        };
+        let proxy = NodeProxy::start(&anvil_url, options).await.unwrap();
+        let rpc =
+            tollgate_testkit::connect(proxy.url(), fixture.chain.chain_id(), &fixture.accounts)
+                .await
+                .unwrap();
+        let net = TestNet::builder()
+            .fixture(fixture)
+            .chain(Arc::new(rpc))
+            .relayers(5..9)
+            .settings(|s| s.confirmation_timeout = Duration::from_secs(120))
+            .start()
+            .await
+            .unwrap();
+        let now = net.now().await;
+        let pay_to = Address::repeat_byte(0xd3);
+        let side = NetSide {
+            name: "Tollgate",
+            url: net.url.clone(),
+            proxy,
+            bodies: Arc::new(x402_bodies(
+                &net,
+                now,
+                pay_to,
+                0..n,
+                now + 3_600,
+                "tollgate-devnet",
+            )),
+            pay_to,
+        };
+        settle_net_phase(&net, &side, &http, n, c).await;
     }
 }
 

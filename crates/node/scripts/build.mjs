@@ -46,6 +46,8 @@ console.error(`building the native addon (${release ? "release" : "debug"})...`)
 const started = Date.now();
 const env = { ...process.env };
 if (process.env.TOLLGATE_NODE_SHARED_TARGET === "1") env.CARGO = join(here, "cargo-host.sh");
-const run = spawnSync(process.execPath, args, { cwd: crate, stdio: "inherit", env });
+// napi's own output goes to stderr: `npm pack --json` runs this (prepack), and its stdout must be
+// npm's JSON alone (a line of napi's there once broke the pack test's parse).
+const run = spawnSync(process.execPath, args, { cwd: crate, stdio: ["inherit", 2, "inherit"], env });
 if (run.status !== 0) process.exit(run.status ?? 1);
 console.error(`built native/ in ${((Date.now() - started) / 1000).toFixed(1)} s`);

@@ -58,7 +58,13 @@ test("npm pack, install into an empty folder, the README's examples: 402 then 20
   });
   assert.equal(packed.code, 0, packed.stderr);
   const tarball = join(packDir, readdirSync(packDir).find((f) => f.endsWith(".tgz")));
-  const files = JSON.parse(packed.stdout)[0].files.map((f) => f.path);
+  let manifest;
+  try {
+    manifest = JSON.parse(packed.stdout);
+  } catch (e) {
+    assert.fail(`npm pack --json printed more than its JSON (${e.message}):\n${packed.stdout.slice(0, 3000)}`);
+  }
+  const files = manifest[0].files.map((f) => f.path);
   for (const f of ["index.js", "index.d.ts", "hono.js", "hono.d.ts", "native/binding.js", "native/binding.d.ts"]) {
     assert.ok(files.includes(f), `${f} in the tarball: ${files}`);
   }

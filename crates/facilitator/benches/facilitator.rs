@@ -465,6 +465,32 @@ struct NetSide {
     pay_to: Address,
 }
 
+/// A Tollgate facilitator (relayers 5–8) on a fresh anvil that it reaches through a node proxy
+/// of its own with `options`: (the facilitator, its proxy, anvil's own URL).
+async fn behind_proxy(
+    options: tollgate_testkit::node_proxy::ProxyOptions,
+) -> (TestNet, tollgate_testkit::node_proxy::NodeProxy, String) {
+    let fixture = tollgate_testkit::Fixture::new(Backend::Anvil)
+        .await
+        .unwrap();
+    let anvil_url = fixture.rpc_url().expect("anvil URL").to_owned();
+    let proxy = tollgate_testkit::node_proxy::NodeProxy::start(&anvil_url, options)
+        .await
+        .unwrap();
+    let rpc = tollgate_testkit::connect(proxy.url(), fixture.chain.chain_id(), &fixture.accounts)
+        .await
+        .unwrap();
+    let net = TestNet::builder()
+        .fixture(fixture)
+        .chain(Arc::new(rpc))
+        .relayers(5..9)
+        .settings(|s| s.confirmation_timeout = Duration::from_secs(120))
+        .start()
+        .await
+        .unwrap();
+    (net, proxy, anvil_url)
+}
+
 /// `x402-net`: Tollgate (and the peer, when given) with the node across the network.
 async fn x402_net(n: usize) {
     use tollgate_testkit::node_proxy::{NodeProxy, ProxyOptions};
@@ -488,26 +514,7 @@ async fn x402_net(n: usize) {
         };
         let limit_label = limit.map_or(String::new(), |l| format!(", {l} calls/s then 429"));
         println!("\nnode across the network: {rtt} ms round trip{limit_label}");
-        let fixture = tollgate_testkit::Fixture::new(Backend::Anvil)
-            .await
-            .unwrap();
-        let anvil_url = fixture.rpc_url().expect("anvil URL").to_owned();
-        let ours_proxy = NodeProxy::start(&anvil_url, options).await.unwrap();
-        let rpc = tollgate_testkit::connect(
-            ours_proxy.url(),
-            fixture.chain.chain_id(),
-            &fixture.accounts,
-        )
-        .await
-        .unwrap();
-        let net = TestNet::builder()
-            .fixture(fixture)
-            .chain(Arc::new(rpc))
-            .relayers(5..9)
-            .settings(|s| s.confirmation_timeout = Duration::from_secs(120))
-            .start()
-            .await
-            .unwrap();
+        let (net, ours_proxy, anvil_url) = behind_proxy(options).await;
         let now = net.now().await;
         let sign = |pay_to: Address, first: usize, network: &str| {
             Arc::new(x402_bodies(
@@ -717,7 +724,7 @@ async fn settle_net_phase(
 /// node `TOLLGATE_BENCH_BATCH_RTT` ms away (default 20), `TOLLGATE_BENCH_BATCH_N` payments each
 /// (default 512), each on an anvil of its own.
 async fn x402_batches() {
-    use tollgate_testkit::node_proxy::{NodeProxy, ProxyOptions};
+    use tollgate_testkit::node_proxy::ProxyOptions;
     let clients: Vec<usize> = std::env::var("TOLLGATE_BENCH_BATCH_CLIENTS")
         .unwrap_or_else(|_| "1,8,32".into())
         .split(',')
@@ -731,27 +738,11 @@ async fn x402_batches() {
         .unwrap();
     for c in clients {
         println!("\nx402 settlement batches: {c} clients, node {rtt} ms away");
-        let fixture = tollgate_testkit::Fixture::new(Backend::Anvil)
-            .await
-            .unwrap();
-        let anvil_url = fixture.rpc_url().expect("anvil URL").to_owned();
         let options = ProxyOptions {
             round_trip: Duration::from_millis(rtt),
             calls_per_second: None,
         };
-        let proxy = NodeProxy::start(&anvil_url, options).await.unwrap();
-        let rpc =
-            tollgate_testkit::connect(proxy.url(), fixture.chain.chain_id(), &fixture.accounts)
-                .await
-                .unwrap();
-        let net = TestNet::builder()
-            .fixture(fixture)
-            .chain(Arc::new(rpc))
-            .relayers(5..9)
-            .settings(|s| s.confirmation_timeout = Duration::from_secs(120))
-            .start()
-            .await
-            .unwrap();
+        let (net, proxy, _) = behind_proxy(options).await;
         let now = net.now().await;
         let pay_to = Address::repeat_byte(0xd3);
         let side = NetSide {

@@ -180,7 +180,7 @@ impl NewRow {
 }
 
 /// A settlement row as the database returns it.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub(crate) struct SettlementRow {
     key: String,
     kind: String,
@@ -205,6 +205,43 @@ pub(crate) struct SettlementRow {
     updated_at: i64,
     resource: Option<String>,
     claim_hash: Option<String>,
+}
+
+// What `#[derive(sqlx::FromRow)]` writes, by hand: the derive is `sqlx`'s `macros`, which compiled
+// both drivers a second time for the macro's own use.
+impl<'r, R: sqlx::Row> sqlx::FromRow<'r, R> for SettlementRow
+where
+    &'r str: sqlx::ColumnIndex<R>,
+    String: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+    i64: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            key: row.try_get("key")?,
+            kind: row.try_get("kind")?,
+            request_hash: row.try_get("request_hash")?,
+            network: row.try_get("network")?,
+            chain_id: row.try_get("chain_id")?,
+            token: row.try_get("token")?,
+            payer: row.try_get("payer")?,
+            pay_to: row.try_get("pay_to")?,
+            amount: row.try_get("amount")?,
+            fee: row.try_get("fee")?,
+            memo: row.try_get("memo")?,
+            nonce: row.try_get("nonce")?,
+            valid_before: row.try_get("valid_before")?,
+            request: row.try_get("request")?,
+            status: row.try_get("status")?,
+            tx_hash: row.try_get("tx_hash")?,
+            block: row.try_get("block")?,
+            proof: row.try_get("proof")?,
+            error: row.try_get("error")?,
+            created_at: row.try_get("created_at")?,
+            updated_at: row.try_get("updated_at")?,
+            resource: row.try_get("resource")?,
+            claim_hash: row.try_get("claim_hash")?,
+        })
+    }
 }
 
 impl SettlementRow {

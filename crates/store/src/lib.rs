@@ -26,6 +26,7 @@ mod error;
 mod group;
 mod leases;
 mod metering;
+mod migrations;
 mod postgres;
 mod providers;
 mod relays;

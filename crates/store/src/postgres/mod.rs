@@ -25,10 +25,8 @@ use crate::{
     DeductOutcome, Deduction, Relay, RelayBounds, RelayOutcome, StoreError, StoreResult,
     backend::{Backend, BoxFuture},
     group::{self, Merge, Writer},
-    metering, relays,
+    metering, migrations, relays,
 };
-
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/postgres");
 
 /// Most connections per pool (per replica).
 const MAX_CONNECTIONS: u32 = 16;
@@ -92,7 +90,7 @@ impl Backend for PostgresStore {
     type Reader = PoolConnection<sqlx::Postgres>;
 
     async fn run_migrations(&self) -> StoreResult<()> {
-        MIGRATOR.run(&self.pool).await?;
+        migrations::POSTGRES_MIGRATOR.run(&self.pool).await?;
         Ok(())
     }
 

@@ -29,10 +29,8 @@ use crate::{
     DeductOutcome, Deduction, Relay, RelayBounds, RelayOutcome, StoreError, StoreResult,
     backend::{Backend, BoxFuture},
     group::{self, Merge, Writer},
-    metering, relays,
+    metering, migrations, relays,
 };
-
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// When SQLite forces a commit to disk (`PRAGMA synchronous`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -188,7 +186,7 @@ impl Backend for SqliteStore {
     type Reader = PoolConnection<sqlx::Sqlite>;
 
     async fn run_migrations(&self) -> StoreResult<()> {
-        MIGRATOR.run(&self.writer).await?;
+        migrations::SQLITE_MIGRATOR.run(&self.writer).await?;
         Ok(())
     }
 

@@ -2,9 +2,10 @@
 //!
 //! - `verify_payment_proof` per second (EIP-712 recovery against the cached signers, terms, memo
 //!   MAC, once-only insert into the memo store), single task, and at 64 tasks with the
-//!   process's CPU per verification, beside its floor on this machine (the proof's digest and
-//!   signer recovery alone, on one core), with libsecp256k1 (shipped) and k256 timed side by
-//!   side;
+//!   process's CPU per verification (on the SQLite file store, and on the in-memory store: the
+//!   same hand-offs without the durable write), beside its floor on this machine (the proof's
+//!   digest and signer recovery alone, on one core), with libsecp256k1 (shipped) and k256 timed
+//!   side by side;
 //! - the gate's added cost per paid request: the same axum app with and without `payment_gate`,
 //!   driven in process with `tower::ServiceExt::oneshot`, each gated request carrying a fresh
 //!   valid proof; reported as a ratio and as microseconds per request, and at 64 concurrent
@@ -145,40 +146,26 @@ async fn run(n: usize) {
         );
     }
     let batch = Arc::new(proofs(n));
-    let t = Instant::now();
-    let cpu = cpu_seconds();
-    let mut tasks = Vec::new();
-    for w in 0..64 {
-        let (g, batch) = (gate.clone(), batch.clone());
-        tasks.push(tokio::spawn(async move {
-            let expected = Expected {
-                method: "GET",
-                resource: "/v1/quote",
-                price: Amount::from_units(PRICE),
-            };
-            let mut i = w;
-            while i < batch.len() {
-                g.verify_payment_proof(&batch[i], &expected)
-                    .await
-                    .expect("valid proof");
-                i += 64;
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - cpu);
+    let file = verify_concurrently(&gate, &batch).await;
     println!(
         "  verify_payment_proof/s (64 tasks, SQLite file store)  : {:>10.0}",
-        n as f64 / wall
+        n as f64 / file.wall
     );
     // Per core: verifications per second of CPU the whole process spent (every thread: the
     // runtime's workers, SQLite's, the in-process devnet and facilitator, which sit idle here).
+    let cpu = file.cpu;
     println!(
         "    per core (n / process CPU seconds, {:.0} µs CPU each)  : {:>10.0}",
         cpu * 1e6 / n as f64,
         n as f64 / cpu
+    );
+    // The same proofs' memos again on the in-memory store (never claimed there): the same
+    // hand-offs to the store's thread and back, without the file's write and WAL sync.
+    let memory = verify_concurrently(&mem_gate, &batch).await;
+    println!(
+        "  verify_payment_proof/s (64 tasks, in-memory store)    : {:>10.0}  ({:.0} µs CPU each)",
+        n as f64 / memory.wall,
+        memory.cpu * 1e6 / n as f64
     );
     // The floor of a verification on this machine: the proof's EIP-712 digest and the
     // recovery of its signer, one after another on one core. Nothing about it can be cached
@@ -193,6 +180,10 @@ async fn run(n: usize) {
         1.0 / recovery,
         recovery * 1e6,
         cpu / n as f64 / recovery
+    );
+    println!(
+        "    without the durable write (in-memory store)       : {:>10.2} recoveries per verification",
+        memory.cpu / n as f64 / recovery
     );
     println!(
         "    recovery, libsecp256k1 (shipped) / k256           : {:>7.1} / {:.1} µs  (k256 takes {:.2}x)",
@@ -330,6 +321,43 @@ fn recovery_floor(proofs: &[PaymentProof]) -> Floor {
     Floor {
         shipped,
         k256: other,
+    }
+}
+
+/// Wall and process CPU seconds of one phase.
+struct Spent {
+    wall: f64,
+    cpu: f64,
+}
+
+/// `verify_payment_proof` of every proof of `batch` on `gate`, 64 tasks at a time.
+async fn verify_concurrently(gate: &Gate, batch: &Arc<Vec<PaymentProof>>) -> Spent {
+    let t = Instant::now();
+    let cpu = cpu_seconds();
+    let mut tasks = Vec::new();
+    for w in 0..64 {
+        let (g, batch) = (gate.clone(), batch.clone());
+        tasks.push(tokio::spawn(async move {
+            let expected = Expected {
+                method: "GET",
+                resource: "/v1/quote",
+                price: Amount::from_units(PRICE),
+            };
+            let mut i = w;
+            while i < batch.len() {
+                g.verify_payment_proof(&batch[i], &expected)
+                    .await
+                    .expect("valid proof");
+                i += 64;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    Spent {
+        wall: t.elapsed().as_secs_f64(),
+        cpu: cpu_seconds() - cpu,
     }
 }
 

@@ -10,17 +10,21 @@ use sqlx::{
     migrate::{Migration, MigrationType, Migrator},
 };
 
-/// Each migration of a directory under `migrations/`: its file name without `.sql`, and its SQL.
+/// Each migration, in both directories under `migrations/` (the two backends keep one sequence of
+/// file names): for SQLite, then for PostgreSQL, its file name without `.sql` and its SQL.
 macro_rules! embedded {
-    ($dir:literal: $($name:literal),+ $(,)?) => {
-        &[$((
-            $name,
-            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/", $dir, "/", $name, ".sql")),
-        )),+]
+    ($($name:literal),+ $(,)?) => {
+        (
+            &[$(($name, include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite/", $name, ".sql")))),+],
+            &[$(($name, include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres/", $name, ".sql")))),+],
+        )
     };
 }
 
-pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite":
+/// A migration's file name without `.sql`, and its SQL.
+type Files = &'static [(&'static str, &'static str)];
+
+const FILES: (Files, Files) = embedded!(
     "0001_settlements_and_api_keys",
     "0002_providers",
     "0003_renewals",
@@ -35,28 +39,13 @@ pub(crate) const SQLITE: &[(&str, &str)] = embedded!("sqlite":
     "0012_renewal_attempts",
 );
 
-pub(crate) const POSTGRES: &[(&str, &str)] = embedded!("postgres":
-    "0001_settlements_and_api_keys",
-    "0002_providers",
-    "0003_renewals",
-    "0004_metering",
-    "0005_webhooks",
-    "0006_analytics",
-    "0007_claims",
-    "0008_revenue",
-    "0009_payment_identifiers",
-    "0010_leases",
-    "0011_relayed_actions",
-    "0012_renewal_attempts",
-);
-
-pub(crate) static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(SQLITE));
-pub(crate) static POSTGRES_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(POSTGRES));
+pub(crate) static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(FILES.0));
+pub(crate) static POSTGRES_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(FILES.1));
 
 /// The migrator of these files, each resolved as `sqlx` resolves a file `NNNN_some_words.sql`:
 /// version `NNNN`, description "some words", a simple (not reversible) migration, run in a
 /// transaction unless its SQL starts with `-- no-transaction`.
-fn migrator(files: &'static [(&'static str, &'static str)]) -> Migrator {
+fn migrator(files: Files) -> Migrator {
     Migrator::with_migrations(
         files
             .iter()

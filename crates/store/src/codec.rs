@@ -207,8 +207,8 @@ pub(crate) struct SettlementRow {
     claim_hash: Option<String>,
 }
 
-// What `#[derive(sqlx::FromRow)]` writes, by hand: the derive is `sqlx`'s `macros`, which compiled
-// both drivers a second time for the macro's own use.
+// What `#[derive(sqlx::FromRow)]` writes, by hand: the derive needs `sqlx-macros`, which compiled
+// both drivers (SQLite's C source included) a second time for the macro's own use.
 impl<'r, R: sqlx::Row> sqlx::FromRow<'r, R> for SettlementRow
 where
     &'r str: sqlx::ColumnIndex<R>,

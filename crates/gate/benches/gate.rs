@@ -149,23 +149,22 @@ async fn run(n: usize) {
     let file = verify_concurrently(&gate, &batch).await;
     println!(
         "  verify_payment_proof/s (64 tasks, SQLite file store)  : {:>10.0}",
-        n as f64 / file.wall
+        file.per_second()
     );
     // Per core: verifications per second of CPU the whole process spent (every thread: the
     // runtime's workers, SQLite's, the in-process devnet and facilitator, which sit idle here).
-    let cpu = file.cpu;
     println!(
         "    per core (n / process CPU seconds, {:.0} µs CPU each)  : {:>10.0}",
-        cpu * 1e6 / n as f64,
-        n as f64 / cpu
+        file.cpu_each() * 1e6,
+        1.0 / file.cpu_each()
     );
     // The same proofs' memos again on the in-memory store (never claimed there): the same
     // hand-offs to the store's thread and back, without the file's write and WAL sync.
     let memory = verify_concurrently(&mem_gate, &batch).await;
     println!(
         "  verify_payment_proof/s (64 tasks, in-memory store)    : {:>10.0}  ({:.0} µs CPU each)",
-        n as f64 / memory.wall,
-        memory.cpu * 1e6 / n as f64
+        memory.per_second(),
+        memory.cpu_each() * 1e6
     );
     // The floor of a verification on this machine: the proof's EIP-712 digest and the
     // recovery of its signer, one after another on one core. Nothing about it can be cached
@@ -179,11 +178,11 @@ async fn run(n: usize) {
         "    floor: the proof's recovery alone, 1 core        : {:>10.0}/s ({:.0} µs; a verification costs {:.2} of them)",
         1.0 / recovery,
         recovery * 1e6,
-        cpu / n as f64 / recovery
+        file.cpu_each() / recovery
     );
     println!(
         "    without the durable write (in-memory store)       : {:>10.2} recoveries per verification",
-        memory.cpu / n as f64 / recovery
+        memory.cpu_each() / recovery
     );
     println!(
         "    recovery, libsecp256k1 (shipped) / k256           : {:>7.1} / {:.1} µs  (k256 takes {:.2}x)",
@@ -241,12 +240,12 @@ async fn run(n: usize) {
     let gated = app().route_layer(gate.payment_gate(pricing.clone()));
     let headers: Arc<Vec<String>> = Arc::new(proofs(n).iter().map(PaymentProof::encode).collect());
     let gated_cpu = concurrently(n, gated, Some(headers)).await;
-    let added = gated_cpu.cpu_per_request - ungated_cpu.cpu_per_request;
+    let added = gated_cpu.cpu_each() - ungated_cpu.cpu_each();
     println!(
         "  paid requests/s, 64 concurrent (SQLite file store)   : {:>10.0}  ({:.0} µs CPU each, ungated {:.1} µs)",
-        gated_cpu.per_second,
-        gated_cpu.cpu_per_request * 1e6,
-        ungated_cpu.cpu_per_request * 1e6,
+        gated_cpu.per_second(),
+        gated_cpu.cpu_each() * 1e6,
+        ungated_cpu.cpu_each() * 1e6,
     );
     println!(
         "    the gate's CPU per paid request                   : {:>10.1} µs = {:.2} recoveries",
@@ -324,31 +323,38 @@ fn recovery_floor(proofs: &[PaymentProof]) -> Floor {
     }
 }
 
-/// Wall and process CPU seconds of one phase.
+/// Wall and process CPU seconds of one phase of `n` operations.
 struct Spent {
+    n: usize,
     wall: f64,
     cpu: f64,
 }
 
-/// `verify_payment_proof` of every proof of `batch` on `gate`, 64 tasks at a time.
-async fn verify_concurrently(gate: &Gate, batch: &Arc<Vec<PaymentProof>>) -> Spent {
+impl Spent {
+    fn per_second(&self) -> f64 {
+        self.n as f64 / self.wall
+    }
+
+    /// Process CPU seconds per operation (every thread).
+    fn cpu_each(&self) -> f64 {
+        self.cpu / self.n as f64
+    }
+}
+
+/// `job(i)` for every `i < n`, 64 tasks at a time (task `w` takes `w`, `w + 64`, …).
+async fn in_64_tasks<F, Fut>(n: usize, job: F) -> Spent
+where
+    F: Fn(usize) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
     let t = Instant::now();
     let cpu = cpu_seconds();
     let mut tasks = Vec::new();
     for w in 0..64 {
-        let (g, batch) = (gate.clone(), batch.clone());
+        let job = job.clone();
         tasks.push(tokio::spawn(async move {
-            let expected = Expected {
-                method: "GET",
-                resource: "/v1/quote",
-                price: Amount::from_units(PRICE),
-            };
-            let mut i = w;
-            while i < batch.len() {
-                g.verify_payment_proof(&batch[i], &expected)
-                    .await
-                    .expect("valid proof");
-                i += 64;
+            for i in (w..n).step_by(64) {
+                job(i).await;
             }
         }));
     }
@@ -356,47 +362,43 @@ async fn verify_concurrently(gate: &Gate, batch: &Arc<Vec<PaymentProof>>) -> Spe
         task.await.unwrap();
     }
     Spent {
+        n,
         wall: t.elapsed().as_secs_f64(),
         cpu: cpu_seconds() - cpu,
     }
 }
 
-/// A phase of `n` requests, 64 at a time.
-struct Concurrent {
-    per_second: f64,
-    /// Process CPU seconds per request (every thread).
-    cpu_per_request: f64,
+/// `verify_payment_proof` of every proof of `batch` on `gate`, 64 tasks at a time.
+async fn verify_concurrently(gate: &Gate, batch: &Arc<Vec<PaymentProof>>) -> Spent {
+    let (gate, batch) = (gate.clone(), batch.clone());
+    in_64_tasks(batch.len(), move |i| {
+        let (gate, batch) = (gate.clone(), batch.clone());
+        async move {
+            let expected = Expected {
+                method: "GET",
+                resource: "/v1/quote",
+                price: Amount::from_units(PRICE),
+            };
+            gate.verify_payment_proof(&batch[i], &expected)
+                .await
+                .expect("valid proof");
+        }
+    })
+    .await
 }
 
 /// `n` GETs of `/v1/quote` through `app`, 64 at a time, each with the next of `headers` as its
 /// `X-PAYMENT` (when given), every answer a 200.
-async fn concurrently(n: usize, app: Router, headers: Option<Arc<Vec<String>>>) -> Concurrent {
-    let t = Instant::now();
-    let cpu = cpu_seconds();
-    let mut tasks = Vec::new();
-    for w in 0..64 {
-        let (app, headers) = (app.clone(), headers.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut i = w;
-            while i < n {
-                let mut req = Request::get("/v1/quote");
-                if let Some(h) = &headers {
-                    req = req.header("x-payment", &h[i]);
-                }
-                let r = app.clone().oneshot(req.body(Body::empty()).unwrap());
-                assert_eq!(r.await.unwrap().status(), 200);
-                i += 64;
-            }
-        }));
-    }
-    for task in tasks {
-        task.await.unwrap();
-    }
-    let (wall, cpu) = (t.elapsed().as_secs_f64(), cpu_seconds() - cpu);
-    Concurrent {
-        per_second: n as f64 / wall,
-        cpu_per_request: cpu / n as f64,
-    }
+async fn concurrently(n: usize, app: Router, headers: Option<Arc<Vec<String>>>) -> Spent {
+    in_64_tasks(n, move |i| {
+        let mut req = Request::get("/v1/quote");
+        if let Some(h) = &headers {
+            req = req.header("x-payment", &h[i]);
+        }
+        let answer = app.clone().oneshot(req.body(Body::empty()).unwrap());
+        async move { assert_eq!(answer.await.unwrap().status(), 200) }
+    })
+    .await
 }
 
 /// CPU seconds this process has spent (user + system, every thread).

@@ -20,12 +20,15 @@ CREATE INDEX IF NOT EXISTS gate_memos_expires_at ON gate_memos (expires_at);";
 /// `INSERT … ON CONFLICT DO NOTHING`, which SQLite runs atomically (one writer at a time, with a
 /// 5 s busy timeout across processes).
 ///
-/// One thread of the store's own holds a synchronous connection and group-commits: it takes
-/// every operation waiting (up to 512), runs them in arrival order in one transaction (one
-/// commit, one WAL sync) and answers each after the commit, so concurrent requests share one
-/// commit instead of paying for one each; a batch costs one hand-off to that thread and one back
-/// to the runtime, which answers its callers. The thread ends when the last clone of the store
-/// is dropped.
+/// One thread of the store's own holds a synchronous connection and group-commits: it runs each
+/// batch of operations in arrival order in one transaction (one commit, one WAL sync) and answers
+/// each after the commit, so concurrent requests share one commit instead of paying for one each.
+/// Batches are formed on the gate's runtime, by a task that takes the operations waiting and
+/// hands them to the thread together: on taking the first, it yields once, so the tasks that are
+/// ready to run (other verifications on their way to their claim) add theirs first. A batch costs
+/// one wake-up of the thread and one back to the runtime, however many operations it holds; a
+/// lone claim waits for nothing (the runtime, idle, runs the task again at once). The thread and
+/// the task end when the last clone of the store is dropped.
 ///
 /// `sqlite::memory:` keeps the set in this process only; a file (`sqlite://gate.db`, or
 /// `sqlite:gate.db`) survives restarts and can be shared by gate processes on one machine
@@ -138,11 +141,40 @@ fn connect(at: &Location<'_>) -> Result<Connection, StoreError> {
     Ok(conn)
 }
 
-/// The store's thread: opens the database, says so, then answers operations until every sender
-/// is gone.
+/// Batches handed to the store's thread at once: while the thread commits one, the next forms
+/// (and waits here when the thread is slower than its callers, which makes the next one bigger).
+const BATCHES_WAITING: usize = 2;
+
+/// The runtime's side of the store: takes the operations waiting (up to [`MAX_BATCH`]) and hands
+/// them to the thread as one batch, until every clone of the store is gone.
+async fn form_batches(mut ops: mpsc::Receiver<Op>, batches: mpsc::Sender<Vec<Op>>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while let Some(op) = ops.recv().await {
+        batch.push(op);
+        // The runtime runs every task ready before it comes back here (a worker with nothing
+        // else to do, at once): the verifications among them add their claims to this batch
+        // instead of waking the thread one by one.
+        tokio::task::yield_now().await;
+        while batch.len() < MAX_BATCH {
+            match ops.try_recv() {
+                Ok(op) => batch.push(op),
+                Err(_) => break,
+            }
+        }
+        let full = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
+        if batches.send(full).await.is_err() {
+            // The thread is gone (it could not open the database): the callers see their
+            // answers dropped.
+            return;
+        }
+    }
+}
+
+/// The store's thread: opens the database, says so, then commits the batches it is handed until
+/// their sender is gone.
 fn serve(
     at: &Location<'_>,
-    mut ops: mpsc::Receiver<Op>,
+    mut batches: mpsc::Receiver<Vec<Op>>,
     opened: oneshot::Sender<Result<(), StoreError>>,
     answers: tokio::runtime::Handle,
 ) {
@@ -161,17 +193,8 @@ fn serve(
         }
     };
     let _ = opened.send(Ok(()));
-    let mut batch = Vec::with_capacity(MAX_BATCH);
-    while let Some(op) = ops.blocking_recv() {
-        batch.push(op);
-        while batch.len() < MAX_BATCH {
-            match ops.try_recv() {
-                Ok(op) => batch.push(op),
-                Err(_) => break,
-            }
-        }
+    while let Some(batch) = batches.blocking_recv() {
         let outcome = statements.commit(&conn, &batch);
-        let answered = std::mem::replace(&mut batch, Vec::with_capacity(MAX_BATCH));
         // Answered from a task on the gate's runtime: one wake-up crosses from this thread per
         // batch, and the callers' tasks are woken from inside the runtime (a wake-up from here
         // per caller costs each one a trip through the runtime's shared queue). A runtime that
@@ -179,13 +202,13 @@ fn serve(
         answers.spawn(async move {
             match outcome {
                 Ok(changed) => {
-                    for (op, n) in answered.into_iter().zip(changed) {
+                    for (op, n) in batch.into_iter().zip(changed) {
                         op.answer(Ok(n));
                     }
                 }
                 Err(e) => {
                     let e = e.to_string();
-                    for op in answered {
+                    for op in batch {
                         op.answer(Err(&e));
                     }
                 }
@@ -256,13 +279,15 @@ impl SqliteMemoStore {
             Location::Memory => None,
             Location::File(p) => Some(p.to_owned()),
         };
-        let (ops, rx) = mpsc::channel::<Op>(4 * MAX_BATCH);
+        let (ops, waiting) = mpsc::channel::<Op>(4 * MAX_BATCH);
+        let (batches, rx) = mpsc::channel::<Vec<Op>>(BATCHES_WAITING);
         let (opened, ready) = oneshot::channel();
-        let answers = tokio::runtime::Handle::try_current().map_err(|e| {
+        let runtime = tokio::runtime::Handle::try_current().map_err(|e| {
             StoreError::Config(format!(
                 "the SQLite memo store runs on a Tokio runtime: {e}"
             ))
         })?;
+        let answers = runtime.clone();
         std::thread::Builder::new()
             .name("tollgate-memos".into())
             .spawn(move || {
@@ -273,6 +298,7 @@ impl SqliteMemoStore {
         ready
             .await
             .map_err(|_| StoreError::Sqlite("the memo store thread stopped".into()))??;
+        runtime.spawn(form_batches(waiting, batches));
         Ok(Self { ops })
     }
 

@@ -74,6 +74,20 @@ pub struct ChainLog {
     pub log_index: u64,
 }
 
+/// A block's place in the chain: enough to tell that a block read before is still the one at
+/// its height (no reorg since) and how the chain's clock stood at it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockRef {
+    /// Its height.
+    pub number: u64,
+    /// Its hash.
+    pub hash: B256,
+    /// Its parent's hash.
+    pub parent_hash: B256,
+    /// Its timestamp (seconds).
+    pub timestamp: u64,
+}
+
 /// A log query: an inclusive block range, an optional emitter and topic filters.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LogFilter {
@@ -183,6 +197,21 @@ pub trait Chain: Send + Sync + fmt::Debug + 'static {
     ) -> Result<Bytes> {
         let _ = (to, data, accounts);
         Err(Error::Unsupported("eth_call with state overrides"))
+    }
+
+    /// Block `number`'s place in the chain (the latest block's when `None`); `None` when the
+    /// node has no such block. A backend that cannot tell answers [`Error::Unsupported`].
+    async fn block_ref(&self, number: Option<u64>) -> Result<Option<BlockRef>> {
+        let _ = number;
+        Err(Error::Unsupported("block headers"))
+    }
+
+    /// Executes a call like [`Chain::call`] (no sender) against the state right after the block
+    /// whose hash is `block` (an EIP-1898 block hash: that block, not whatever is at its height
+    /// after a reorg). A backend that cannot answers [`Error::Unsupported`].
+    async fn call_at(&self, to: Address, data: Bytes, block: B256) -> Result<Bytes> {
+        let _ = (to, data, block);
+        Err(Error::Unsupported("eth_call at a block"))
     }
 
     /// The most a transaction sent now would offer per gas (its EIP-1559 max fee), in wei: what

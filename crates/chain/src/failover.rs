@@ -30,7 +30,8 @@ use alloy::primitives::{Address, B256, Bytes, U256};
 use async_trait::async_trait;
 
 use crate::{
-    Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest, WaitOptions,
+    BlockRef, Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest,
+    WaitOptions,
 };
 
 /// How a [`FailoverChain`] treats a node that failed.
@@ -230,6 +231,14 @@ impl Chain for FailoverChain {
 
     async fn call(&self, from: Option<Address>, to: Address, data: Bytes) -> Result<Bytes> {
         self.run(|c| c.call(from, to, data.clone())).await
+    }
+
+    async fn block_ref(&self, number: Option<u64>) -> Result<Option<BlockRef>> {
+        self.run(|c| c.block_ref(number)).await
+    }
+
+    async fn call_at(&self, to: Address, data: Bytes, block: B256) -> Result<Bytes> {
+        self.run(|c| c.call_at(to, data.clone(), block)).await
     }
 
     async fn call_with_code(

@@ -23,7 +23,9 @@ pub mod rpc;
 mod wallet;
 pub mod worker;
 
-pub use backend::{Chain, ChainLog, Confirmation, LogFilter, Receipt, TxRequest, WaitOptions};
+pub use backend::{
+    BlockRef, Chain, ChainLog, Confirmation, LogFilter, Receipt, TxRequest, WaitOptions,
+};
 pub use contracts::{Deployment, Revert};
 pub use error::{Error, Result};
 pub use wallet::Wallet;

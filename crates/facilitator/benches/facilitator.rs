@@ -30,7 +30,9 @@
 //! and `/settle` of `TOLLGATE_BENCH_NET_N` payloads (default 2,000) at 16 clients, the calls the
 //! proxy forwarded per request (and refused), the whole machine's CPU per request (`/proc/stat`),
 //! and for `/settle` the gas per settled payment, the transactions' mean batch size and a check
-//! that the payee got exactly what was settled. With `TOLLGATE_BENCH_PEER_CMD` (as for `x402`)
+//! that the payee got exactly what was settled. Before each `/verify` phase, untimed, each side
+//! verifies 16 of its payloads and is given a second (Tollgate's token view starts with the
+//! first verification). With `TOLLGATE_BENCH_PEER_CMD` (as for `x402`)
 //! the peer facilitator runs the same phases behind a proxy of its own, on the same anvil.
 //!
 //! `x402-batches` prints the operator's two bills per settled payment, gas and RPC calls, at the
@@ -563,13 +565,18 @@ async fn x402_net(n: usize) {
         let mut verify_rates = Vec::new();
         let mut settle_rates = Vec::new();
         for side in &sides {
+            // Warm, not timed: each side verifies its first 16 payloads (which the timed phase
+            // verifies again) and is given a second. Tollgate's token view starts with the
+            // first verification and knows the payers' balances from its next poll: what a
+            // facilitator that is serving holds; the peer's connections warm the same way.
+            let url = format!("{}/verify", side.url);
+            for body in side.bodies.iter().take(16) {
+                post_json(http.clone(), url.clone(), body.clone(), "isValid").await;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
             let before = side.proxy.calls();
             let cpu = load::machine_cpu_seconds();
-            let (h, b, url) = (
-                http.clone(),
-                side.bodies.clone(),
-                format!("{}/verify", side.url),
-            );
+            let (h, b, url) = (http.clone(), side.bodies.clone(), url);
             let rate = drive(&format!("/verify {}", side.name), n, 16, move |i| {
                 post_json(h.clone(), url.clone(), b[i].clone(), "isValid")
             })

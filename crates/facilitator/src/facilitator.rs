@@ -99,6 +99,12 @@ pub struct Settings {
     /// a `relayer.low_balance` event); see [`crate::funds`]. Default
     /// [`crate::funds::DEFAULT_FLOOR_SETTLEMENTS`].
     pub relayer_floor_settlements: u64,
+    /// Whether x402 `/verify` may answer from each network's token view, kept block by block
+    /// from the token's logs, instead of simulating every payment ([`crate::view`]): no round
+    /// trip to the node for a payer and payee whose transfer was simulated before. It polls the
+    /// node every 500 ms while verifications come. Default `true` (a node that cannot serve it,
+    /// such as the embedded devnet, simulates every payment).
+    pub token_view: bool,
     /// The provider account whose webhook endpoints receive the facilitator's own events
     /// (`relayer.low_balance`): the operator's, `fees.fee_recipient` when started from a
     /// config. `None`: those events are only logged.
@@ -129,6 +135,7 @@ impl Default for Settings {
             relay_bounds: crate::config::SubscriptionsSection::default().relay_bounds(),
             relayer_floor_settlements: crate::funds::DEFAULT_FLOOR_SETTLEMENTS,
             operator: None,
+            token_view: true,
         }
     }
 }
@@ -142,6 +149,8 @@ pub(crate) struct Network {
     pub(crate) batches: crate::batch::Batches,
     /// x402 transfers simulated together ([`crate::simulate`]).
     pub(crate) simulations: crate::simulate::Simulations,
+    /// The token's state block by block, for `/verify` without a round trip ([`crate::view`]).
+    pub(crate) view: crate::view::View,
     /// Last chain timestamp seen and when, to keep "now" on the chain's clock without a round
     /// trip per request.
     clock: Mutex<(u64, Instant)>,
@@ -171,6 +180,10 @@ impl Network {
                 at.elapsed() < Duration::from_secs(1) && ts != 0,
             )
         };
+        // The token view's block, read at its last poll, is a reading too.
+        if let Some((ts, at)) = self.view.clock() {
+            return (ts + at.elapsed().as_secs()).max(unix_now());
+        }
         let (mut chain_ts, fresh) = cached();
         if !fresh {
             // One reading at a time: a request that waited for another's takes its result
@@ -370,12 +383,19 @@ impl Facilitator {
                 token: spec.token,
                 router: spec.router,
             });
+            let view = crate::view::View::new(
+                Arc::clone(&chain),
+                spec.token,
+                settings.log_lookback_blocks,
+                settings.token_view,
+            );
             let network = Network {
                 spec,
                 chain,
                 domain,
                 batches,
                 simulations,
+                view,
                 clock: Mutex::new((0, Instant::now())),
                 clock_reading: tokio::sync::Mutex::default(),
             };

@@ -34,6 +34,7 @@ mod simulate;
 pub mod start;
 pub use tollgate_store as store;
 mod subscriptions;
+mod view;
 pub mod webhooks;
 mod x402;
 mod x402_v2;

@@ -74,6 +74,7 @@ pub fn settings(config: &Config) -> Settings {
         replica_id: config.replicas.id.clone(),
         relay_bounds: config.subscriptions.relay_bounds(),
         relayer_floor_settlements: config.settlement.relayer_floor_settlements,
+        token_view: config.settlement.token_view,
         operator: config.fees.fee_recipient.filter(|a| !a.is_zero()),
         public_rpc_urls: config
             .networks

@@ -45,6 +45,7 @@ use crate::{
     metrics::{SettlementOutcome, SettlementPath},
     settle::settlement_key,
     store::{NewSettlement, Settlement, SettlementKind, StoreError},
+    view,
 };
 
 /// The gas limit of an x402 settlement signed by a 65-byte (EOA) signature: USDC's and the
@@ -183,10 +184,22 @@ impl Facilitator {
                     Err(e) => return Err(verify_chain_error(&e)),
                 }
             }
-            match self.x402_simulate(net, payload, None).await {
-                Simulated::Passes => {}
-                Simulated::Used => return Err(ErrorReason::InvalidTransactionState),
-                Simulated::Refused(reason) => return Err(reason),
+            // The token's view answers without a round trip when it knows everything the
+            // transfer checks; otherwise the simulation does, and clears the pair for the view.
+            match x402_viewed(net, payload) {
+                Some(view::Answer::Passes) => {}
+                Some(view::Answer::Used) => return Err(ErrorReason::InvalidTransactionState),
+                Some(view::Answer::InsufficientFunds) => {
+                    return Err(ErrorReason::InsufficientFunds);
+                }
+                None => {
+                    let generation = net.view.generation();
+                    match self.x402_simulate(net, payload, None).await {
+                        Simulated::Passes => net.view.cleared(auth.from, auth.to, generation),
+                        Simulated::Used => return Err(ErrorReason::InvalidTransactionState),
+                        Simulated::Refused(reason) => return Err(reason),
+                    }
+                }
             }
         }
         let plain = if simulate {
@@ -285,6 +298,8 @@ impl Facilitator {
             }
         }
         let net = verified.net;
+        // From here this nonce may be on its way to a block: `/verify` simulates it.
+        net.view.settling(auth.from, auth.nonce);
         let request = serde_json::to_string(req).unwrap_or_default();
         let new = NewSettlement {
             key: verified.key,
@@ -968,6 +983,22 @@ fn transfers_exactly(receipt: &Receipt, new: &NewSettlement) -> bool {
 }
 
 /// The `TransferWithAuthorization` a payload's signature signs.
+/// What the network's token view says of the payload's transfer ([`crate::view`]): only for a
+/// signature of the payer's own key, recovered here under the token's configured domain.
+fn x402_viewed(net: &Network, payload: &PaymentPayload) -> Option<view::Answer> {
+    let auth = &payload.payload.authorization;
+    let transfer = view::Transfer {
+        from: auth.from,
+        to: auth.to,
+        value: auth.value.get(),
+        valid_after: auth.valid_after.get().try_into().ok()?,
+        valid_before: auth.valid_before.get().try_into().unwrap_or(u64::MAX),
+        nonce: auth.nonce,
+    };
+    net.view
+        .answer_signed(&transfer, || signed_by_key(net, payload))
+}
+
 fn typed(payload: &PaymentPayload) -> TransferWithAuthorization {
     let auth = &payload.payload.authorization;
     TransferWithAuthorization {

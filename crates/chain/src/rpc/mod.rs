@@ -69,8 +69,8 @@ use send::{Fees, NonceSlot, SentSlot};
 use transport::{NodeTransport, redacted};
 
 use crate::{
-    Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest, WaitOptions,
-    Wallet,
+    BlockRef, Chain, ChainLog, Confirmation, Error, LogFilter, Receipt, Result, TxRequest,
+    WaitOptions, Wallet,
 };
 
 /// How an [`RpcChain`] talks to its node.
@@ -335,6 +335,34 @@ impl Chain for RpcChain {
             request = request.with_from(from);
         }
         self.request("eth_call", self.calls_out.call(request)).await
+    }
+
+    async fn block_ref(&self, number: Option<u64>) -> Result<Option<BlockRef>> {
+        let tag = number.map_or(BlockNumberOrTag::Latest, BlockNumberOrTag::Number);
+        let block = self
+            .request(
+                "eth_getBlockByNumber",
+                self.provider.get_block_by_number(tag),
+            )
+            .await?;
+        Ok(block.map(|b| {
+            self.observe_block(b.header.number, b.header.timestamp);
+            BlockRef {
+                number: b.header.number,
+                hash: b.header.hash,
+                parent_hash: b.header.parent_hash,
+                timestamp: b.header.timestamp,
+            }
+        }))
+    }
+
+    async fn call_at(&self, to: Address, data: Bytes, block: B256) -> Result<Bytes> {
+        let request = TransactionRequest::default().with_to(to).with_input(data);
+        // `requireCanonical`: a block reorged out is an error, not a state to read.
+        let at =
+            alloy::eips::BlockId::Hash(alloy::eips::RpcBlockHash::from_hash(block, Some(true)));
+        self.request("eth_call", self.provider.call(request).block(at))
+            .await
     }
 
     async fn call_with_code(

@@ -202,6 +202,13 @@ pub struct Settlement {
     /// cannot pay a single settlement is passed over, and with none left payments answer 503
     /// before anything is written. Positive. Default 100.
     pub relayer_floor_settlements: u64,
+    /// `settlement.token_view`: whether x402 `/verify` may answer from each network's view of
+    /// the token, kept block by block from its logs, instead of simulating every payment on the
+    /// node (a round trip each): a payer and payee simulated once are verified without calling
+    /// the node while the view is fresh. It polls the node every 500 ms while verifications
+    /// come (one to three calls a poll, and none after a minute without one). SECURITY.md,
+    /// "`/verify` from the token's view", has its rules. Default `true`.
+    pub token_view: bool,
 }
 
 impl Default for Settlement {
@@ -211,6 +218,7 @@ impl Default for Settlement {
             max_validity_secs: DEFAULT_MAX_VALIDITY_SECS,
             proof_ttl_secs: DEFAULT_PROOF_TTL_SECS,
             relayer_floor_settlements: crate::funds::DEFAULT_FLOOR_SETTLEMENTS,
+            token_view: true,
         }
     }
 }

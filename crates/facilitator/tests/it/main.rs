@@ -23,6 +23,7 @@ mod replicas;
 mod store;
 mod subscriptions;
 mod support;
+mod token_view;
 mod usdc;
 mod usdc_subscriptions;
 mod usdc_wallets;

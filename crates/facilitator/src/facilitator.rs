@@ -100,10 +100,11 @@ pub struct Settings {
     /// [`crate::funds::DEFAULT_FLOOR_SETTLEMENTS`].
     pub relayer_floor_settlements: u64,
     /// Whether x402 `/verify` may answer from each network's token view, kept block by block
-    /// from the token's logs, instead of simulating every payment ([`crate::view`]): no round
-    /// trip to the node for a payer and payee whose transfer was simulated before. It polls the
-    /// node every 500 ms while verifications come. Default `true` (a node that cannot serve it,
-    /// such as the embedded devnet, simulates every payment).
+    /// from the token's logs, instead of simulating every payment: no round trip to the node
+    /// for a payer and payee whose transfer was simulated before. It polls the node every
+    /// 500 ms while verifications come. Its rules are in SECURITY.md, "`/verify` from the
+    /// token's view". Default `true` (a node that cannot serve it, such as the embedded devnet,
+    /// simulates every payment).
     pub token_view: bool,
     /// The provider account whose webhook endpoints receive the facilitator's own events
     /// (`relayer.low_balance`): the operator's, `fees.fee_recipient` when started from a

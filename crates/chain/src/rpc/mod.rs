@@ -346,7 +346,11 @@ impl Chain for RpcChain {
             )
             .await?;
         Ok(block.map(|b| {
-            self.observe_block(b.header.number, b.header.timestamp);
+            // Only the latest block moves the chain's clock (an older one would reset the block
+            // time it measures).
+            if number.is_none() {
+                self.observe_block(b.header.number, b.header.timestamp);
+            }
             BlockRef {
                 number: b.header.number,
                 hash: b.header.hash,

@@ -324,7 +324,9 @@ async fn poll(
                 }
                 from = to + 1;
             }
-            canonical(&**chain, &latest).await?;
+            if !canonical(&**chain, &latest).await? {
+                return Err(reorged(&latest));
+            }
             let mut s = lock(state);
             s.restart();
             s.used = used;
@@ -357,8 +359,11 @@ async fn poll(
             // The view's block still the node's (the next block's parent, when it is the only
             // new one). A reorg between the two reads above is found by the next poll's check,
             // which starts the view again.
-            if !(latest.number == head.number + 1 && latest.parent_hash == head.hash) {
-                canonical(&**chain, &head).await?;
+            let next = latest.number == head.number + 1 && latest.parent_hash == head.hash;
+            if !(next || canonical(&**chain, &head).await?) {
+                // Reorged under the view: start again.
+                lock(state).restart();
+                return Err(reorged(&head));
             }
             let mut s = lock(state);
             if s.head != Some(head) {
@@ -417,15 +422,17 @@ async fn poll(
     Ok(())
 }
 
-/// Fails unless `block` is still the node's block at its height.
-async fn canonical(chain: &dyn Chain, block: &BlockRef) -> Result<(), ChainError> {
-    match chain.block_ref(Some(block.number)).await? {
-        Some(b) if b.hash == block.hash => Ok(()),
-        _ => Err(ChainError::Unavailable(format!(
-            "block {} was reorged while the view read it",
-            block.number
-        ))),
-    }
+/// Whether `block` is still the node's block at its height.
+async fn canonical(chain: &dyn Chain, block: &BlockRef) -> Result<bool, ChainError> {
+    let now = chain.block_ref(Some(block.number)).await?;
+    Ok(now.is_some_and(|b| b.hash == block.hash))
+}
+
+fn reorged(block: &BlockRef) -> ChainError {
+    ChainError::Unavailable(format!(
+        "block {} was reorged while the view read it",
+        block.number
+    ))
 }
 
 /// The token's nonce uses in blocks `from..=to`.

@@ -217,3 +217,50 @@ async fn a_balance_spent_elsewhere_is_seen_within_a_block() {
     let calls = proxy.calls().since(&before);
     assert_eq!(calls.of("eth_call"), 0, "{}", calls.summary());
 }
+
+/// A reorg under the view (anvil's `anvil_reorg`, then a block on the new chain): the view finds
+/// its block gone, starts again, follows the new chain and answers again; a payload whose
+/// transfer was in the reorged blocks verifies as the new chain says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reorg_the_view_follows_the_new_chain() {
+    let (h, proxy) = twenty_ms_away().await;
+    let pay_to = h.account(7).address;
+    until_viewed(&h, &proxy, 4, pay_to, 0x90).await;
+
+    let payload = h
+        .x402_payload(4, pay_to, AMOUNT, B256::repeat_byte(0xa0))
+        .await;
+    let body = serde_json::json!({
+        "x402Version": 1,
+        "paymentPayload": payload,
+        "paymentRequirements": h.requirements(pay_to, AMOUNT),
+    });
+    let mined = put_on_chain_by_someone_else(&h, &payload).await;
+    while h.fixture.chain.block_number().await.unwrap() <= mined {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(verify(&h, &body).await["isValid"], false);
+
+    // The blocks from the transfer's on replaced, and one more on top, before the view's next
+    // poll: its block is gone from under a newer head.
+    let depth = h.fixture.chain.block_number().await.unwrap() - mined + 1;
+    h.anvil("anvil_reorg", serde_json::json!([depth, []])).await;
+    h.anvil("evm_mine", serde_json::json!([])).await;
+    // The view's next poll finds it (until then it answers from before, as a read at "latest"
+    // just before a reorg would).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    until_viewed(&h, &proxy, 4, pay_to, 0xb0).await;
+    let state = Token::authorizationStateCall {
+        authorizer: payload.payload.authorization.from,
+        nonce: payload.payload.authorization.nonce,
+    };
+    let used_on_chain =
+        async || tollgate_chain::contracts::read(&*h.fixture.chain, h.token(), &state).await;
+    let used = used_on_chain().await.unwrap();
+    let v = verify(&h, &body).await;
+    let used_after = used_on_chain().await.unwrap();
+    assert_eq!(used, used_after, "the chain moved meanwhile");
+    assert_eq!(v["isValid"], !used, "the chain says used = {used}: {v}");
+}

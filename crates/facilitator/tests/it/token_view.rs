@@ -72,6 +72,20 @@ async fn until_viewed(h: &Harness, proxy: &NodeProxy, payer: usize, pay_to: Addr
     panic!("the view never answered for payer {payer}");
 }
 
+/// A payment of [`AMOUNT`] from dev account `payer` to `pay_to` (its nonce `nonce` repeated):
+/// the payload, and the `/verify` body that carries it.
+async fn payment(h: &Harness, payer: usize, pay_to: Address, nonce: u8) -> (PaymentPayload, Value) {
+    let payload = h
+        .x402_payload(payer, pay_to, AMOUNT, B256::repeat_byte(nonce))
+        .await;
+    let body = serde_json::json!({
+        "x402Version": 1,
+        "paymentPayload": payload,
+        "paymentRequirements": h.requirements(pay_to, AMOUNT),
+    });
+    (payload, body)
+}
+
 /// The payload's own transfer, sent to the token by another account (not the facilitator).
 async fn put_on_chain_by_someone_else(h: &Harness, payload: &PaymentPayload) -> u64 {
     let auth = &payload.payload.authorization;
@@ -150,14 +164,7 @@ async fn a_payload_someone_else_put_on_chain_verifies_as_used_within_a_block() {
     let pay_to = h.account(7).address;
     until_viewed(&h, &proxy, 2, pay_to, 0x50).await;
 
-    let payload = h
-        .x402_payload(2, pay_to, AMOUNT, B256::repeat_byte(0x60))
-        .await;
-    let body = serde_json::json!({
-        "x402Version": 1,
-        "paymentPayload": payload,
-        "paymentRequirements": h.requirements(pay_to, AMOUNT),
-    });
+    let (payload, body) = payment(&h, 2, pay_to, 0x60).await;
     assert_eq!(verify(&h, &body).await["isValid"], true);
     let mined = put_on_chain_by_someone_else(&h, &payload).await;
     // The block after the one it was mined in (2 s later) is more than the view's staleness.
@@ -227,14 +234,7 @@ async fn after_a_reorg_the_view_follows_the_new_chain() {
     let pay_to = h.account(7).address;
     until_viewed(&h, &proxy, 4, pay_to, 0x90).await;
 
-    let payload = h
-        .x402_payload(4, pay_to, AMOUNT, B256::repeat_byte(0xa0))
-        .await;
-    let body = serde_json::json!({
-        "x402Version": 1,
-        "paymentPayload": payload,
-        "paymentRequirements": h.requirements(pay_to, AMOUNT),
-    });
+    let (payload, body) = payment(&h, 4, pay_to, 0xa0).await;
     let mined = put_on_chain_by_someone_else(&h, &payload).await;
     while h.fixture.chain.block_number().await.unwrap() <= mined {
         tokio::time::sleep(Duration::from_millis(100)).await;

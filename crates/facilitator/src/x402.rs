@@ -982,7 +982,6 @@ fn transfers_exactly(receipt: &Receipt, new: &NewSettlement) -> bool {
     })
 }
 
-/// The `TransferWithAuthorization` a payload's signature signs.
 /// What the network's token view says of the payload's transfer ([`crate::view`]): only for a
 /// signature of the payer's own key, recovered here under the token's configured domain.
 fn x402_viewed(net: &Network, payload: &PaymentPayload) -> Option<view::Answer> {
@@ -999,6 +998,7 @@ fn x402_viewed(net: &Network, payload: &PaymentPayload) -> Option<view::Answer> 
         .answer_signed(&transfer, || signed_by_key(net, payload))
 }
 
+/// The `TransferWithAuthorization` a payload's signature signs.
 fn typed(payload: &PaymentPayload) -> TransferWithAuthorization {
     let auth = &payload.payload.authorization;
     TransferWithAuthorization {

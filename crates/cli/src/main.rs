@@ -12,6 +12,11 @@ mod cmd;
 #[derive(Debug, Parser)]
 #[command(name = "tollgate", version, propagate_version = true)]
 struct Cli {
+    /// More logs on stderr: -v for info, -vv for debug. The client commands (pay, subscribe,
+    /// subscription) log warnings only unless given -v; the servers log info. TOLLGATE_LOG (or
+    /// RUST_LOG), a log filter, overrides it.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    verbose: u8,
     #[command(subcommand)]
     command: Command,
 }
@@ -54,7 +59,12 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    // The client commands report on stderr themselves (one summary line): their logs are for -v.
+    let client = matches!(
+        cli.command,
+        Command::Pay(_) | Command::Subscribe(_) | Command::Subscription(_)
+    );
+    init_tracing(log_level(client, cli.verbose));
     tollgate_chain::install_crypto_provider();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -92,11 +102,19 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing() {
+/// The default log level: `warn` for a client command, `info` for the others, one step more per
+/// `-v`.
+fn log_level(client: bool, verbose: u8) -> &'static str {
+    const LEVELS: [&str; 4] = ["warn", "info", "debug", "trace"];
+    let base = if client { 0 } else { 1 };
+    LEVELS[(base + usize::from(verbose)).min(LEVELS.len() - 1)]
+}
+
+fn init_tracing(level: &str) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_env("TOLLGATE_LOG")
         .or_else(|_| EnvFilter::try_from_default_env())
-        .unwrap_or_else(|_| EnvFilter::new("info"));
+        .unwrap_or_else(|_| EnvFilter::new(level));
     use std::io::IsTerminal as _;
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -126,4 +144,18 @@ pub(crate) async fn shutdown_signal() {
         () = term => {},
     }
     tracing::info!("shutting down");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::log_level;
+
+    #[test]
+    fn client_commands_log_warnings_unless_verbose() {
+        assert_eq!(log_level(true, 0), "warn");
+        assert_eq!(log_level(true, 1), "info");
+        assert_eq!(log_level(false, 0), "info");
+        assert_eq!(log_level(false, 1), "debug");
+        assert_eq!(log_level(false, 9), "trace");
+    }
 }

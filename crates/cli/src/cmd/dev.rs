@@ -2,6 +2,7 @@
 //! facilitator, and a demo gated API, all on 127.0.0.1, with a "try this" guide.
 
 use std::{
+    io::Write as _,
     path::{Path, PathBuf},
     sync::Arc,
 };
@@ -35,8 +36,26 @@ webhookSecretsKey that encrypts webhook signing secrets in the store). A restart
 state directory keeps all state. The state directory is created 0700, and dev.json and the
 databases 0600: they hold keys.
 
+One `tollgate dev` per state directory: it holds STATE_DIR/dev.lock (an advisory lock, with its
+pid and URLs) while it runs, and a second one on the same directory stops at once, before
+touching the journal or the database, naming the running one's pid and URLs. Use another
+--state-dir for a second instance.
+
 Ports: devnet 8545, facilitator 8402, API 8080; --port-base P uses P, P+1, P+2
 (--port-base 0 picks free ports). The server limits below apply to all three listeners.
+
+Writes STATE_DIR/dev.env, for a shell to source, with the URLs actually bound:
+  export TOLLGATE_FACILITATOR=http://127.0.0.1:8402   # the facilitator
+  export TOLLGATE_RPC_URL=http://127.0.0.1:8545       # the devnet's JSON-RPC
+  export TOLLGATE_API_URL=http://127.0.0.1:8080       # the demo API
+`tollgate gateway` and `tollgate facilitator` take these over their config files' values
+(gate.facilitator; the only network's rpc_url), as `tollgate webhooks` takes
+TOLLGATE_FACILITATOR, so examples/gateway.toml and examples/facilitator.toml follow --port-base
+without edits:
+
+  tollgate dev --port-base 18000 &
+  . .tollgate/dev/dev.env
+  TOLLGATE_UPSTREAM_URL=http://127.0.0.1:9000 tollgate gateway --config examples/gateway.toml
 
   tollgate dev
   tollgate dev --network base-sepolia --chain-id 84532   # unmodified x402 clients can pay it")]
@@ -103,6 +122,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     let limits = args.server.limits()?;
     let dir = &args.state_dir;
     super::create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
+    // Before the journal is restored or the database opened: one `tollgate dev` per directory.
+    let mut lock = StateLock::take(dir)?;
     let ports: [u16; 3] = match args.port_base {
         None => [8545, 8402, 8080],
         Some(0) => [0, 0, 0],
@@ -131,6 +152,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         url(&facilitator_listener)?,
         url(&api_listener)?,
     );
+    lock.record(&format!(
+        "devnet {rpc_url}, facilitator {facilitator_url}, API {api_url}"
+    ))?;
 
     let accounts = devnet.accounts().to_vec();
     let d = devnet.deployment();
@@ -253,6 +277,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     };
     super::write_atomically(&path, &serde_json::to_vec_pretty(&info)?)
         .with_context(|| format!("writing {}", path.display()))?;
+    let env_path = dir.join("dev.env");
+    super::write_atomically(&env_path, dev_env(&info, &env_path).as_bytes())
+        .with_context(|| format!("writing {}", env_path.display()))?;
 
     let api = super::demo::router(
         &info,
@@ -281,6 +308,81 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `STATE_DIR/dev.lock`, locked (an advisory lock on the open file) for as long as this value
+/// lives: the running `tollgate dev`'s pid and, once bound, its URLs.
+#[derive(Debug)]
+struct StateLock {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl StateLock {
+    /// Locks `dir`'s lock file, or fails at once naming the `tollgate dev` that holds it.
+    fn take(dir: &Path) -> anyhow::Result<Self> {
+        use std::io::Read as _;
+        let path = dir.join("dev.lock");
+        let mut options = std::fs::OpenOptions::new();
+        // Not truncated on opening: the holder's record must survive a second start's attempt.
+        options.read(true).write(true).create(true).truncate(false);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                anyhow::bail!(
+                    "{} is in use by a running tollgate dev ({}); stop it, or pass another \
+                     --state-dir",
+                    dir.display(),
+                    if holder.is_empty() {
+                        "starting"
+                    } else {
+                        holder
+                    }
+                );
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).with_context(|| format!("locking {}", path.display()));
+            }
+        }
+        let mut lock = Self { file, path };
+        lock.record("starting")?;
+        Ok(lock)
+    }
+
+    /// Replaces the record: `pid N, WHAT`.
+    fn record(&mut self, what: &str) -> anyhow::Result<()> {
+        use std::io::{Seek as _, SeekFrom};
+        let line = format!("pid {}, {what}\n", std::process::id());
+        self.file
+            .set_len(0)
+            .and_then(|()| self.file.seek(SeekFrom::Start(0)))
+            .and_then(|_| self.file.write_all(line.as_bytes()))
+            .and_then(|()| self.file.sync_data())
+            .with_context(|| format!("writing {}", self.path.display()))
+    }
+}
+
+/// `dev.env`: the URLs as shell exports (the names `tollgate gateway`, `tollgate facilitator`
+/// and `tollgate webhooks` read).
+fn dev_env(info: &DevInfo, path: &Path) -> String {
+    format!(
+        "# tollgate dev's URLs, for a shell: . {}\n\
+         export TOLLGATE_FACILITATOR={}\n\
+         export TOLLGATE_RPC_URL={}\n\
+         export TOLLGATE_API_URL={}",
+        path.display(),
+        info.facilitator_url,
+        info.rpc_url,
+        info.api_url
+    )
 }
 
 fn existing_info(path: &Path) -> Option<DevInfo> {

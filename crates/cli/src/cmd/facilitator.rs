@@ -7,7 +7,7 @@ use std::io::Write as _;
 use anyhow::Context as _;
 use tollgate_facilitator::{
     check::{self, CheckOptions, Status},
-    config::{Config, ResolvedKeys},
+    config::{Config, ResolvedKeys, RpcEndpoint},
     start,
 };
 
@@ -38,7 +38,14 @@ price; public_rpc_url set where subscriptions are sold (a warning). One line per
 fails. Serving runs the same checks at start: it refuses a node of another chain or a missing
 contract, and logs the other failures as warnings.
 
-Environment: TOLLGATE_LOG (log filter, default info).
+Flags over the file (each also read from its environment variable): --rpc-url (TOLLGATE_RPC_URL)
+for the rpc_url of the only [[networks]] entry (an error with several), --listen
+(TOLLGATE_FACILITATOR_LISTEN; port 0 picks a free one) for listen, and public_url with it when the
+file leaves public_url to its default. `tollgate dev` writes TOLLGATE_RPC_URL in
+STATE_DIR/dev.env, so after `. .tollgate/dev/dev.env` the example reads its devnet, whatever its
+--port-base. An override is logged.
+
+Environment: TOLLGATE_LOG (log filter, default info; -v for debug).
 
 Example:
   TOLLGATE_RELAYER_KEY=0x... TOLLGATE_PROOF_KEY=0x... tollgate facilitator --config examples/facilitator.toml --check
@@ -52,6 +59,17 @@ pub(crate) struct Args {
     /// Serves nothing.
     #[arg(long)]
     check: bool,
+    /// The chain's JSON-RPC URL, over the file's rpc_url (a config with one network).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "TOLLGATE_RPC_URL",
+        hide_env_values = true
+    )]
+    rpc_url: Option<String>,
+    /// Where to listen, over the file's listen (port 0: a free port).
+    #[arg(long, value_name = "ADDR", env = "TOLLGATE_FACILITATOR_LISTEN")]
+    listen: Option<std::net::SocketAddr>,
 }
 
 /// Test-only: the failpoint to arm (`tollgate_facilitator::fault`), read from the environment
@@ -59,8 +77,9 @@ pub(crate) struct Args {
 const FAILPOINT_ENV: &str = "TOLLGATE_FAILPOINT";
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let config =
+    let mut config =
         Config::load(&args.config).with_context(|| format!("loading {}", args.config.display()))?;
+    override_file(&mut config, args.rpc_url, args.listen)?;
     let keys = config
         .resolve(|var| std::env::var(var).ok())
         .context("resolving keys")?;
@@ -99,6 +118,52 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
     tollgate_facilitator::serve(facilitator, listener, crate::shutdown_signal()).await?;
     tracing::info!("facilitator stopped");
     Ok(())
+}
+
+/// The flags over the file: `--rpc-url` for the only network's `rpc_url`, `--listen` for
+/// `listen` (and `public_url`, when the file left it to its default).
+fn override_file(
+    config: &mut Config,
+    rpc_url: Option<String>,
+    listen: Option<std::net::SocketAddr>,
+) -> anyhow::Result<()> {
+    if let Some(url) = rpc_url {
+        let [network] = config.networks.as_mut_slice() else {
+            anyhow::bail!(
+                "--rpc-url (TOLLGATE_RPC_URL) sets the rpc_url of a config's only network; this \
+                 one has {}: unset it, or set each rpc_url in the file",
+                config.networks.len()
+            );
+        };
+        anyhow::ensure!(
+            ["http://", "https://", "ws://", "wss://"]
+                .iter()
+                .any(|scheme| url.starts_with(scheme)),
+            "--rpc-url (TOLLGATE_RPC_URL): not an http(s) or ws(s) URL"
+        );
+        network.rpc = RpcEndpoint::Url(url.into());
+        tracing::info!(network = %network.name, rpc_url = %network.rpc, "rpc_url from --rpc-url (TOLLGATE_RPC_URL)");
+    }
+    if let Some(listen) = listen {
+        if config.public_url == default_public_url(config.listen) {
+            config.public_url = default_public_url(listen);
+        }
+        config.listen = listen;
+        tracing::info!(%listen, public_url = %config.public_url, "listen from --listen (TOLLGATE_FACILITATOR_LISTEN)");
+    }
+    Ok(())
+}
+
+/// The facilitator config's default `public_url` for `listen`: `http://` + listen, with an
+/// unspecified address replaced by loopback.
+fn default_public_url(listen: std::net::SocketAddr) -> String {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let ip = match listen.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}", std::net::SocketAddr::new(ip, listen.port()))
 }
 
 /// `--check`: the report on stdout, an error when a check failed.

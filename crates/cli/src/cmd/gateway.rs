@@ -22,6 +22,12 @@ the chain come from the facilitator's discovery; metered routes need the provide
 the variable named by gate.api_key_env, and gate.rpc_url_env overrides the published chain URL.
 The memo store's directory (.tollgate/ by default) is created at start.
 
+Flags over the file (each also read from its environment variable): --facilitator
+(TOLLGATE_FACILITATOR) for gate.facilitator, --upstream (TOLLGATE_UPSTREAM_URL) for upstream,
+--listen (TOLLGATE_GATEWAY_LISTEN; port 0 picks a free one, logged) for listen. `tollgate dev`
+writes TOLLGATE_FACILITATOR in STATE_DIR/dev.env, so after `. .tollgate/dev/dev.env` the example
+settles through that facilitator, whatever its --port-base. An override is logged.
+
 An [mcp] section serves MCP tools over streamable HTTP (at /mcp by default), each a call to the
 upstream, free or priced per call ([[mcp.tools]] price) on x402's MCP transport.
 
@@ -29,20 +35,48 @@ Paths are priced and forwarded in one canonical form (escapes of unreserved char
 // collapsed); dot segments and encoded separators get 400 InvalidPath, and a path that reaches
 another route once case is folded or ;parameters dropped (/v1/QUOTE) gets 400 AmbiguousPath.
 
-  tollgate gateway --config examples/gateway.toml")]
+  tollgate gateway --config examples/gateway.toml
+  . .tollgate/dev/dev.env && tollgate gateway --config examples/gateway.toml --upstream http://127.0.0.1:9001")]
 pub(crate) struct Args {
     /// The gateway's TOML config file.
     #[arg(long, short, value_name = "FILE")]
     config: PathBuf,
+    /// The facilitator's base URL, over the file's gate.facilitator.
+    #[arg(long, value_name = "URL", env = "TOLLGATE_FACILITATOR")]
+    facilitator: Option<String>,
+    /// The upstream API's base URL, over the file's upstream.
+    #[arg(long, value_name = "URL", env = "TOLLGATE_UPSTREAM_URL")]
+    upstream: Option<String>,
+    /// Where to listen, over the file's listen (port 0: a free port).
+    #[arg(long, value_name = "ADDR", env = "TOLLGATE_GATEWAY_LISTEN")]
+    listen: Option<std::net::SocketAddr>,
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
-    let config = Config::load(&args.config)?;
+    let mut config = Config::load(&args.config)?;
+    if let Some(url) = args.facilitator {
+        tracing::info!(facilitator = %url, "gate.facilitator from --facilitator (TOLLGATE_FACILITATOR)");
+        config.gate.facilitator = url;
+    }
+    if let Some(url) = args.upstream {
+        anyhow::ensure!(
+            url.starts_with("http://") || url.starts_with("https://"),
+            "--upstream (TOLLGATE_UPSTREAM_URL): {url:?} is not an http(s) URL"
+        );
+        tracing::info!(upstream = %url, "upstream from --upstream (TOLLGATE_UPSTREAM_URL)");
+        config.upstream = url;
+    }
+    if let Some(listen) = args.listen {
+        tracing::info!(%listen, "listen from --listen (TOLLGATE_GATEWAY_LISTEN)");
+        config.listen = listen;
+    }
     let secrets = secrets(&config)?;
-    let app = tollgate_gateway::router(&config, &secrets).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;
+    // Port 0 picks a free port: the 402's resource URLs name the one bound.
+    config.listen = listener.local_addr()?;
+    let app = tollgate_gateway::router(&config, &secrets).await?;
     tracing::info!(listen = %listener.local_addr()?, upstream = %config.upstream, routes = config.routes.len(), "gateway listening");
     tollgate_gateway::serve(app, listener, &config.limits()?, crate::shutdown_signal()).await?;
     Ok(())

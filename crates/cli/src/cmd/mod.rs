@@ -18,7 +18,9 @@ use std::{io::Write as _, path::Path};
 /// Writes `bytes` (and a newline) to `path` atomically: a temporary file, fsynced, renamed. The
 /// file is created with mode 0600 (owner only, whatever the umask): these summaries hold keys.
 pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = std::path::PathBuf::from(tmp);
     // A temporary file left by a crash would keep its mode: start afresh.
     match std::fs::remove_file(&tmp) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),

@@ -23,7 +23,17 @@ mod exit {
 const AFTER_HELP: &str = "\
 Sends the request; if the server answers 402 Payment Required, pays the cheapest acceptable
 option (through the Tollgate facilitator the 402 names, or as a plain x402 V1 payment) and sends
-it again with X-PAYMENT. The response body goes to stdout, a payment summary to stderr.
+it again with X-PAYMENT.
+
+Output: the response body goes to stdout as it came, with a final newline added to a text body
+(valid UTF-8) that lacks one, never to a binary body. One summary line goes to stderr (`paid
+0.500000 (500000 units) on NETWORK to PAYEE from PAYER; tx HASH; 200 OK in 95 ms`, or `served on
+subscription ID …` with `metered 0.100000` on a metered route). Logs are warnings only; -v shows
+the agent's steps. With --json, stdout is one JSON object instead: status, the headers that
+matter (content-type, x-payment-response, payment-response, x-service-receipt, retry-after),
+payment (kind, amount and fee in units, network, token, payer, payTo, memo, txHash,
+subscriptionId, metered, x402Version, the decoded settlement header) and earlierPayments, and the
+body as `body` (text) or `bodyHex` (binary).
 
 With --subscribe: when the 402 offers a subscription plan (service.subscriptionScheme, a planId)
 billing at most --max-per-cycle a cycle, subscribes once through the facilitator the 402 names
@@ -49,7 +59,7 @@ Exit codes:
   5  network error or timeout
 
 Environment: TOLLGATE_KEY (hex private key, when neither --key nor --key-file is given),
-TOLLGATE_LOG (log filter).
+TOLLGATE_LOG (log filter, over -v).
 
 Examples:
   TOLLGATE_KEY=0x... tollgate pay http://127.0.0.1:8080/v1/quote --max 0.50
@@ -114,11 +124,15 @@ pub(crate) struct Args {
     /// --key-file, `agent.key` -> `agent.state.json`; without --key-file, none).
     #[arg(long, value_name = "FILE")]
     state: Option<PathBuf>,
+    /// Print one JSON object on stdout (status, headers, payment, body) instead of the body.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Runs `tollgate pay`; the exit code says how it ended.
 pub(crate) async fn run(args: Args) -> ExitCode {
     let named = named_subscription(&args.headers).map(str::to_owned);
+    let json = args.json;
     let (agent, request) = match prepare(args) {
         Ok(v) => v,
         Err(e) => {
@@ -131,7 +145,12 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         Ok(response) => {
             summarize(&response, started, named.as_deref());
             let mut out = std::io::stdout().lock();
-            if let Err(e) = out.write_all(&response.body).and_then(|()| out.flush()) {
+            let written = if json {
+                writeln!(out, "{}", render(&response))
+            } else {
+                write_body(&mut out, &response.body)
+            };
+            if let Err(e) = written.and_then(|()| out.flush()) {
                 report(&format!("error: writing the body: {e}"));
                 return ExitCode::FAILURE;
             }
@@ -358,8 +377,13 @@ fn payment_line(p: &Payment, verb: &str) -> String {
         .map_or_else(|| "unknown".to_owned(), |t| t.to_string());
     match p.kind {
         PaymentKind::Subscription { id } if p.amount == Amount::ZERO => {
+            let metered = p
+                .metered
+                .filter(|m| *m != Amount::ZERO)
+                .map(|m| format!(" (metered {})", tokens(m)))
+                .unwrap_or_default();
             format!(
-                "served on subscription {id} on {} from {}",
+                "served on subscription {id}{metered} on {} from {}",
                 p.network, p.payer
             )
         }
@@ -389,6 +413,79 @@ fn payment_line(p: &Payment, verb: &str) -> String {
             p.payer,
         ),
     }
+}
+
+/// The body as it came, and a final newline after text (valid UTF-8) that lacks one, so that the
+/// shell's prompt starts on a line of its own; binary bodies are left as they are.
+fn write_body(out: &mut impl std::io::Write, body: &[u8]) -> std::io::Result<()> {
+    out.write_all(body)?;
+    if is_text(body) && !body.ends_with(b"\n") {
+        out.write_all(b"\n")?;
+    }
+    Ok(())
+}
+
+/// Whether a body is text: non-empty valid UTF-8 without NUL bytes.
+fn is_text(body: &[u8]) -> bool {
+    !body.is_empty() && !body.contains(&0) && std::str::from_utf8(body).is_ok()
+}
+
+/// The response headers `--json` shows.
+const SHOWN_HEADERS: [&str; 5] = [
+    "content-type",
+    tollgate_protocol::headers::X_PAYMENT_RESPONSE,
+    tollgate_protocol::headers::PAYMENT_RESPONSE,
+    tollgate_protocol::headers::X_SERVICE_RECEIPT,
+    "retry-after",
+];
+
+/// `--json`: the response and what paid for it, as one object.
+fn render(response: &PaidResponse) -> serde_json::Value {
+    let headers: serde_json::Map<String, serde_json::Value> = SHOWN_HEADERS
+        .iter()
+        .filter_map(|name| {
+            let value = response.headers.get(*name)?.to_str().ok()?;
+            Some(((*name).to_owned(), value.into()))
+        })
+        .collect();
+    let mut out = serde_json::json!({
+        "status": response.status.as_u16(),
+        "headers": headers,
+        "payment": response.payment.as_ref().map(render_payment),
+        "earlierPayments": response.earlier_payments.iter().map(render_payment).collect::<Vec<_>>(),
+    });
+    let body = &response.body;
+    if body.is_empty() || is_text(body) {
+        out["body"] = String::from_utf8_lossy(body).into();
+    } else {
+        out["bodyHex"] = alloy::hex::encode(body).into();
+    }
+    out
+}
+
+/// A payment as `--json` shows it (amounts in the token's smallest unit).
+fn render_payment(p: &Payment) -> serde_json::Value {
+    let (kind, subscription) = match p.kind {
+        PaymentKind::Tollgate => ("tollgate", None),
+        PaymentKind::X402 => ("x402", None),
+        PaymentKind::Subscription { id } => ("subscription", Some(id)),
+        _ => ("other", None),
+    };
+    serde_json::json!({
+        "kind": kind,
+        "amount": p.amount,
+        "fee": p.fee,
+        "network": p.network,
+        "token": p.token,
+        "payer": p.payer,
+        "payTo": p.pay_to,
+        "memo": p.memo,
+        "txHash": p.tx_hash,
+        "subscriptionId": subscription,
+        "metered": p.metered,
+        "x402Version": p.x402_version,
+        "settlement": p.settlement,
+    })
 }
 
 pub(crate) fn report(line: &str) {

@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use tollgate_agent::{Agent, Amount, RaiseAllowance, SpendPolicy, Subscribe, Subscription};
 
 use super::pay::{chain, exit_code, read_signer, report};
-use crate::amount;
+use crate::amount::{self, tokens};
 
 /// The end of `tollgate subscribe --help` (`{notation}`: the amount notation).
 const AFTER_HELP: &str = "\
@@ -24,7 +24,10 @@ the current one; --max bounds the increase (new cap - current cap). Signs the EI
 confirmed. Repeating a raise whose answer was lost is safe: a cap already at that value is
 answered without a transaction.
 
-Either way, prints the confirmed subscription as JSON to stdout. A new subscription is
+Either way, prints the confirmed subscription as JSON to stdout (id, status, planId, paidThrough,
+allowance {cap, remaining} in units, and txHash: the transaction that created it, or the raise's),
+and one summary line to stderr (`subscribed ID to plan PLAN …; tx HASH` or `raised ID's overage
+cap to …; tx HASH`); logs are warnings only, -v shows the agent's steps. A new subscription is
 remembered in the agent's state file (--state; default: beside --key-file), so that `tollgate pay
 --subscribe` serves on it instead of subscribing again.
 
@@ -91,6 +94,7 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         }
     };
     let max_overage = args.max_overage.unwrap_or(Amount::ZERO);
+    let raising = args.raise.is_some();
     let done = match (args.raise, args.plan) {
         (Some(id), _) => {
             let mut raise = RaiseAllowance::new(id, max_overage).facilitator(args.facilitator);
@@ -110,6 +114,23 @@ pub(crate) async fn run(args: Args) -> ExitCode {
     };
     match done {
         Ok(sub) => {
+            let tx = tx_text(&sub);
+            if raising {
+                report(&format!(
+                    "raised {}'s overage cap to {} ({} units); tx {tx}",
+                    sub.id,
+                    tokens(sub.allowance_cap),
+                    sub.allowance_cap
+                ));
+            } else {
+                report(&format!(
+                    "subscribed {} to plan {}: paid through {}, overage cap {}; tx {tx}",
+                    sub.id,
+                    sub.plan_id,
+                    sub.paid_through,
+                    tokens(sub.allowance_cap)
+                ));
+            }
             let mut out = std::io::stdout().lock();
             let text = render(&sub).to_string();
             if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
@@ -138,8 +159,14 @@ fn prepare(args: &Args) -> anyhow::Result<Agent> {
     builder.build().context("building the agent")
 }
 
-/// The subscription as the facilitator's `/subscriptions` answers it (`txHash`: the creating
-/// transaction, when known; `null` after a raise).
+/// A summary line's `tx …`: the subscription's transaction, or why there is none.
+pub(crate) fn tx_text(s: &Subscription) -> String {
+    s.tx_hash
+        .map_or_else(|| "none sent (already so)".to_owned(), |t| t.to_string())
+}
+
+/// The subscription as the facilitator's `/subscriptions` answers it (`txHash`: the transaction
+/// that created it or, after an action or a raise, that action's; when known).
 pub(crate) fn render(s: &Subscription) -> serde_json::Value {
     serde_json::json!({
         "id": s.id,

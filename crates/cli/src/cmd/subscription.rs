@@ -10,7 +10,7 @@ use tollgate_chain::B256;
 
 use super::{
     pay::{NETWORK_EXIT, PAYMENT_FAILED_EXIT, USAGE_EXIT, chain, exit_code, read_signer, report},
-    subscribe::render,
+    subscribe::{render, tx_text},
 };
 use crate::amount;
 
@@ -37,8 +37,10 @@ enum Command {
     /// Cancel one of your subscriptions, for good (subscribe again for a new one); your state
     /// file forgets it. Gasless: the facilitator relays cancelWithSig.
     #[command(after_help = "\
-Each action is answered once the transaction is confirmed, and prints the subscription as JSON.
-Repeating one is safe: a subscription already in the asked state is answered as it is.
+Each action is answered once the transaction is confirmed, and prints the subscription as JSON
+to stdout (txHash: the action's transaction) and one line to stderr (`cancelled ID; tx HASH`).
+Repeating one is safe: a subscription already in the asked state is answered as it is, with no
+transaction. Logs are warnings only; -v shows the agent's steps.
 
 Exit codes: as `tollgate subscribe` (0 done, 2 usage, 3 refused by the spending policy, 4 refused
 by the facilitator or the chain — SubscriptionNotActive, NotSubscriber, unknown subscription —,
@@ -154,6 +156,17 @@ enum Action {
     Cancel,
 }
 
+impl Action {
+    /// The summary line's verb.
+    fn done(self) -> &'static str {
+        match self {
+            Self::Pause => "paused",
+            Self::Resume => "resumed",
+            Self::Cancel => "cancelled",
+        }
+    }
+}
+
 /// How a subcommand failed: before reaching the facilitator (usage), in the agent, or
 /// otherwise with an exit code of `tollgate pay`'s.
 enum Failure {
@@ -196,6 +209,12 @@ async fn act(a: ActArgs, max: Amount, action: Action) -> Result<serde_json::Valu
         Action::Resume => agent.resume(target).await?,
         Action::Cancel => agent.cancel(target).await?,
     };
+    report(&format!(
+        "{} {}; tx {}",
+        action.done(),
+        sub.id,
+        tx_text(&sub)
+    ));
     Ok(render(&sub))
 }
 

@@ -590,3 +590,58 @@ async fn dev_state_files_are_private_and_webhook_secrets_sealed() {
     assert_eq!(dev.info["webhookSecretsKey"].as_str().unwrap(), key);
     assert_eq!(mode(&dir.join("dev.json")), 0o600);
 }
+
+/// The report: a second `tollgate dev` on a state directory in use restored the journal
+/// and then failed with an unrelated 503. Now it stops at once, before touching the journal or
+/// the database, naming the running one's PID and ports; the first one is undisturbed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_dev_on_the_same_state_dir_stops_at_once_naming_the_first() {
+    tollgate_chain::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let dev = spawn_dev(dir.path(), &[]).await;
+    let summary = std::fs::read(dir.path().join("dev.json")).unwrap();
+    let started = Instant::now();
+    let second = tokio::time::timeout(
+        Duration::from_secs(20),
+        Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .args(["dev", "--port-base", "0", "--state-dir"])
+            .arg(dir.path())
+            .env("NO_COLOR", "1")
+            .env_remove("TOLLGATE_LOG")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the second tollgate dev stops by itself")
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "at once, not after starting: {stderr}"
+    );
+    let pid = dev.child.id().unwrap();
+    assert!(stderr.contains(&format!("pid {pid}")), "{stderr}");
+    for url in ["rpcUrl", "facilitatorUrl", "apiUrl"] {
+        let url = dev.info[url].as_str().unwrap();
+        assert!(stderr.contains(url), "{url} in: {stderr}");
+    }
+    assert!(!stderr.contains("relayer"), "{stderr}");
+    assert!(
+        dir.path().join("devnet").is_dir(),
+        "the journal is still there"
+    );
+
+    // The first one is undisturbed: same summary, still serving.
+    assert_eq!(std::fs::read(dir.path().join("dev.json")).unwrap(), summary);
+    let api = dev.info["apiUrl"].as_str().unwrap();
+    let r = reqwest::get(format!("{api}/v1/quote")).await.unwrap();
+    assert_eq!(r.status(), 402);
+    let paid = agent(&dev.info, 0)
+        .pay(PayRequest::get(&format!("{api}/v1/quote")).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(paid.status, 200);
+}

@@ -14,6 +14,8 @@ const PRICE: u64 = 500_000;
 const FEE: u64 = 1_000;
 const PAYER: usize = 1;
 const PAYEE: usize = 7;
+/// A binary body (not UTF-8), without a final newline.
+const BLOB: [u8; 5] = [0x89, b'P', 0x00, 0xff, b'x'];
 
 struct World {
     fixture: Fixture,
@@ -39,6 +41,15 @@ impl World {
             .unwrap();
         let app = Router::new()
             .route("/v1/quote", get(|| async { r#"{"quote":42}"# }))
+            .route(
+                "/v1/blob",
+                get(|| async {
+                    (
+                        [(axum::http::header::CONTENT_TYPE, "application/octet-stream")],
+                        BLOB.to_vec(),
+                    )
+                }),
+            )
             .route_layer(gate.payment_gate([Pricing::one_time(PRICE)]));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let api = format!("http://{}", listener.local_addr().unwrap());
@@ -73,6 +84,8 @@ impl World {
         cmd.arg("pay")
             .args(args)
             .env_remove("TOLLGATE_KEY")
+            .env_remove("TOLLGATE_LOG")
+            .env_remove("RUST_LOG")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .kill_on_drop(true);
@@ -106,7 +119,7 @@ async fn pay_prints_the_body_and_a_summary_and_exits_by_outcome() {
         .pay(&[&quote, "--key-file", key_file, "--max", "0.50"], &[])
         .await;
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stdout, r#"{"quote":42}"#);
+    assert_eq!(stdout, concat!(r#"{"quote":42}"#, "\n"));
     assert!(stderr.contains("paid 0.500000 (500000 units)"), "{stderr}");
     assert!(stderr.contains(NETWORK), "{stderr}");
     assert!(stderr.contains(&payee.to_string()), "{stderr}");
@@ -170,6 +183,93 @@ async fn pay_prints_the_body_and_a_summary_and_exits_by_outcome() {
     );
 }
 
+/// The issue's report: `tollgate pay` logged INFO lines repeating its own summary and printed the
+/// body without a final newline. Now: the body, a newline after text (not after binary bodies),
+/// one summary line on stderr, logs only with -v, and `--json` for machines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pay_is_quiet_ends_text_with_a_newline_and_speaks_json() {
+    let w = World::new().await;
+    let key = [("TOLLGATE_KEY", w.key_hex())];
+    let key = [(key[0].0, key[0].1.as_str())];
+    let quote = format!("{}/v1/quote", w.api);
+
+    // Text: the body and a newline; one line on stderr, the summary.
+    let (code, stdout, stderr) = w.pay(&[&quote], &key).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stdout, "{\"quote\":42}\n");
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "one summary line, no logs: {stderr}"
+    );
+    assert!(
+        stderr.starts_with("paid 0.500000 (500000 units)"),
+        "{stderr}"
+    );
+
+    // Binary: the bytes as they are.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["pay", &format!("{}/v1/blob", w.api)])
+        .env("TOLLGATE_KEY", w.key_hex())
+        .env_remove("TOLLGATE_LOG")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, BLOB, "no newline after a binary body");
+    assert_eq!(String::from_utf8_lossy(&out.stderr).lines().count(), 1);
+
+    // -v: the agent's logs too.
+    let (code, _, stderr) = w.pay(&[&quote, "-v"], &key).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(" INFO "), "-v shows info logs: {stderr}");
+
+    // --json: one object on stdout with the status, headers, payment and body.
+    let (code, stdout, stderr) = w.pay(&[&quote, "--json"], &key).await;
+    assert_eq!(code, 0, "{stderr}");
+    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(out["status"], 200, "{out}");
+    assert_eq!(out["body"], r#"{"quote":42}"#, "{out}");
+    assert!(out["headers"]["x-payment-response"].is_string(), "{out}");
+    let payment = &out["payment"];
+    assert_eq!(payment["kind"], "tollgate", "{out}");
+    assert_eq!(payment["amount"], "500000", "{out}");
+    assert_eq!(payment["network"], NETWORK, "{out}");
+    assert_eq!(
+        payment["payTo"].as_str().map(str::to_lowercase),
+        Some(w.fixture.accounts[PAYEE].address.to_string().to_lowercase()),
+        "{out}"
+    );
+    let tx: alloy::primitives::B256 = payment["txHash"].as_str().unwrap().parse().unwrap();
+    assert!(
+        w.fixture
+            .chain
+            .receipt(tx)
+            .await
+            .unwrap()
+            .expect("mined")
+            .success
+    );
+    assert!(
+        stdout.ends_with('\n') && stdout.lines().count() == 1,
+        "{stdout}"
+    );
+    let (_, stdout, _) = w
+        .pay(&[&format!("{}/v1/blob", w.api), "--json"], &key)
+        .await;
+    let out: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(out["body"], serde_json::Value::Null, "{out}");
+    assert_eq!(out["bodyHex"], "895000ff78", "{out}");
+
+    // `--help` says so.
+    let (_, stdout, _) = w.pay(&["--help"], &[]).await;
+    assert!(
+        stdout.contains("--json") && stdout.contains("-v"),
+        "{stdout}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pay_through_a_proxy_that_corrupts_the_proof_pays_once() {
     // The issue's report: a proxy that corrupts the first X-PAYMENT made `tollgate pay` pay
@@ -189,7 +289,7 @@ async fn pay_through_a_proxy_that_corrupts_the_proof_pays_once() {
         )
         .await;
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stdout, r#"{"quote":42}"#);
+    assert_eq!(stdout, concat!(r#"{"quote":42}"#, "\n"));
     let paid: Vec<&str> = stderr.lines().filter(|l| l.starts_with("paid ")).collect();
     assert_eq!(paid.len(), 1, "one payment reported: {stderr}");
     assert!(stderr.contains("paid 0.500000 (500000 units)"), "{stderr}");
@@ -218,7 +318,7 @@ async fn pay_after_the_chain_travels_30_days() {
         )
         .await;
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stdout, r#"{"quote":42}"#);
+    assert_eq!(stdout, concat!(r#"{"quote":42}"#, "\n"));
     assert_eq!(w.balance(payee).await, payee0 + U256::from(PRICE - FEE));
     // Settled in a block of the travelled chain: the token took the window by its clock.
     let tx: alloy::primitives::B256 = stderr

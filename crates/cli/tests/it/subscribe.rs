@@ -97,6 +97,8 @@ impl World {
                 self.fixture.accounts[SUBSCRIBER].private_key.to_string(),
             )
             .env("NO_COLOR", "1")
+            .env_remove("TOLLGATE_LOG")
+            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .kill_on_drop(true);
         let out = tokio::time::timeout(std::time::Duration::from_secs(60), cmd.output())
@@ -182,4 +184,64 @@ async fn subscribe_then_raise_the_cap() {
         stdout.contains("--raise <SUBSCRIPTION_ID>") && stdout.contains("raiseAllowanceWithSig"),
         "{stdout}"
     );
+}
+
+/// The report: `tollgate subscribe --raise` answered `"txHash": null` though the raise
+/// was mined, and both forms logged INFO lines. Now every field is filled (the creating
+/// transaction, then the raise's), stderr has one summary line, and -v brings the logs back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribe_is_quiet_and_a_raise_reports_its_transaction() {
+    let w = World::new().await;
+    let plan = w.create_plan().await.to_string();
+    let mined = |tx: &serde_json::Value| {
+        let tx: B256 = tx
+            .as_str()
+            .unwrap_or_else(|| panic!("a txHash: {tx}"))
+            .parse()
+            .unwrap();
+        let chain = std::sync::Arc::clone(&w.fixture.chain);
+        async move { chain.receipt(tx).await.unwrap().expect("mined").success }
+    };
+
+    let (code, stdout, stderr) = w
+        .subscribe(&["--plan", &plan, "--max-overage", "0.30", "--max", "2.00"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let sub: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert!(mined(&sub["txHash"]).await, "{sub}");
+    let id = sub["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "one summary line, no logs: {stderr}"
+    );
+    assert!(stderr.starts_with(&format!("subscribed {id}")), "{stderr}");
+
+    let (code, stdout, stderr) = w
+        .subscribe(&["--raise", &id, "--max-overage", "1.00", "--max", "0.70"])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    let raised: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(raised["allowance"]["cap"], "1000000");
+    assert!(mined(&raised["txHash"]).await, "{raised}");
+    assert_ne!(
+        raised["txHash"], sub["txHash"],
+        "the raise's own transaction"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with(&format!("raised {id}")), "{stderr}");
+
+    let (code, _, stderr) = w
+        .subscribe(&[
+            "--raise",
+            &id,
+            "--max-overage",
+            "2.00",
+            "--max",
+            "1.00",
+            "-v",
+        ])
+        .await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains(" INFO "), "-v shows info logs: {stderr}");
 }

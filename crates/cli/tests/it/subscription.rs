@@ -243,7 +243,7 @@ async fn pay_subscribes_once_reuses_it_and_never_falls_back_unasked() {
     // Without --subscribe: one-time (and `units:` is an amount like any other).
     let (code, stdout, stderr) = w.pay(&["--max", "units:500000"]).await;
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stdout, r#"{"report":"ok"}"#);
+    assert_eq!(stdout, concat!(r#"{"report":"ok"}"#, "\n"));
     assert!(stderr.contains("paid 0.500000 (500000 units)"), "{stderr}");
     assert_eq!(w.balance(me).await, mine0 - U256::from(PRICE));
     assert!(!w.state_file().exists(), "no state without --subscribe");
@@ -262,7 +262,7 @@ async fn pay_subscribes_once_reuses_it_and_never_falls_back_unasked() {
     let subscribe = ["--max", "0.50", "--subscribe", "--max-per-cycle", "2.00"];
     let (code, stdout, stderr) = w.pay(&subscribe).await;
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stdout, r#"{"report":"ok"}"#);
+    assert_eq!(stdout, concat!(r#"{"report":"ok"}"#, "\n"));
     assert!(
         stderr.contains("first cycle 2.000000 (2000000 units)"),
         "{stderr}"
@@ -323,7 +323,7 @@ async fn pay_subscribes_once_reuses_it_and_never_falls_back_unasked() {
     fallback.push("--fallback-one-time");
     let (code, stdout, stderr) = w.pay(&fallback).await;
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stdout, r#"{"report":"ok"}"#);
+    assert_eq!(stdout, concat!(r#"{"report":"ok"}"#, "\n"));
     assert_eq!(stderr.matches("paid 0.500000").count(), 1, "{stderr}");
     assert_eq!(w.balance(me).await, before - U256::from(PRICE));
     assert_eq!(w.created().await, 1);
@@ -464,7 +464,7 @@ async fn the_lifecycle_is_gasless_from_the_cli() {
     loop {
         let (code, stdout, stderr) = w.pay(&["-H", &header]).await;
         if code == 0 {
-            assert_eq!(stdout, r#"{"report":"ok"}"#);
+            assert_eq!(stdout, concat!(r#"{"report":"ok"}"#, "\n"));
             // The summary names what served it, not "no payment asked".
             assert!(
                 stderr.contains(&format!("served on subscription {id}")),

@@ -33,10 +33,10 @@ use std::{
 
 use alloy::{
     primitives::{Address, B256, U256, keccak256},
-    sol_types::SolCall,
+    sol_types::{SolCall, SolEvent},
 };
 use tollgate_chain::{
-    Confirmation, TxRequest, WaitOptions,
+    Confirmation, LogFilter, TxRequest, WaitOptions,
     authorization::{Action, ActionKind, recover, subscriptions_domain},
     contracts::{self, Subscriptions},
 };
@@ -312,6 +312,9 @@ impl Facilitator {
             .await?
             .ok_or_else(|| Error::NotFound(format!("no subscription {id}")))?;
         let wanted = req.max_overage.get();
+        // The raise's transaction, sent now; for a repeat (the cap already raised), found in
+        // the contract's logs.
+        let mut raised_in = None;
         if head.cap != wanted {
             let call = Subscriptions::raiseAllowanceWithSigCall {
                 id,
@@ -339,7 +342,7 @@ impl Facilitator {
                 self.release_relay(slot).await;
             }
             match sent {
-                Ok(Confirmation::Confirmed(r)) if r.success => {}
+                Ok(Confirmation::Confirmed(r)) if r.success => raised_in = Some(r.tx_hash),
                 Ok(Confirmation::Confirmed(r)) => {
                     return Err(Error::Reverted {
                         kind: Relayed::RaiseAllowance,
@@ -354,10 +357,21 @@ impl Facilitator {
             tracing::info!(network = %name, %id, max_overage = %wanted, "allowance raised");
         }
         self.inner.heads.forget(&name, id);
-        let view = self
+        let mut view = self
             .subscription_view(net, subs, id)
             .await?
             .ok_or_else(|| Error::internal("raised subscription vanished"))?;
+        view.tx_hash = match raised_in {
+            Some(tx) => Some(tx),
+            // Best effort: the raise holds whether or not its transaction is found.
+            None => self
+                .raise_tx(net, subs, id, wanted)
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!(%id, "the raise's transaction: {e}");
+                    None
+                }),
+        };
         let cap = u64::try_from(view.allowance.cap.get()).unwrap_or(MAX_METERED);
         self.store()
             .upsert_allowance_cycle(&name, id, view.cycle, cap, false, unix_now())
@@ -367,6 +381,38 @@ impl Facilitator {
 }
 
 impl Facilitator {
+    /// The last transaction that raised `id`'s cap to `cap` (`AllowanceRaised`), within the
+    /// lookback window.
+    async fn raise_tx(
+        &self,
+        net: &Network,
+        subs: Address,
+        id: B256,
+        cap: U256,
+    ) -> Result<Option<B256>> {
+        let latest = net.chain.block_number().await?;
+        let filter = LogFilter {
+            from_block: latest.saturating_sub(self.settings().log_lookback_blocks),
+            to_block: Some(latest),
+            addresses: vec![subs],
+            topics: [
+                Some(vec![Subscriptions::AllowanceRaised::SIGNATURE_HASH]),
+                Some(vec![id]),
+                None,
+                None,
+            ],
+        };
+        let logs = net.chain.logs(&filter).await?;
+        Ok(logs
+            .iter()
+            .rev()
+            .find(|l| {
+                Subscriptions::AllowanceRaised::decode_log(&l.log)
+                    .is_ok_and(|e| e.maxOverage == cap)
+            })
+            .map(|l| l.tx_hash))
+    }
+
     /// The subscriber of `id`, when the raise's signature is theirs with their current nonce.
     async fn raise_signer(
         &self,

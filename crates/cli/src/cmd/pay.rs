@@ -28,12 +28,11 @@ it again with X-PAYMENT.
 Output: the response body goes to stdout as it came, with a final newline added to a text body
 (valid UTF-8) that lacks one, never to a binary body. One summary line goes to stderr (`paid
 0.500000 (500000 units) on NETWORK to PAYEE from PAYER; tx HASH; 200 OK in 95 ms`, or `served on
-subscription ID …` with `metered 0.100000` on a metered route). Logs are warnings only; -v shows
-the agent's steps. With --json, stdout is one JSON object instead: status, the headers that
-matter (content-type, x-payment-response, payment-response, x-service-receipt, retry-after),
-payment (kind, amount and fee in units, network, token, payer, payTo, memo, txHash,
-subscriptionId, metered, x402Version, the decoded settlement header) and earlierPayments, and the
-body as `body` (text) or `bodyHex` (binary).
+subscription ID …`). Logs are warnings only; -v shows the agent's steps. With --json, stdout is
+one JSON object instead: status, the headers that matter (content-type, x-payment-response,
+payment-response, x-service-receipt, retry-after), payment (kind, amount and fee in units,
+network, token, payer, payTo, memo, txHash, subscriptionId, x402Version, the decoded settlement
+header) and earlierPayments, and the body as `body` (text) or `bodyHex` (binary).
 
 With --subscribe: when the 402 offers a subscription plan (service.subscriptionScheme, a planId)
 billing at most --max-per-cycle a cycle, subscribes once through the facilitator the 402 names
@@ -377,13 +376,8 @@ fn payment_line(p: &Payment, verb: &str) -> String {
         .map_or_else(|| "unknown".to_owned(), |t| t.to_string());
     match p.kind {
         PaymentKind::Subscription { id } if p.amount == Amount::ZERO => {
-            let metered = p
-                .metered
-                .filter(|m| *m != Amount::ZERO)
-                .map(|m| format!(" (metered {})", tokens(m)))
-                .unwrap_or_default();
             format!(
-                "served on subscription {id}{metered} on {} from {}",
+                "served on subscription {id} on {} from {}",
                 p.network, p.payer
             )
         }
@@ -435,7 +429,7 @@ const SHOWN_HEADERS: [&str; 5] = [
     "content-type",
     tollgate_protocol::headers::X_PAYMENT_RESPONSE,
     tollgate_protocol::headers::PAYMENT_RESPONSE,
-    tollgate_protocol::headers::X_SERVICE_RECEIPT,
+    "x-service-receipt",
     "retry-after",
 ];
 
@@ -482,7 +476,6 @@ fn render_payment(p: &Payment) -> serde_json::Value {
         "memo": p.memo,
         "txHash": p.tx_hash,
         "subscriptionId": subscription,
-        "metered": p.metered,
         "x402Version": p.x402_version,
         "settlement": p.settlement,
     })

@@ -177,8 +177,15 @@ export interface SpendPolicy {
   networks?: string[]
   tokens?: string[]
   payees?: string[]
-  /** Subscribe by itself to plans of at most `maxPerCycle`. */
-  subscriptions?: { maxPerCycle: Amount; maxOverage: Amount }
+  /**
+   * Subscriptions are bounded by `budget` and a cap per cycle, never by `maxPerRequest`.
+   * Absent or `true` (the default): the agent prefers to subscribe, as the spec asks, when a 402
+   * says `subscriptionScheme: true` and offers a plan of at most `budget` a cycle (no overage
+   * allowance). An object sets the cap per cycle (default `budget`) and the overage allowance the
+   * agent subscribes with (default none). `false`: `pay` pays one-time only; `subscribe` still
+   * subscribes when asked, within `budget` a cycle.
+   */
+  subscriptions?: boolean | { maxPerCycle?: Amount; maxOverage?: Amount }
 }
 
 export interface AgentOptions {
@@ -208,6 +215,12 @@ export interface Payment {
   /** 'x-payment' or 'payment-signature'. */
   headerName: string
   settlement: { success: boolean; transaction: string; network: string; payer?: string } | null
+  /**
+   * A request served on a subscription (`kind: 'subscription'`): what it took from the
+   * subscription's overage allowance (a metered route's price, '0' elsewhere), in smallest units,
+   * as the gate's `X-Service-Receipt` says; null for other payments or when the server did not say.
+   */
+  metered: string | null
 }
 
 /** A fetch Response with what paid for it. */

@@ -289,6 +289,7 @@ impl Agent {
             settlement: None,
             x402_version: None,
             retry_token: None,
+            metered: None,
         };
         let mut raised = false;
         loop {
@@ -381,7 +382,8 @@ impl Agent {
                 let response = self.send(request, None).await?;
                 if response.status() != StatusCode::PAYMENT_REQUIRED {
                     tracing::info!(%id, status = %response.status(), "served on the raised subscription");
-                    let paid = self.finish(response, None).await?;
+                    let on_subscription = self.served_on_named(request, &response);
+                    let paid = self.finish(response, on_subscription).await?;
                     return Ok(OnSubscription::Served(Box::new(paid)));
                 }
                 terms = self.read_terms(response).await?;

@@ -12,6 +12,14 @@ use crate::error::Refusal;
 /// Amounts are in the token's smallest unit (6 decimals: `1_000_000` is 1.00 token). The
 /// allow-lists are off when `None`; `Some(vec![])` allows nothing.
 ///
+/// Subscriptions are bounded by the total budget (the first cycle is reserved in it) and by a
+/// cap per cycle, never by the per-request cap. By default the agent prefers to subscribe, as the
+/// spec asks of a client that sees `subscriptionScheme: true`: when a 402 offers a plan whose
+/// cycle costs at most the total budget, [`Agent::pay`](crate::Agent::pay) subscribes (with no
+/// overage allowance) rather than paying one-time. [`SpendPolicy::subscriptions`] sets another
+/// cap per cycle and an overage allowance; [`SpendPolicy::no_subscriptions`] makes the agent
+/// pay one-time only.
+///
 /// ```
 /// use tollgate_agent::{Amount, SpendPolicy};
 ///
@@ -19,7 +27,12 @@ use crate::error::Refusal;
 /// // when a 402 offers one.
 /// let policy = SpendPolicy::new(Amount::from_units(500_000), Amount::from_units(20_000_000))
 ///     .subscriptions(Amount::from_units(5_000_000), Amount::ZERO);
-/// assert!(policy.subscriptions.is_some());
+/// assert_eq!(policy.subscriptions.unwrap().max_per_cycle, Amount::from_units(5_000_000));
+///
+/// // The default: plans of up to the whole budget a cycle.
+/// let default = SpendPolicy::new(Amount::from_units(500_000), Amount::from_units(20_000_000));
+/// assert_eq!(default.subscriptions.unwrap().max_per_cycle, Amount::from_units(20_000_000));
+/// assert!(default.no_subscriptions().subscriptions.is_none());
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SpendPolicy {
@@ -34,15 +47,18 @@ pub struct SpendPolicy {
     /// Recipients the agent pays.
     pub payees: Option<Vec<Address>>,
     /// Whether [`Agent::pay`](crate::Agent::pay) subscribes when a 402 offers a plan, and to
-    /// what; `None` (the default): it never does and pays one-time.
+    /// what. The default: plans of up to the total budget a cycle, no overage allowance
+    /// ([`SubscriptionPolicy::within`]); `None` ([`SpendPolicy::no_subscriptions`]): it never
+    /// does and pays one-time.
     pub subscriptions: Option<SubscriptionPolicy>,
 }
 
-/// The opt-in to subscribing on the agent's own initiative ([`SpendPolicy::subscriptions`]).
+/// How the agent subscribes on its own initiative ([`SpendPolicy::subscriptions`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubscriptionPolicy {
-    /// The most a plan may bill per cycle. It replaces the per-request cap for subscriptions,
-    /// [`Agent::subscribe`](crate::Agent::subscribe) included.
+    /// The most a plan may bill per cycle, for [`Agent::pay`](crate::Agent::pay)'s subscriptions
+    /// and [`Agent::subscribe`](crate::Agent::subscribe)'s alike (the per-request cap never
+    /// applies to a subscription).
     pub max_per_cycle: Amount,
     /// The overage cap per cycle the agent subscribes with.
     pub max_overage: Amount,
@@ -52,8 +68,20 @@ pub struct SubscriptionPolicy {
     pub overage_ceiling: Amount,
 }
 
+impl SubscriptionPolicy {
+    /// The default: plans of up to `total_budget` a cycle, no overage allowance, no raise.
+    pub fn within(total_budget: Amount) -> Self {
+        Self {
+            max_per_cycle: total_budget,
+            max_overage: Amount::ZERO,
+            overage_ceiling: Amount::ZERO,
+        }
+    }
+}
+
 impl SpendPolicy {
-    /// A policy with these caps and no allow-lists.
+    /// A policy with these caps, no allow-lists, and the default subscriptions
+    /// ([`SubscriptionPolicy::within`] the total budget).
     pub fn new(per_request_cap: Amount, total_budget: Amount) -> Self {
         Self {
             per_request_cap,
@@ -61,11 +89,19 @@ impl SpendPolicy {
             networks: None,
             tokens: None,
             payees: None,
-            subscriptions: None,
+            subscriptions: Some(SubscriptionPolicy::within(total_budget)),
         }
     }
 
-    /// Lets [`Agent::pay`](crate::Agent::pay) subscribe: when a 402 offers a plan
+    /// Never subscribes on its own: [`Agent::pay`](crate::Agent::pay) pays one-time even when a
+    /// 402 prefers a plan. [`Agent::subscribe`](crate::Agent::subscribe) still subscribes when
+    /// asked, to plans of up to the total budget a cycle.
+    pub fn no_subscriptions(mut self) -> Self {
+        self.subscriptions = None;
+        self
+    }
+
+    /// Sets how [`Agent::pay`](crate::Agent::pay) subscribes: when a 402 offers a plan
     /// (`service.subscriptionScheme` with a `planId`) billing at most `max_per_cycle` a cycle,
     /// through a facilitator the agent may use, the agent subscribes once with `max_overage` as
     /// the overage cap, and serves this and later requests for the plan with `X-Service-Sub`.
@@ -108,10 +144,10 @@ impl SpendPolicy {
     }
 
     /// The most a subscription cycle may cost: [`SubscriptionPolicy::max_per_cycle`] when
-    /// subscriptions are enabled, else the per-request cap.
+    /// subscriptions are enabled, else the total budget; never the per-request cap.
     pub(crate) fn cycle_cap(&self) -> Amount {
         self.subscriptions
-            .map_or(self.per_request_cap, |s| s.max_per_cycle)
+            .map_or(self.total_budget, |s| s.max_per_cycle)
     }
 
     /// Only these networks.
@@ -294,10 +330,20 @@ mod tests {
     }
 
     #[test]
-    fn subscriptions_are_opt_in_and_capped_per_cycle() {
+    fn subscriptions_are_bounded_per_cycle_and_by_the_budget_never_per_request() {
         let p = SpendPolicy::new(Amount::from_units(100), Amount::from_units(1_000));
-        assert_eq!(p.subscriptions, None);
-        assert_eq!(p.cycle_cap(), Amount::from_units(100));
+        // By default: preferred, within the budget a cycle, no overage.
+        assert_eq!(
+            p.subscriptions,
+            Some(SubscriptionPolicy::within(Amount::from_units(1_000)))
+        );
+        assert_eq!(p.cycle_cap(), Amount::from_units(1_000));
+        // Without subscribing on its own, an explicit subscription is still bounded by the
+        // budget, not by the per-request cap.
+        assert_eq!(
+            p.clone().no_subscriptions().cycle_cap(),
+            Amount::from_units(1_000)
+        );
         let p = p.subscriptions(Amount::from_units(500), Amount::from_units(50));
         assert_eq!(p.cycle_cap(), Amount::from_units(500));
         let (token, payee) = (Address::repeat_byte(1), Address::repeat_byte(2));

@@ -159,6 +159,10 @@ pub struct Payment {
     /// `_meta["tollgate/payment-retry"]`): a server holding the payment while its settlement is
     /// pending serves it only to a resend that carries it. `None` for proofs and subscriptions.
     pub retry_token: Option<RetryToken>,
+    /// For [`PaymentKind::Subscription`]: what the request took from the subscription's overage
+    /// allowance (a metered route's price, zero elsewhere), as the server's `X-Service-Receipt`
+    /// says; `None` for other payments, or when the server did not say.
+    pub metered: Option<Amount>,
 }
 
 impl Payment {

@@ -117,9 +117,10 @@ impl Agent {
     ///    subscriptions contract) and `GET /subscriptions/quote` (the plan's terms, the
     ///    agent's nonces and current allowance, the chain's clock).
     /// 2. Apply the [`SpendPolicy`](crate::SpendPolicy): the first cycle's `amount` must pass the
-    ///    network, token and payee allow-lists and the per-request cap (or, with
-    ///    [`SpendPolicy::subscriptions`](crate::SpendPolicy::subscriptions), its
-    ///    `max_per_cycle`), and is reserved in the budget. A deprecated plan is
+    ///    network, token and payee allow-lists and the cap per cycle
+    ///    ([`SubscriptionPolicy::max_per_cycle`](crate::SubscriptionPolicy::max_per_cycle); by
+    ///    default, and with [`SpendPolicy::no_subscriptions`](crate::SpendPolicy::no_subscriptions),
+    ///    the total budget; never the per-request cap), and is reserved in the budget. A deprecated plan is
     ///    [`Error::PlanDeprecated`] here, before anything is signed.
     /// 3. Sign an EIP-2612 permit to the subscriptions contract (current allowance plus
     ///    [`PERMIT_CYCLES`] × (`amount` + `max_overage`)) and the `Subscribe` intent.
@@ -155,6 +156,13 @@ impl Agent {
             return Err(Error::PlanDeprecated);
         }
         let policy = &self.inner.policy;
+        // The budget first: the default cap per cycle is the budget itself, and a plan over
+        // what is left of it is refused as that.
+        let reservation = self
+            .inner
+            .budget
+            .reserve(plan.amount)
+            .map_err(|what| Error::PolicyViolation { what })?;
         policy
             .check_capped(
                 &network,
@@ -163,11 +171,6 @@ impl Agent {
                 plan.amount,
                 policy.cycle_cap(),
             )
-            .map_err(|what| Error::PolicyViolation { what })?;
-        let reservation = self
-            .inner
-            .budget
-            .reserve(plan.amount)
             .map_err(|what| Error::PolicyViolation { what })?;
 
         let per_cycle = plan

@@ -8,10 +8,11 @@ use std::{
     task::{Context, Poll},
 };
 
-use http::{HeaderValue, Request, Response, StatusCode, header, request::Parts};
+use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header, request::Parts};
 use serde::Serialize;
 use tollgate_protocol::{
-    Amount, ErrorCode, PaymentRequired, XPayment, XPaymentError, decode_x_payment,
+    Amount, ErrorCode, PaymentRequired, SubscriptionReceipt, XPayment, XPaymentError,
+    decode_x_payment,
     x402::{
         ErrorReason, PaymentPayload, SettlementPending, SettlementResponseHeader,
         v2::PaymentPayloadV2,
@@ -29,7 +30,7 @@ use crate::{
 
 pub use tollgate_protocol::headers::{
     PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE,
-    X_PAYMENT_RETRY,
+    X_PAYMENT_RETRY, X_SERVICE_RECEIPT, X_SERVICE_SCHEMES,
 };
 
 /// The `error` of a first 402 (no payment sent): a stable code, as every 402 `error` is (see
@@ -264,15 +265,9 @@ where
                 let _ = layer.gate.facilitator_client().discovery().await;
             }
             match layer.authorize(req).await {
-                Ok((req, paid)) => {
+                Ok((req, receipt)) => {
                     let mut res = inner.call(req).await?;
-                    if let Some(paid) = paid {
-                        let headers = res.headers_mut();
-                        headers.insert(X_PAYMENT_RESPONSE, paid.v1);
-                        if let Some(v2) = paid.v2 {
-                            headers.insert(PAYMENT_RESPONSE, v2);
-                        }
-                    }
+                    res.headers_mut().extend(receipt);
                     Ok(res)
                 }
                 Err(refused) => Ok(refused.map(ResBody::from)),
@@ -292,14 +287,6 @@ struct Body402 {
     message: Option<String>,
 }
 
-/// The settlement headers of a paid response.
-struct Paid {
-    /// `X-PAYMENT-RESPONSE`.
-    v1: HeaderValue,
-    /// `PAYMENT-RESPONSE` (the network as its CAIP-2 id), when the gate knows it.
-    v2: Option<HeaderValue>,
-}
-
 /// A payment to settle through the facilitator, of either x402 version.
 #[derive(Clone, Copy)]
 enum X402<'a> {
@@ -312,7 +299,7 @@ enum X402<'a> {
 #[non_exhaustive]
 pub enum Admission {
     /// Serve the request, and add `response_headers` to its response (`X-PAYMENT-RESPONSE` and
-    /// `PAYMENT-RESPONSE` for a payment; none for a subscriber).
+    /// `PAYMENT-RESPONSE` for a payment; `X-Service-Receipt` for a subscriber).
     Admitted {
         /// Headers for the response.
         response_headers: http::HeaderMap,
@@ -330,14 +317,7 @@ impl PaymentGateLayer {
     /// deducted); an admission has settled or deducted what the request pays.
     pub async fn admit(&self, parts: Parts) -> Admission {
         match self.authorize(Request::from_parts(parts, ())).await {
-            Ok((req, paid)) => {
-                let mut response_headers = http::HeaderMap::new();
-                if let Some(paid) = paid {
-                    response_headers.insert(X_PAYMENT_RESPONSE, paid.v1);
-                    if let Some(v2) = paid.v2 {
-                        response_headers.insert(PAYMENT_RESPONSE, v2);
-                    }
-                }
+            Ok((req, response_headers)) => {
                 let subscription = req.extensions().get::<VerifiedSubscription>().cloned();
                 Admission::Admitted {
                     response_headers,
@@ -348,35 +328,55 @@ impl PaymentGateLayer {
         }
     }
 
-    /// The decision: the request with the settlement headers to add (none for a subscriber),
-    /// or the refusal.
+    /// The decision: the request with the headers its response carries (the settlement of a
+    /// payment: `X-PAYMENT-RESPONSE`, `PAYMENT-RESPONSE`; a subscriber's `X-Service-Receipt`), or
+    /// the refusal.
     async fn authorize<B>(
         &self,
         req: Request<B>,
-    ) -> Result<(Request<B>, Option<Paid>), Response<String>> {
+    ) -> Result<(Request<B>, HeaderMap), Response<String>> {
         let (mut parts, body) = req.into_parts();
+        let mut receipt = HeaderMap::new();
         if !parts.headers.contains_key(PAYMENT_SIGNATURE)
             && !parts.headers.contains_key(X_PAYMENT)
             && parts.headers.contains_key(X_SERVICE_SUB)
         {
             let sub = self.subscriber(&parts).await?;
-            if let Some(amount) = self.config.metered {
-                self.meter(&parts, &sub, amount).await?;
+            let metered = match self.config.metered {
+                Some(amount) => {
+                    self.meter(&parts, &sub, amount).await?;
+                    amount
+                }
+                None => Amount::ZERO,
+            };
+            let value = SubscriptionReceipt {
+                subscription_id: sub.id,
+                network: self.gate.network().to_owned(),
+                token: self.gate.token(),
+                pay_to: self.gate.pay_to(),
+                metered,
+            }
+            .encode();
+            if let Ok(value) = HeaderValue::from_str(&value) {
+                receipt.insert(X_SERVICE_RECEIPT, value);
             }
             parts.extensions.insert(sub);
-            return Ok((Request::from_parts(parts, body), None));
+            return Ok((Request::from_parts(parts, body), receipt));
         }
         let mut paid = self.decide(&parts).await?;
         let encoding = |_| self.unavailable("InternalError", "cannot encode X-PAYMENT-RESPONSE");
-        let v1 = HeaderValue::from_str(&paid.encode()).map_err(encoding)?;
-        let v2 = match self.gate.caip2() {
-            Some(caip2) => {
-                caip2.clone_into(&mut paid.network);
-                Some(HeaderValue::from_str(&paid.encode()).map_err(encoding)?)
-            }
-            None => None,
-        };
-        Ok((Request::from_parts(parts, body), Some(Paid { v1, v2 })))
+        receipt.insert(
+            X_PAYMENT_RESPONSE,
+            HeaderValue::from_str(&paid.encode()).map_err(encoding)?,
+        );
+        if let Some(caip2) = self.gate.caip2() {
+            caip2.clone_into(&mut paid.network);
+            receipt.insert(
+                PAYMENT_RESPONSE,
+                HeaderValue::from_str(&paid.encode()).map_err(encoding)?,
+            );
+        }
+        Ok((Request::from_parts(parts, body), receipt))
     }
 
     /// The subscription path: `X-Service-Sub` must name an ACTIVE, paid subscription to one of
@@ -697,7 +697,9 @@ impl PaymentGateLayer {
     ) -> Response<String> {
         let url = self.resource_url(parts);
         let offer = self.offer(parts, &url);
-        let body = self.gate.build_payment_required(&offer, error);
+        let body = self
+            .gate
+            .build_payment_required_for(&offer, error, &parts.headers);
         let v2 = self
             .gate
             .payment_required_v2(&body, &offer)

@@ -23,7 +23,7 @@ pub use gate::{
 pub use layer::{
     Admission, PAYMENT_REQUIRED, PAYMENT_REQUIRED_REASON, PAYMENT_RESPONSE, PAYMENT_SIGNATURE,
     PaymentGate, PaymentGateLayer, ResponseFuture, UNSUPPORTED_VERSION_REASON, X_PAYMENT,
-    X_PAYMENT_RESPONSE, X_PAYMENT_RETRY,
+    X_PAYMENT_RESPONSE, X_PAYMENT_RETRY, X_SERVICE_RECEIPT, X_SERVICE_SCHEMES,
 };
 pub mod paywall;
 pub use proof::parse_payment_proof;

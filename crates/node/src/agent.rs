@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use alloy::primitives::bytes::Bytes;
 use base64::{Engine as _, engine::general_purpose::STANDARD};
+use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 use serde_json::{Value, json};
 use tollgate_agent::{
@@ -30,19 +31,22 @@ pub struct PolicyOptions {
     pub tokens: Option<Vec<String>>,
     /// Payees it pays; default: any.
     pub payees: Option<Vec<String>>,
-    /// Subscribe on its own when a 402 offers a plan of at most this much per cycle
-    /// (`subscriptions: { maxPerCycle, maxOverage }`); default: never on its own.
-    pub subscriptions: Option<SubscriptionPolicy>,
+    /// Subscriptions: bounded by `budget` and a cap per cycle, never by `maxPerRequest`. By
+    /// default (absent or `true`) the agent prefers to subscribe when a 402 offers a plan of at
+    /// most `budget` a cycle; `{ maxPerCycle, maxOverage }` sets the cap per cycle (default:
+    /// `budget`) and the overage allowance it subscribes with (default: none); `false`: it pays
+    /// one-time only (`subscribe` still works, within `budget` a cycle).
+    pub subscriptions: Option<Either<bool, SubscriptionPolicy>>,
 }
 
-/// When the agent subscribes by itself.
+/// How the agent subscribes by itself.
 #[napi(object)]
 #[derive(Debug)]
 pub struct SubscriptionPolicy {
-    /// The most a plan may cost per cycle.
-    pub max_per_cycle: String,
-    /// The overage cap it subscribes with.
-    pub max_overage: String,
+    /// The most a plan may cost per cycle; default: the budget.
+    pub max_per_cycle: Option<String>,
+    /// The overage cap it subscribes with; default: none.
+    pub max_overage: Option<String>,
 }
 
 /// How to build an agent: a key (`key`, hex, or `keyFile`) and a policy.
@@ -139,11 +143,20 @@ impl NativeAgent {
                 .collect::<napi::Result<Vec<_>>>()?;
             policy = policy.payees(payees);
         }
-        if let Some(s) = &p.subscriptions {
-            policy = policy.subscriptions(
-                amount("policy.subscriptions.maxPerCycle", &s.max_per_cycle)?,
-                amount("policy.subscriptions.maxOverage", &s.max_overage)?,
-            );
+        match &p.subscriptions {
+            None | Some(Either::A(true)) => {}
+            Some(Either::A(false)) => policy = policy.no_subscriptions(),
+            Some(Either::B(s)) => {
+                let per_cycle = match &s.max_per_cycle {
+                    Some(a) => amount("policy.subscriptions.maxPerCycle", a)?,
+                    None => policy.total_budget,
+                };
+                let overage = match &s.max_overage {
+                    Some(a) => amount("policy.subscriptions.maxOverage", a)?,
+                    None => Amount::ZERO,
+                };
+                policy = policy.subscriptions(per_cycle, overage);
+            }
         }
         let signer = match (&options.key, &options.key_file) {
             (Some(key), None) => tollgate_agent::signer_from_hex(key),
@@ -289,6 +302,7 @@ fn payment_json(p: &Payment) -> Value {
         "header": p.header,
         "headerName": p.header_name(),
         "settlement": p.settlement,
+        "metered": p.metered.map(units),
     })
 }
 

@@ -9,7 +9,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 
-import { balance, fee, repo, requireTool, startDev } from "./support.mjs";
+import { balance, fee, repo, requireTool, rpc, startDev } from "./support.mjs";
 
 const { chromium } = requireTool("playwright-core");
 const { privateKeyToAccount } = requireTool("viem/accounts");
@@ -47,11 +47,9 @@ test("programs get JSON, never the page", async () => {
   }
 });
 
-test("a browser gets the paywall and pays with its wallet", async () => {
-  const payer = dev.payers[0];
-  const account = privateKeyToAccount(payer.privateKey);
+/** A browser context with a test wallet: window.ethereum in the page, signing here with `account`'s real key. */
+async function walletContext(account) {
   const context = await browser.newContext({ viewport: { width: 1200, height: 900 } });
-  // The test wallet: window.ethereum in the page, its signatures made here with a real key.
   await context.exposeBinding("__testWallet", async (_source, method, params) => {
     if (method === "eth_requestAccounts" || method === "eth_accounts") return [account.address];
     if (method === "eth_signTypedData_v4") {
@@ -67,6 +65,12 @@ test("a browser gets the paywall and pays with its wallet", async () => {
       request: ({ method, params }) => window.__testWallet(method, params ?? []),
     };
   });
+  return context;
+}
+
+/** Opens /v1/quote as a page, pays it with the wallet of `payer`, and checks the balances. */
+async function payFromThePage(payer, shot) {
+  const context = await walletContext(privateKeyToAccount(payer.privateKey));
   const page = await context.newPage();
   const errors = [];
   page.on("pageerror", (e) => errors.push(String(e)));
@@ -80,7 +84,7 @@ test("a browser gets the paywall and pays with its wallet", async () => {
     assert.equal((await page.locator("[data-price]").textContent()).trim(), "0.50");
     const terms = JSON.parse(await page.locator("#tollgate-terms").textContent());
     assert.equal(terms.terms.accepts[0].amount, "500000");
-    await page.screenshot({ path: join(ARTIFACTS, "paywall-402.png"), fullPage: true });
+    if (shot) await page.screenshot({ path: join(ARTIFACTS, "paywall-402.png"), fullPage: true });
 
     const before = [await balance(dev, payer.address), await balance(dev, dev.provider.address)];
     await page.locator("#pay").click();
@@ -89,7 +93,7 @@ test("a browser gets the paywall and pays with its wallet", async () => {
     const shown = JSON.parse(await page.locator("#result").textContent());
     assert.equal(shown.source, "tollgate demo");
     assert.match(await page.locator("#status").textContent(), /Paid: transaction 0x[0-9a-f]{64}/);
-    await page.screenshot({ path: join(ARTIFACTS, "paywall-paid.png"), fullPage: true });
+    if (shot) await page.screenshot({ path: join(ARTIFACTS, "paywall-paid.png"), fullPage: true });
     assert.deepEqual(errors, []);
 
     const f = await fee(dev);
@@ -98,6 +102,19 @@ test("a browser gets the paywall and pays with its wallet", async () => {
   } finally {
     await context.close();
   }
+}
+
+test("a browser gets the paywall and pays with its wallet", async () => {
+  await payFromThePage(dev.payers[0], true);
+});
+
+test("after the devnet's time travel, the page still pays: it signs by the chain's clock", async () => {
+  // The page (and the gate's cached discovery) were last read a week of chain time ago: a window
+  // signed by the browser's clock, or by that stale reading, would be refused as expired.
+  await payFromThePage(dev.payers[1], false);
+  await rpc(dev.rpcUrl, "evm_increaseTime", [7 * 24 * 3600]);
+  await rpc(dev.rpcUrl, "evm_mine", []);
+  await payFromThePage(dev.payers[1], false);
 });
 
 test("without a wallet the page says how to pay and pays nothing", async () => {

@@ -12,6 +12,18 @@ pub const X_PAYMENT_RESPONSE: &str = "x-payment-response";
 /// A subscription id (`0x` and 64 hex digits) a request is served on.
 pub const X_SERVICE_SUB: &str = "x-service-sub";
 
+/// On a response served on a subscription (`X-Service-Sub`): how it was paid, base64 JSON of a
+/// [`crate::SubscriptionReceipt`] (the subscription, the network, token and payee, and what a
+/// metered route took from the overage allowance).
+pub const X_SERVICE_RECEIPT: &str = "x-service-receipt";
+
+/// The payment schemes a client reads in a 402's `accepts`, comma-separated
+/// (`exact, subscription`). A gate on a network with an x402 V1 name lists a plan as its own
+/// `subscription` entry beside a one-time price only for a request that names `subscription`
+/// here: x402 V1 clients parse every entry as `exact` and refuse a 402 with any other. On every
+/// other network the 402 lists one entry per scheme whatever the request says.
+pub const X_SERVICE_SCHEMES: &str = "x-service-schemes";
+
 /// The x402 V2 payment: base64 JSON of a [`crate::x402::v2::PaymentPayloadV2`] (a gate also
 /// reads a Tollgate proof here).
 pub const PAYMENT_SIGNATURE: &str = "payment-signature";

@@ -31,6 +31,8 @@ pub use payment::{
     AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, MAX_PAYMENT_HEADER, PaymentProof,
     PendingResponse, ProofDecodeError, SettlementStatus, SignedPayment,
 };
-pub use required::{PaymentOption, PaymentRequired, PlanTerms, SPEC_VERSION, ServiceExtension};
+pub use required::{
+    PaymentOption, PaymentRequired, PlanTerms, SPEC_VERSION, ServiceExtension, SubscriptionReceipt,
+};
 pub use webhook::{WebhookError, WebhookEvent, WebhookSecret, WebhookSecretError};
 pub use x_payment::{XPayment, XPaymentError, decode_x_payment};

@@ -100,6 +100,42 @@ pub struct PlanTerms {
     pub token: Address,
 }
 
+/// What a response served on a subscription says about how it was paid: base64 JSON in the
+/// `X-Service-Receipt` header ([`crate::headers::X_SERVICE_RECEIPT`]), the subscription's twin of
+/// `X-PAYMENT-RESPONSE`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionReceipt {
+    /// The subscription the request was served on.
+    pub subscription_id: B256,
+    /// The gate's network.
+    pub network: String,
+    /// The token.
+    #[serde(with = "crate::x402::checksummed")]
+    pub token: Address,
+    /// The provider paid.
+    #[serde(with = "crate::x402::checksummed")]
+    pub pay_to: Address,
+    /// What this request took from the subscription's overage allowance (a metered route's
+    /// price; zero elsewhere), in the token's smallest unit.
+    pub metered: Amount,
+}
+
+/// The largest `X-Service-Receipt` value read (a receipt is about 300 bytes).
+const MAX_RECEIPT_HEADER: usize = 2_048;
+
+impl SubscriptionReceipt {
+    /// The header value.
+    pub fn encode(&self) -> String {
+        crate::codec::encode(self)
+    }
+
+    /// Reads a header value; `None` when it is not a receipt.
+    pub fn decode(header: &str) -> Option<Self> {
+        crate::codec::decode(header, MAX_RECEIPT_HEADER).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,6 +175,19 @@ mod tests {
             x.accepts[0].max_amount_required,
             Amount::from_units(500_000)
         );
+        // A subscription's receipt round-trips through its header value.
+        let receipt = SubscriptionReceipt {
+            subscription_id: B256::repeat_byte(3),
+            network: "base-sepolia".into(),
+            token: Address::repeat_byte(1),
+            pay_to: Address::repeat_byte(2),
+            metered: Amount::from_units(100_000),
+        };
+        assert_eq!(
+            SubscriptionReceipt::decode(&receipt.encode()),
+            Some(receipt.clone())
+        );
+        assert_eq!(SubscriptionReceipt::decode("not base64 JSON"), None);
         // And it round-trips.
         assert_eq!(serde_json::from_value::<PaymentRequired>(v).unwrap(), body);
     }

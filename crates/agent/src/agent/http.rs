@@ -7,7 +7,8 @@ use alloy::primitives::{B256, bytes::Bytes};
 use reqwest::{StatusCode, header::HeaderValue};
 use tokio::time::Instant;
 use tollgate_protocol::{
-    headers::X_PAYMENT_RETRY,
+    SubscriptionReceipt,
+    headers::{X_PAYMENT_RETRY, X_SERVICE_RECEIPT, X_SERVICE_SCHEMES, X_SERVICE_SUB},
     x402::{RetryToken, SettlementResponseHeader},
 };
 
@@ -30,7 +31,7 @@ pub(super) enum Settled {
     },
 }
 use crate::{
-    Error, PaidResponse, PayRequest, Payment, Result,
+    Error, PaidResponse, PayRequest, Payment, PaymentKind, Result,
     error::Malformed,
     terms::{self, Terms},
 };
@@ -55,6 +56,11 @@ impl Agent {
         credential: Option<(&'static str, &str)>,
     ) -> Result<reqwest::Response> {
         let mut headers = request.headers.clone();
+        // This agent reads a plan's own `subscription` entry beside the `exact` one, which a gate
+        // on a network with an x402 V1 name lists only when asked.
+        headers
+            .entry(X_SERVICE_SCHEMES)
+            .or_insert(HeaderValue::from_static("exact, subscription"));
         if let Some((name, value)) = credential {
             let value = HeaderValue::from_str(value).map_err(|_| Error::Facilitator {
                 status: 0,
@@ -156,6 +162,13 @@ impl Agent {
         payment: Option<Payment>,
     ) -> Result<PaidResponse> {
         let status = response.status();
+        let mut payment = payment;
+        if let Some(p) = &mut payment
+            && let PaymentKind::Subscription { id } = p.kind
+            && let Some(receipt) = receipt_of(&response).filter(|r| r.subscription_id == id)
+        {
+            p.metered = Some(receipt.metered);
+        }
         let headers = response.headers().clone();
         let limit = self.inner.max_body;
         let body = read_limited(response, limit)
@@ -167,6 +180,43 @@ impl Agent {
             body: Bytes::from(body),
             payment,
             earlier_payments: Vec::new(),
+        })
+    }
+
+    /// How a response to `request` was paid when the request named a subscription
+    /// (`X-Service-Sub`) and the server says, in its `X-Service-Receipt`, that it served it on
+    /// that subscription: a [`PaymentKind::Subscription`] receipt of nothing paid now, with what
+    /// a metered route took from the overage allowance.
+    pub(crate) fn served_on_named(
+        &self,
+        request: &PayRequest,
+        response: &reqwest::Response,
+    ) -> Option<Payment> {
+        let named: B256 = request
+            .headers
+            .get(X_SERVICE_SUB)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let receipt = receipt_of(response).filter(|r| r.subscription_id == named)?;
+        Some(Payment {
+            kind: PaymentKind::Subscription { id: named },
+            amount: tollgate_protocol::Amount::ZERO,
+            fee: None,
+            network: receipt.network,
+            token: receipt.token,
+            payer: self.inner.address,
+            pay_to: receipt.pay_to,
+            memo: None,
+            tx_hash: None,
+            proof: None,
+            header: named.to_string(),
+            settlement: None,
+            x402_version: None,
+            retry_token: None,
+            metered: Some(receipt.metered),
         })
     }
 
@@ -217,4 +267,9 @@ pub(super) fn settlement_header(
         let value = response.headers().get(name)?.to_str().ok()?;
         SettlementResponseHeader::decode(value).ok()
     })
+}
+
+/// A response's `X-Service-Receipt`, when it has a readable one.
+fn receipt_of(response: &reqwest::Response) -> Option<SubscriptionReceipt> {
+    SubscriptionReceipt::decode(response.headers().get(X_SERVICE_RECEIPT)?.to_str().ok()?)
 }

@@ -91,7 +91,8 @@ impl Agent {
     pub async fn pay(&self, request: PayRequest) -> Result<PaidResponse> {
         let response = self.send(&request, None).await?;
         if response.status() != StatusCode::PAYMENT_REQUIRED {
-            return self.finish(response, None).await;
+            let on_subscription = self.served_on_named(&request, &response);
+            return self.finish(response, on_subscription).await;
         }
         let mut terms = self.read_terms(response).await?;
         // Every payment made for this request that did not buy it.

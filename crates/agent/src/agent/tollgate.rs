@@ -221,6 +221,7 @@ impl Agent {
             settlement: None,
             x402_version: Some(1),
             retry_token: None,
+            metered: None,
         };
         Ok(Attempt {
             payment,

@@ -143,6 +143,7 @@ impl Agent {
             settlement: None,
             x402_version: Some(x402_version),
             retry_token: Some(RetryToken::random()),
+            metered: None,
         })
     }
 }

@@ -142,7 +142,10 @@ async fn a_named_paused_subscription_fails_unless_one_time_is_asked_for() {
     // Served on it while active.
     let r = agent.pay(named(&app, sub.id)).await.unwrap();
     assert_eq!(r.status, 200);
-    assert!(r.payment.is_none(), "served at once, nothing paid");
+    let p = r.payment.expect("the gate's receipt says how it was paid");
+    assert_eq!(p.kind, PaymentKind::Subscription { id: sub.id });
+    assert_eq!((p.amount, p.metered), (Amount::ZERO, Some(Amount::ZERO)));
+    assert_eq!(p.header, sub.id.to_string());
 
     as_subscriber(&h, Subscriptions::pauseCall { id: sub.id }).await;
     let balance = h.balance(payer).await;
@@ -153,7 +156,7 @@ async fn a_named_paused_subscription_fails_unless_one_time_is_asked_for() {
             Err(e) => break e,
             Ok(r) => {
                 assert_eq!(r.status, 200);
-                assert!(r.payment.is_none());
+                assert_eq!(r.payment.unwrap().amount, Amount::ZERO);
             }
         }
         assert!(started.elapsed() < Duration::from_secs(10), "never refused");
@@ -190,7 +193,14 @@ async fn an_exhausted_named_subscription_is_raised_within_the_policy_or_refused(
         .subscribe(Subscribe::new(plan_id, Amount::from_units(METERED)))
         .await
         .unwrap();
-    assert_eq!(plain.pay(named(&app, sub.id)).await.unwrap().status, 200);
+    let served = plain.pay(named(&app, sub.id)).await.unwrap();
+    assert_eq!(served.status, 200);
+    let metered = served.payment.and_then(|p| p.metered);
+    assert_eq!(
+        metered,
+        Some(Amount::from_units(METERED)),
+        "the receipt names the deduction"
+    );
     let balance = h.balance(payer).await;
 
     // Exhausted, and the policy allows no raise: refused by name, nothing paid.

@@ -212,7 +212,7 @@ async fn an_opted_in_agent_subscribes_once_and_then_serves_on_the_subscription()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_opt_in_or_over_its_cap_an_agent_pays_one_time() {
+async fn opted_out_or_over_its_cap_an_agent_pays_one_time() {
     let h = Harness::new().await;
     let plan_id = create_plan(&h, 2).await;
     let gate = gate(&h, plan_id, None).await;
@@ -225,9 +225,9 @@ async fn without_the_opt_in_or_over_its_cap_an_agent_pays_one_time() {
         .subscribe(Subscribe::new(plan_id, Amount::ZERO))
         .await
         .unwrap();
-    // No opt-in (although the per-request cap would cover the plan, and the agent is told of
-    // the subscription), and an opt-in whose cap per cycle is below the plan's amount.
-    let plain = agent_of(&h, PAYER, policy(AMOUNT, 10 * AMOUNT));
+    // Opted out (although the per-request cap would cover the plan, and the agent is told of
+    // the subscription), and a cap per cycle below the plan's amount.
+    let plain = agent_of(&h, PAYER, policy(AMOUNT, 10 * AMOUNT).no_subscriptions());
     plain.use_subscription(plan_id, theirs.id);
     let small = agent_of(
         &h,
@@ -245,6 +245,36 @@ async fn without_the_opt_in_or_over_its_cap_an_agent_pays_one_time() {
     assert_eq!(created_events(&h).await, 1);
     assert_eq!(h.balance(payer).await, balance - U256::from(2 * PRICE));
     assert_eq!(app.hits(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn by_default_an_agent_prefers_to_subscribe_within_its_budget() {
+    let h = Harness::new().await;
+    let plan_id = create_plan(&h, 5).await;
+    let gate = gate(&h, plan_id, None).await;
+    let app = report_app(&gate, plan_id, false).await;
+    // The spec: a client on the service's own SDK that sees subscriptionScheme true prefers to
+    // subscribe. The default policy does, for a plan within the budget, though one cycle is
+    // over the per-request cap; once subscribed, the next request rides on it.
+    let agent = agent_of(&h, PAYER, policy(PRICE, 10 * AMOUNT));
+    let first = fetch(&agent, &app).await;
+    let id = subscription_of(&first);
+    assert_eq!(
+        first.payment.as_ref().unwrap().amount,
+        Amount::from_units(AMOUNT)
+    );
+    let again = fetch(&agent, &app).await;
+    let p = again.payment.unwrap();
+    assert_eq!(p.kind, PaymentKind::Subscription { id });
+    assert_eq!((p.amount, p.metered), (Amount::ZERO, Some(Amount::ZERO)));
+    assert_eq!(agent.spent(), Amount::from_units(AMOUNT));
+    // Over the budget a cycle, it pays one-time.
+    let small = agent_of(&h, OTHER, policy(PRICE, AMOUNT - 1));
+    assert_eq!(
+        fetch(&small, &app).await.payment.unwrap().kind,
+        PaymentKind::Tollgate
+    );
+    assert_eq!(app.hits(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

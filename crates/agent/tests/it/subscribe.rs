@@ -96,13 +96,48 @@ async fn an_agent_subscribes_through_the_facilitator() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_explicit_subscription_is_bounded_by_the_budget_never_by_the_per_request_cap() {
+    let h = Harness::new().await;
+    let plan_id = create_plan(&h, 4).await;
+    // 1.00 a request, a budget of ten plans: a plan of AMOUNT a cycle is over the per-request
+    // cap, and within the default cap per cycle (the budget), with or without subscribing on
+    // its own.
+    for (i, policy) in [
+        policy(AMOUNT / 5, 10 * AMOUNT),
+        policy(AMOUNT / 5, 10 * AMOUNT).no_subscriptions(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let agent = h
+            .agent_builder(PAYER + i, policy)
+            .facilitators([h.url.clone()])
+            .build()
+            .unwrap();
+        let sub = agent
+            .subscribe(Subscribe::new(plan_id, Amount::from_units(AMOUNT / 10)))
+            .await
+            .unwrap();
+        assert_eq!(sub.status, SubscriptionStatus::Active);
+        assert_eq!(agent.spent(), Amount::from_units(AMOUNT));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refusals_are_typed_and_create_nothing() {
     let h = Harness::new().await;
     let plan_id = create_plan(&h, 2).await;
     let payee = h.balance(h.address(PAYEE)).await;
 
-    // The policy: the first cycle over the per-request cap, over the budget, a foreign payee.
-    let over_cap = subscriber(&h, AMOUNT - 1, 10 * AMOUNT);
+    // The policy: the first cycle over the cap per cycle, over the budget, a foreign payee.
+    let over_cap = h
+        .agent_builder(
+            PAYER,
+            policy(AMOUNT, 10 * AMOUNT).subscriptions(Amount::from_units(AMOUNT - 1), Amount::ZERO),
+        )
+        .facilitators([h.url.clone()])
+        .build()
+        .unwrap();
     let err = over_cap
         .subscribe(Subscribe::new(plan_id, Amount::ZERO))
         .await

@@ -7,6 +7,8 @@ use tollgate_protocol::{
     x402::{self, Eip712Extra, PaymentRequirements},
 };
 
+use http::HeaderMap;
+
 use super::{Gate, path_of, unix_now};
 use crate::memo;
 
@@ -80,19 +82,36 @@ impl Gate {
     /// # }
     /// ```
     ///
-    /// - a one-time price is an `exact` entry, first (x402 clients fall back to `accepts[0]`),
-    ///   with the spec's fields, the x402 V1 mirror fields and
-    ///   `service: {subscriptionScheme: false, facilitator}`;
-    /// - with a subscription offered too, the first plan rides on that entry
-    ///   (`service.planId`, `subscriptionScheme: true`, `plan` terms): a generic client pays
-    ///   one-time, a Tollgate agent subscribes;
-    /// - a subscription-only offer is one `scheme: "subscription"` entry per plan (generic x402
-    ///   clients cannot pay it). Further plans beside a one-time price are left out when the
-    ///   network is an x402 V1 name (x402 clients refuse a 402 with any non-`exact` entry).
+    /// - one entry per scheme: a one-time price is an `exact` entry, first (x402 clients fall
+    ///   back to `accepts[0]`), with the spec's fields, the x402 V1 mirror fields and
+    ///   `service: {subscriptionScheme, facilitator}` (`subscriptionScheme` is `true` when the
+    ///   route also offers a plan: subscribing is preferred); each plan is a
+    ///   `scheme: "subscription"` entry of its own (`service.planId`, `subscriptionScheme:
+    ///   true`, the `plan` terms), which generic x402 clients cannot pay and pass over;
+    /// - except on a network with an x402 V1 name (`base`, `base-sepolia`), whose 402 strict x402
+    ///   V1 clients parse entry by entry as `exact` and refuse whole when any entry is not: there,
+    ///   beside a one-time price, the first plan rides on the `exact` entry (`service.planId`,
+    ///   `plan`) and the others are left out, unless the request names `subscription` in
+    ///   `X-Service-Schemes` ([`build_payment_required_for`](Self::build_payment_required_for)),
+    ///   as Tollgate's agents do.
     ///
     /// A plan without terms from [`GateBuilder::plan`](crate::GateBuilder::plan) is advertised by id only.
     pub fn build_payment_required(&self, offer: &Offer<'_>, error: &str) -> PaymentRequired {
+        self.build_payment_required_for(offer, error, &HeaderMap::new())
+    }
+
+    /// [`build_payment_required`](Self::build_payment_required) for a request with these
+    /// headers: its `X-Service-Schemes` says whether the client reads a `subscription` entry
+    /// beside an `exact` one on a network with an x402 V1 name.
+    pub fn build_payment_required_for(
+        &self,
+        offer: &Offer<'_>,
+        error: &str,
+        request: &HeaderMap,
+    ) -> PaymentRequired {
         let i = &self.inner;
+        let every_scheme =
+            !network::is_x402_v1_name(&i.network) || reads_subscription_entries(request);
         let path = path_of(offer.resource_url);
         let expiry = unix_now().saturating_add(i.memo_ttl.as_secs());
         let one_time = offer.pricing.iter().find_map(|p| match p {
@@ -126,6 +145,14 @@ impl Gate {
         };
         let mut accepts = Vec::new();
         let rest = match one_time {
+            Some(amount) if every_scheme => {
+                let preferred = ServiceExtension {
+                    subscription_scheme: !plans.is_empty(),
+                    ..service(None)
+                };
+                accepts.push(option(x402::SCHEME_EXACT, amount, preferred, None));
+                &plans[..]
+            }
             Some(amount) => {
                 let first = plans.first().copied();
                 accepts.push(option(
@@ -134,11 +161,7 @@ impl Gate {
                     service(first),
                     first.and_then(terms_of),
                 ));
-                if network::is_x402_v1_name(&i.network) {
-                    &[][..]
-                } else {
-                    plans.get(1..).unwrap_or_default()
-                }
+                &[][..]
             }
             None => &plans[..],
         };
@@ -178,6 +201,16 @@ impl Gate {
             ),
         }
     }
+}
+
+/// Whether a request's `X-Service-Schemes` names `subscription`.
+fn reads_subscription_entries(request: &HeaderMap) -> bool {
+    request
+        .get_all(tollgate_protocol::headers::X_SERVICE_SCHEMES)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|scheme| scheme.trim().eq_ignore_ascii_case("subscription"))
 }
 
 #[cfg(test)]
@@ -250,6 +283,45 @@ mod tests {
         assert_eq!(sub_offer["facilitator"], "http://f.example");
         assert_eq!(sub_offer["plan"]["amount"], "5000000");
         assert!(ext.contains_key(x402::v2::PAYMENT_IDENTIFIER));
+        // A Tollgate client names the schemes it reads: one entry per scheme, on a V1 name too.
+        let mut asks = HeaderMap::new();
+        asks.insert(
+            tollgate_protocol::headers::X_SERVICE_SCHEMES,
+            http::HeaderValue::from_static("exact, Subscription"),
+        );
+        let listed = |g: &Gate, headers: &HeaderMap| {
+            let b = g.build_payment_required_for(&offer(&both), "x", headers);
+            let exact = &b.accepts[0];
+            assert_eq!(exact.requirements.scheme, "exact");
+            let service = exact.service.as_ref().unwrap();
+            assert_eq!((service.plan_id, service.subscription_scheme), (None, true));
+            assert!(exact.plan.is_none());
+            let sub = &b.accepts[1];
+            assert_eq!(b.accepts.len(), 2);
+            assert_eq!(sub.requirements.scheme, "subscription");
+            assert_eq!(sub.service.as_ref().unwrap().plan_id, Some(plan.plan_id));
+            assert_eq!(sub.plan.as_ref(), Some(&plan));
+            b
+        };
+        let b = listed(&g, &asks);
+        let v2 = g.payment_required_v2(&b, &offer(&both)).unwrap();
+        assert_eq!(v2.accepts.len(), 1, "V2 clients see the exact entry only");
+        let ext = v2.extensions.unwrap();
+        assert_eq!(
+            ext[x402::v2::SUBSCRIPTION_EXTENSION]["info"]["offer"]["planId"],
+            plan.plan_id.to_string()
+        );
+        // On any other network, whatever the request says.
+        let caip2 = Gate::builder()
+            .network("eip155:84532")
+            .token(Address::repeat_byte(1), "USDC", "2")
+            .pay_to(Address::repeat_byte(2))
+            .facilitator("http://f.example")
+            .plan_terms(plan.clone())
+            .build()
+            .await
+            .unwrap();
+        listed(&caip2, &HeaderMap::new());
         // Subscription only: a V1 `subscription` entry; no V2 entry a generic client could pay.
         let sub = [Pricing::subscription(plan.plan_id)];
         let b = g.build_payment_required(&offer(&sub), "x");

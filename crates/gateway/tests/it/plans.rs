@@ -89,18 +89,23 @@ price = "{QUOTE_PRICE}"
         r.text
     );
 
-    // A non-subscriber gets the full 402: the plan (its terms loaded from the facilitator) and
-    // the one-time price, on one entry, exactly as the SDK's multi-scheme gate offers them.
+    // A non-subscriber gets the full 402, one entry per scheme, exactly as the SDK's
+    // multi-scheme gate offers them: the one-time price (subscribing preferred), then the plan
+    // (its terms loaded from the facilitator).
     let r = get(&http, &format!("{gw}/v1/chat"), &[]).await;
     assert_eq!(r.status, 402, "{}", r.text);
     assert_eq!(r.body["error"], "PaymentRequired", "{}", r.text);
     let accepts = r.body["accepts"].as_array().unwrap();
-    assert_eq!(accepts.len(), 1, "{}", r.text);
+    assert_eq!(accepts.len(), 2, "{}", r.text);
     let e = &accepts[0];
+    assert_eq!(e["scheme"], "exact", "{}", r.text);
     assert_eq!(e["amount"], CHAT_PRICE.to_string(), "{}", r.text);
-    assert_eq!(e["service"]["planId"], plan.to_string(), "{}", r.text);
     assert_eq!(e["service"]["subscriptionScheme"], true, "{}", r.text);
-    assert_eq!(e["plan"]["amount"], PLAN_AMOUNT.to_string(), "{}", r.text);
+    let s = &accepts[1];
+    assert_eq!(s["scheme"], "subscription", "{}", r.text);
+    assert_eq!(s["service"]["planId"], plan.to_string(), "{}", r.text);
+    assert_eq!(s["service"]["subscriptionScheme"], true, "{}", r.text);
+    assert_eq!(s["plan"]["amount"], PLAN_AMOUNT.to_string(), "{}", r.text);
     // … and the one-time price pays.
     let proof = pay_402(&net, &r.body).await;
     let r = get(

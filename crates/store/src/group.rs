@@ -582,14 +582,27 @@ mod tests {
         failures_stay_with_their_write(Arc::new(store)).await;
     }
 
+    /// `TOLLGATE_TEST_DATABASE_URL`, or the test fails (as `tollgate_testkit::peer::database_url`
+    /// does; this crate's unit tests do not depend on the testkit).
+    fn database_url() -> String {
+        std::env::var("TOLLGATE_TEST_DATABASE_URL")
+            .ok()
+            .filter(|url| !url.is_empty())
+            .unwrap_or_else(|| {
+                panic!(
+                    "this test needs PostgreSQL, and TOLLGATE_TEST_DATABASE_URL is not set: set \
+                     TOLLGATE_TEST_DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
+                     (scripts/test sets it)"
+                )
+            })
+    }
+
     /// On PostgreSQL, a write that hides a failed statement (it returns `Ok`) leaves the batch's
     /// transaction aborted: every write of the batch is then told it failed, none that it
     /// committed.
     #[tokio::test]
     async fn postgres_never_reports_a_commit_that_rolled_back() {
-        let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
-            return;
-        };
+        let url = database_url();
         let store = Arc::new(
             PostgresStore::connect_with_schema(&url, "store_group_abort")
                 .await
@@ -647,10 +660,7 @@ mod tests {
 
     #[tokio::test]
     async fn postgres_failures_stay_with_their_write() {
-        // Runs where PostgreSQL is configured (`scripts/test` sets it).
-        let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
-            return;
-        };
+        let url = database_url();
         let store = PostgresStore::connect_with_schema(&url, "store_group_commit")
             .await
             .unwrap();

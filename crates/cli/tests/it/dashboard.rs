@@ -63,10 +63,12 @@ fn agent(key: &str) -> Agent {
 /// Runs the inspector; its JSON (`{laptop, phone}`).
 fn inspect(url: &str, auth: (&str, &str), out: &Path) -> Value {
     let root = repo_root();
-    let output = std::process::Command::new("node")
+    let output = std::process::Command::new(tollgate_testkit::peer::node())
         .arg(root.join("tests/dashboard/inspect.mjs"))
         .args(["--url", url, "--out"])
         .arg(out)
+        .arg("--chromium")
+        .arg(tollgate_testkit::peer::chromium())
         .args([auth.0, auth.1])
         .output()
         .expect("run node tests/dashboard/inspect.mjs (is node installed?)");
@@ -201,17 +203,10 @@ fn check_viewports(result: &Value, report: &Value, how: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[allow(clippy::print_stderr)] // where the screenshots are
 async fn the_dashboard_shows_what_the_analytics_api_returns() {
-    if std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
-        panic!("the dashboard browser test needs node: run scripts/test, which installs its tools");
-    }
-    assert!(
-        Path::new("/usr/bin/chromium").is_file(),
-        "Debian's chromium is missing: run scripts/install-chromium (scripts/test does)"
-    );
+    // Its peers, before the payments: node, playwright-core and Debian's chromium.
+    tollgate_testkit::peer::node();
+    tollgate_testkit::peer::npm_packages(&["playwright-core"]);
+    tollgate_testkit::peer::chromium();
     tollgate_chain::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let dev = spawn_dev(dir.path(), &[]).await;

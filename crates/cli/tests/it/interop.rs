@@ -46,36 +46,15 @@ pub(crate) fn repo_root() -> PathBuf {
         .expect("repository root")
 }
 
-/// The `tests/interop` scripts directory (always `Some`: a missing `node` fails the test with the
-/// install command, never skips it).
-fn interop_scripts() -> Option<PathBuf> {
+/// The `tests/interop` scripts directory, after checking for `node` and the pinned packages
+/// (a missing one fails the test with the install command, never skips it).
+fn interop_scripts() -> PathBuf {
     scripts_with(&PACKAGES)
 }
 
 /// [`interop_scripts`] for scripts that load `packages`.
-pub(crate) fn scripts_with(packages: &[&str]) -> Option<PathBuf> {
-    match std::process::Command::new("node").arg("--version").output() {
-        Ok(out) if out.status.success() => {}
-        _ => {
-            panic!(
-                "the x402 interop tests need `node` (Node 20) on PATH, and it was not found: install Node.js 20 \
-                 (e.g. `apt-get install nodejs npm`), then run scripts/install-tools"
-            );
-        }
-    }
-    let root = repo_root();
-    for package in packages {
-        let manifest = root
-            .join(".tools/node_modules")
-            .join(package)
-            .join("package.json");
-        assert!(
-            manifest.is_file(),
-            "{} is missing: run scripts/install-tools",
-            manifest.display()
-        );
-    }
-    Some(root.join("tests/interop"))
+pub(crate) fn scripts_with(packages: &[&str]) -> PathBuf {
+    tollgate_testkit::peer::interop_scripts(packages)
 }
 
 /// A facilitator config for the devnet running as `base-sepolia`, with the devnet's token (not
@@ -146,7 +125,7 @@ async fn spawn_x402_express_slow(
     price: u64,
     delay_ms: u64,
 ) -> ExpressServer {
-    let mut child = Command::new("node")
+    let mut child = Command::new(tollgate_testkit::peer::node())
         .arg(scripts.join("x402-express-server.mjs"))
         .args(["--port", "0", "--facilitator", facilitator_url])
         .args(["--delay-ms", &delay_ms.to_string()])
@@ -185,7 +164,7 @@ async fn x402_fetch_pay(
     max_value: u64,
     replay: bool,
 ) -> Value {
-    let mut cmd = Command::new("node");
+    let mut cmd = Command::new(tollgate_testkit::peer::node());
     cmd.arg(scripts.join("x402-fetch-pay.mjs"))
         .arg(url)
         .arg(key.to_string())
@@ -284,9 +263,7 @@ pub(crate) fn weather_body() -> Value {
 /// `X-PAYMENT` header moves nothing and never reaches the handler.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn x402_fetch_pays_x402_express_through_the_facilitator() {
-    let Some(scripts) = interop_scripts() else {
-        return;
-    };
+    let scripts = interop_scripts();
     let stack = start_stack().await;
     let (chain, token) = (&stack.chain, stack.token);
     let accounts = dev_accounts(10);
@@ -369,9 +346,7 @@ async fn x402_fetch_pays_x402_express_through_the_facilitator() {
 /// resource is served once and paid once (before: 20 × 200 for one payment).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_replays_to_x402_express_are_served_once() {
-    let Some(scripts) = interop_scripts() else {
-        return;
-    };
+    let scripts = interop_scripts();
     let stack = start_stack().await;
     let accounts = dev_accounts(10);
     let payer = &accounts[3];
@@ -386,7 +361,7 @@ async fn concurrent_replays_to_x402_express_are_served_once() {
     )
     .await;
     let weather = format!("{}/weather", server.url);
-    let mut cmd = Command::new("node");
+    let mut cmd = Command::new(tollgate_testkit::peer::node());
     cmd.arg(scripts.join("x402-replay.mjs"))
         .arg(&weather)
         .arg(payer.private_key.to_string())
@@ -432,9 +407,7 @@ async fn concurrent_replays_to_x402_express_are_served_once() {
 /// a plain `exact` payload to `payTo`), settled by the Tollgate facilitator behind it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agent_pays_x402_express_through_the_facilitator() {
-    let Some(scripts) = interop_scripts() else {
-        return;
-    };
+    let scripts = interop_scripts();
     let stack = start_stack().await;
     let token = stack.token;
     let payer = &dev_accounts(10)[3];
@@ -478,9 +451,7 @@ async fn agent_pays_x402_express_through_the_facilitator() {
 /// `X-PAYMENT` header is refused and moves nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn x402_fetch_pays_tollgate_dev_quote() {
-    let Some(scripts) = interop_scripts() else {
-        return;
-    };
+    let scripts = interop_scripts();
     tollgate_chain::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let summary = dir.path().join("dev.json");

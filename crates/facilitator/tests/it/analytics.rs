@@ -322,10 +322,7 @@ async fn volume_counts_each_settled_payment_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn volume_counts_each_settled_payment_once_on_postgres() {
-    let Some((h, schema)) = Harness::on_postgres(Backend::Devnet).await else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL unset: skipped");
-        return;
-    };
+    let (h, schema) = Harness::on_postgres(Backend::Devnet).await;
     volume_of_router_and_x402_payments(&h).await;
     drop(h);
     schema.drop_schema().await;
@@ -675,14 +672,10 @@ async fn revenue_counts_first_cycles_renewals_and_overage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revenue_counts_first_cycles_renewals_and_overage_on_postgres() {
-    let Some((h, schema)) = Harness::on_postgres_with(Backend::Devnet, |s: &mut Settings| {
+    let (h, schema) = Harness::on_postgres_with(Backend::Devnet, |s: &mut Settings| {
         s.overage_batch_interval = Duration::ZERO;
     })
-    .await
-    else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL unset: skipped");
-        return;
-    };
+    .await;
     revenue_by_kind(&h).await;
     drop(h);
     schema.drop_schema().await;
@@ -856,15 +849,12 @@ async fn on_sqlite_store<Fut: Future<Output = ()>>(case: impl FnOnce(Arc<dyn Sto
 }
 
 /// Runs `case` on a PostgreSQL store in a schema of its own, dropped afterwards (also when the
-/// case panics), when `TOLLGATE_TEST_DATABASE_URL` is set.
+/// case panics), at `TOLLGATE_TEST_DATABASE_URL` (unset, the test fails).
 async fn on_postgres_store<Fut>(case: impl FnOnce(Arc<dyn Store>) -> Fut)
 where
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL unset: skipped");
-        return;
-    };
+    let url = tollgate_testkit::peer::database_url();
     static N: AtomicUsize = AtomicUsize::new(0);
     let schema = format!(
         "tg_analytics_{}_{}",

@@ -284,13 +284,11 @@ async fn keeper_rows_are_idempotent_on_sqlite() {
     keeper_rows_are_idempotent(s.as_ref()).await;
 }
 
-/// The same on PostgreSQL (a schema of its own), when `TOLLGATE_TEST_DATABASE_URL` is set.
+/// The same on PostgreSQL (a schema of its own, at `TOLLGATE_TEST_DATABASE_URL`).
 #[tokio::test]
 async fn keeper_rows_are_idempotent_on_postgres() {
     use tollgate_facilitator::store::{PostgresStore, Store};
-    let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
-        return;
-    };
+    let url = tollgate_testkit::peer::database_url();
     let schema = format!("tg_keeper_{}", std::process::id());
     let pg = PostgresStore::connect_with_schema(&url, &schema)
         .await

@@ -15,6 +15,7 @@ mod lifecycle;
 mod metering;
 mod metrics_names;
 mod node_across;
+mod peers;
 mod properties;
 mod providers;
 mod relays;

@@ -3,7 +3,7 @@
 //! - the metering ledger, model-based: random sequences of deductions (with and without
 //!   idempotency keys, replays with the same and with another amount, stale heads), cap raises,
 //!   cycle ends and on-chain charges run against a real store (SQLite in a temporary directory;
-//!   PostgreSQL too when `TOLLGATE_TEST_DATABASE_URL` is set) and against a plain model here;
+//!   PostgreSQL too, at `TOLLGATE_TEST_DATABASE_URL`) and against a plain model here;
 //!   after every step the store answers as the model does and its ledger equals the model's;
 //! - the dashboard's `units()`: exact for every `uint256`, in the shape `1,234.50`.
 
@@ -574,21 +574,11 @@ fn ledger_matches_the_model_on_sqlite() {
     });
 }
 
-/// On PostgreSQL, when `TOLLGATE_TEST_DATABASE_URL` is set: one schema for the run (dropped
+/// On PostgreSQL (`TOLLGATE_TEST_DATABASE_URL`; unset, the test fails): one schema for the run (dropped
 /// afterwards), a subscription of its own per case.
 #[test]
-#[allow(
-    clippy::print_stderr,
-    reason = "a skipped case says so on the test's stderr"
-)]
 fn ledger_matches_the_model_on_postgres() {
-    let Some(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL")
-        .ok()
-        .filter(|u| !u.is_empty())
-    else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL unset: skipped");
-        return;
-    };
+    let url = tollgate_testkit::peer::database_url();
     let rt = runtime();
     let schema = format!("tg_props_{}_{}", std::process::id(), T0);
     let (store, raw) = rt.block_on(async {

@@ -459,10 +459,7 @@ async fn the_bound_holds_across_replicas_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_bound_holds_across_replicas_on_postgres() {
-    let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL not set: skipped");
-        return;
-    };
+    let url = tollgate_testkit::peer::database_url();
     let (pg, schema) = harness::PgSchema::create(&url, "tg_relays").await.unwrap();
     // The second replica has a pool of its own on the same schema.
     let pg_b = tollgate_facilitator::store::PostgresStore::connect_with_schema(&url, schema.name())
@@ -641,10 +638,7 @@ async fn relay_counts_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_counts_on_postgres() {
-    let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL not set: skipped");
-        return;
-    };
+    let url = tollgate_testkit::peer::database_url();
     let (pg, schema) = harness::PgSchema::create(&url, "tg_relay_counts")
         .await
         .unwrap();

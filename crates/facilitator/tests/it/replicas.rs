@@ -170,10 +170,7 @@ async fn leases_on_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leases_on_postgres() {
-    let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL not set: skipped");
-        return;
-    };
+    let url = tollgate_testkit::peer::database_url();
     let (pg, schema) = harness::PgSchema::create(&url, "tg_lease").await.unwrap();
     lease_rules(pg).await;
     schema.drop_schema().await.unwrap();
@@ -293,10 +290,7 @@ async fn authorize(
 /// replica holding the first account.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicas_lease_relayers_and_settle_each_payment_once() {
-    let Ok(db) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL not set: skipped");
-        return;
-    };
+    let db = tollgate_testkit::peer::database_url();
     let (pg, schema) = harness::PgSchema::create(&db, "tg_replicas").await.unwrap();
     let net = TestNet::builder()
         .backend(Backend::Anvil)

@@ -1,6 +1,7 @@
 //! The store's money-safety contract, run against real databases: every case runs on SQLite (a
-//! temporary file) and on PostgreSQL (a schema of its own, dropped afterwards) when
-//! `TOLLGATE_TEST_DATABASE_URL` is set, e.g. `postgres://postgres@127.0.0.1:5432/test`.
+//! temporary file) and on PostgreSQL (a schema of its own, dropped afterwards) at
+//! `TOLLGATE_TEST_DATABASE_URL`, e.g. `postgres://postgres@127.0.0.1:5432/test` (unset, the
+//! PostgreSQL cases fail).
 
 use std::{
     future::Future,
@@ -24,7 +25,6 @@ use tollgate_facilitator::store::{
 };
 use tollgate_protocol::{Amount, SettlementStatus};
 
-const DATABASE_URL: &str = "TOLLGATE_TEST_DATABASE_URL";
 const T0: u64 = 1_700_000_000;
 const PAYER: &str = "0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed";
 const PAY_TO: &str = "0xfB6916095ca1df60bB79Ce92cE3Ea74c37c5d359";
@@ -109,24 +109,12 @@ fn unique_schema() -> String {
     )
 }
 
-#[allow(
-    clippy::print_stderr,
-    reason = "a skipped suite says so on the test's stderr"
-)]
-fn postgres_url() -> Option<String> {
-    let url = std::env::var(DATABASE_URL).ok().filter(|u| !u.is_empty());
-    if url.is_none() {
-        eprintln!("skipping: {DATABASE_URL} is not set");
-    }
-    url
-}
-
 async fn run_postgres<F, Fut>(case: F)
 where
     F: FnOnce(Db) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let Some(url) = postgres_url() else { return };
+    let url = tollgate_testkit::peer::database_url();
     let schema = unique_schema();
     let store = PostgresStore::connect_with_schema(&url, &schema)
         .await
@@ -1085,7 +1073,7 @@ async fn open_refuses_unknown_urls() {
 
 #[tokio::test]
 async fn postgres_schema_names_are_checked() {
-    let Some(url) = postgres_url() else { return };
+    let url = tollgate_testkit::peer::database_url();
     let long = "a".repeat(64);
     for bad in [
         "",

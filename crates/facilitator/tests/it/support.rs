@@ -78,8 +78,9 @@ impl Harness {
         Self::start(TestNet::builder().backend(backend).store(store)).await
     }
 
-    /// On PostgreSQL (a schema of its own), when `TOLLGATE_TEST_DATABASE_URL` is set.
-    pub async fn on_postgres(backend: Backend) -> Option<(Self, PgSchema)> {
+    /// On PostgreSQL (a schema of its own); fails the test when `TOLLGATE_TEST_DATABASE_URL` is
+    /// not set.
+    pub async fn on_postgres(backend: Backend) -> (Self, PgSchema) {
         Self::on_postgres_with(backend, |_| {}).await
     }
 
@@ -87,8 +88,8 @@ impl Harness {
     pub async fn on_postgres_with(
         backend: Backend,
         tweak: impl FnOnce(&mut Settings),
-    ) -> Option<(Self, PgSchema)> {
-        let url = std::env::var("TOLLGATE_TEST_DATABASE_URL").ok()?;
+    ) -> (Self, PgSchema) {
+        let url = tollgate_testkit::peer::database_url();
         let (pg, schema) = harness::PgSchema::create(&url, "tg_it")
             .await
             .expect("postgres");
@@ -99,7 +100,7 @@ impl Harness {
                 .settings(tweak),
         )
         .await;
-        Some((h, PgSchema(schema)))
+        (h, PgSchema(schema))
     }
 
     pub async fn start(builder: harness::TestNetBuilder<'_>) -> Self {

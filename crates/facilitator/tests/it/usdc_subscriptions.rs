@@ -123,13 +123,14 @@ impl World {
         Self::on(None).await
     }
 
-    /// On PostgreSQL (a schema of its own) when `TOLLGATE_TEST_DATABASE_URL` is set.
-    async fn on_postgres() -> Option<(Self, PgSchema)> {
-        let url = std::env::var("TOLLGATE_TEST_DATABASE_URL").ok()?;
+    /// On PostgreSQL (a schema of its own); fails the test when `TOLLGATE_TEST_DATABASE_URL` is
+    /// not set.
+    async fn on_postgres() -> (Self, PgSchema) {
+        let url = tollgate_testkit::peer::database_url();
         let (store, schema) = PgSchema::create(&url, "tg_usdc_subs")
             .await
             .expect("postgres");
-        Some((Self::on(Some(store)).await, schema))
+        (Self::on(Some(store)).await, schema)
     }
 
     async fn on(store: Option<Arc<dyn Store>>) -> Self {
@@ -586,12 +587,10 @@ async fn renewals_that_can_never_succeed_fail_once_and_never_block_the_others() 
     never_succeed(World::new().await).await;
 }
 
-/// The same on PostgreSQL (skipped without `TOLLGATE_TEST_DATABASE_URL`).
+/// The same on PostgreSQL (`TOLLGATE_TEST_DATABASE_URL`).
 #[tokio::test(flavor = "multi_thread")]
 async fn renewals_that_can_never_succeed_fail_once_and_never_block_the_others_on_postgres() {
-    let Some((w, schema)) = World::on_postgres().await else {
-        return;
-    };
+    let (w, schema) = World::on_postgres().await;
     never_succeed(w).await;
     schema.drop_schema().await.unwrap();
 }
@@ -811,12 +810,10 @@ async fn a_collect_refused_every_time_is_marked_stuck_once_and_left_alone() {
     refused_every_time(World::new().await).await;
 }
 
-/// The same on PostgreSQL (skipped without `TOLLGATE_TEST_DATABASE_URL`).
+/// The same on PostgreSQL (`TOLLGATE_TEST_DATABASE_URL`).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_collect_refused_every_time_is_marked_stuck_once_and_left_alone_on_postgres() {
-    let Some((w, schema)) = World::on_postgres().await else {
-        return;
-    };
+    let (w, schema) = World::on_postgres().await;
     refused_every_time(w).await;
     schema.drop_schema().await.unwrap();
 }

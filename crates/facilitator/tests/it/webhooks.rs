@@ -443,10 +443,7 @@ async fn an_endpoint_down_then_up_gets_every_event_once_in_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_endpoint_down_then_up_gets_every_event_once_in_order_on_postgres() {
-    let Some((h, schema)) = Harness::on_postgres_with(Backend::Devnet, dev_mode).await else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL unset: skipped");
-        return;
-    };
+    let (h, schema) = Harness::on_postgres_with(Backend::Devnet, dev_mode).await;
     down_then_up(&h).await;
     drop(h);
     schema.drop_schema().await;
@@ -1026,10 +1023,7 @@ async fn webhook_secrets_are_encrypted_at_rest_in_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn webhook_secrets_are_encrypted_at_rest_in_postgres() {
-    let Ok(url) = std::env::var("TOLLGATE_TEST_DATABASE_URL") else {
-        eprintln!("TOLLGATE_TEST_DATABASE_URL unset: skipped");
-        return;
-    };
+    let url = tollgate_testkit::peer::database_url();
     let schema = format!("tg_it_sealed_{}", std::process::id());
     let pg = store::PostgresStore::connect_with_schema(&url, &schema)
         .await

@@ -6,6 +6,7 @@ mod discovery;
 mod metering;
 mod onetime;
 mod pending;
+mod peers;
 // The PostgreSQL memo store's tests (`--features postgres`; on in workspace runs, where the
 // gateway and the cli enable it).
 #[cfg(feature = "postgres")]

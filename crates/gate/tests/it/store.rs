@@ -1,20 +1,14 @@
-//! The memo store on PostgreSQL, when `TOLLGATE_TEST_DATABASE_URL` is set: atomic across
-//! concurrent claims, pruned, and shared by two gates (replicas with one secret).
+//! The memo store on PostgreSQL (`TOLLGATE_TEST_DATABASE_URL`; unset, the tests fail): atomic
+//! across concurrent claims, pruned, and shared by two gates (replicas with one secret).
 
 use std::sync::Arc;
 
 use alloy::primitives::B256;
 use tollgate_gate::{MemoStore, store::PostgresMemoStore};
 
-use crate::support::{App, Harness};
+use tollgate_testkit::peer::database_url;
 
-fn database_url() -> Option<String> {
-    let url = std::env::var("TOLLGATE_TEST_DATABASE_URL").ok();
-    if url.is_none() {
-        eprintln!("skipped: TOLLGATE_TEST_DATABASE_URL is not set");
-    }
-    url
-}
+use crate::support::{App, Harness};
 
 fn prefix() -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
@@ -36,7 +30,7 @@ async fn drop_table(url: &str, table: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_claims_are_atomic_and_pruned() {
-    let Some(url) = database_url() else { return };
+    let url = database_url();
     let store = Arc::new(PostgresMemoStore::connect(&url, &prefix()).await.unwrap());
     let key = B256::repeat_byte(1);
     let tasks: Vec<_> = (0..50)
@@ -67,7 +61,7 @@ async fn postgres_claims_are_atomic_and_pruned() {
 /// table if missing; PostgreSQL alone would fail all but one with a catalog unique violation).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicas_starting_at_once_all_open_the_store() {
-    let Some(url) = database_url() else { return };
+    let url = database_url();
     // A few rounds, each on a fresh table: the race is a matter of timing.
     for _ in 0..5 {
         let prefix = prefix();
@@ -100,7 +94,7 @@ async fn replicas_starting_at_once_all_open_the_store() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_replicas_share_one_memo_set() {
-    let Some(url) = database_url() else { return };
+    let url = database_url();
     let h = Harness::new().await;
     let store = Arc::new(PostgresMemoStore::connect(&url, &prefix()).await.unwrap());
     let replica = || {

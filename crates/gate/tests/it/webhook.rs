@@ -24,38 +24,15 @@ const MSG_ID: &str = "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W";
 const BODY: &str = r#"{"id":"msg_2KWPBgLlAfxdpx2AI54pPJ85f4W","type":"payment.settled","createdAt":1735689600,"data":{"amount":"500000","memo":"café"}}"#;
 const TAMPERED: &str = r#"{"id":"msg_2KWPBgLlAfxdpx2AI54pPJ85f4W","type":"payment.settled","createdAt":1735689600,"data":{"amount":"900000","memo":"café"}}"#;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .expect("repository root")
-}
-
-/// The `tests/interop` scripts directory (always `Some`: a missing `node` fails the test with the
-/// install command, never skips it).
-fn interop_scripts() -> Option<PathBuf> {
-    match Command::new("node").arg("--version").output() {
-        Ok(out) if out.status.success() => {}
-        _ => {
-            panic!(
-                "the webhook interop tests need `node` (Node 20) on PATH, and it was not found: install Node.js 20 \
-                 (e.g. `apt-get install nodejs npm`), then run scripts/install-tools"
-            );
-        }
-    }
-    let root = repo_root();
-    let manifest = root.join(".tools/node_modules/standardwebhooks/package.json");
-    assert!(
-        manifest.is_file(),
-        "{} is missing: run scripts/install-tools",
-        manifest.display()
-    );
-    Some(root.join("tests/interop"))
+/// The `tests/interop` scripts directory, after checking for `node` and the pinned package (a
+/// missing one fails the test with the install command, never skips it).
+fn interop_scripts() -> PathBuf {
+    tollgate_testkit::peer::interop_scripts(&["standardwebhooks"])
 }
 
 /// Runs `node <scripts>/<script> <args>` with `stdin` as its standard input.
 fn node(scripts: &Path, script: &str, args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new("node")
+    let mut child = Command::new(tollgate_testkit::peer::node())
         .arg(scripts.join(script))
         .args(args)
         .stdin(Stdio::piped())
@@ -140,9 +117,7 @@ fn headers(ts: u64, signature: &str) -> HeaderMap {
 
 #[test]
 fn the_reference_vector_matches_the_library() {
-    let Some(scripts) = interop_scripts() else {
-        return;
-    };
+    let scripts = interop_scripts();
     // The reference library's own "sign function works" vector.
     let secret = WebhookSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
     let body = r#"{"test": 2432232314}"#;
@@ -166,9 +141,7 @@ fn the_reference_vector_matches_the_library() {
 
 #[test]
 fn our_signature_passes_the_reference_verifier() {
-    let Some(scripts) = interop_scripts() else {
-        return;
-    };
+    let scripts = interop_scripts();
     let secret = WebhookSecret::generate();
     let ts = now();
     let header = signature_header(std::slice::from_ref(&secret), MSG_ID, ts, BODY.as_bytes());
@@ -182,9 +155,7 @@ fn our_signature_passes_the_reference_verifier() {
 
 #[test]
 fn the_reference_signature_passes_verify_webhook() {
-    let Some(scripts) = interop_scripts() else {
-        return;
-    };
+    let scripts = interop_scripts();
     let secret = WebhookSecret::generate();
     let ts = now();
     let header = js_sign(&scripts, MSG_ID, ts, &[&secret], BODY);
@@ -206,9 +177,7 @@ fn the_reference_signature_passes_verify_webhook() {
 
 #[test]
 fn a_rotation_header_passes_with_either_secret() {
-    let Some(scripts) = interop_scripts() else {
-        return;
-    };
+    let scripts = interop_scripts();
     let old = WebhookSecret::generate();
     let new = WebhookSecret::generate();
     let stranger = WebhookSecret::generate();
@@ -243,9 +212,7 @@ fn a_rotation_header_passes_with_either_secret() {
 
 #[test]
 fn a_tampered_body_fails_both() {
-    let Some(scripts) = interop_scripts() else {
-        return;
-    };
+    let scripts = interop_scripts();
     let secret = WebhookSecret::generate();
     let ts = now();
 

@@ -115,10 +115,9 @@ test("the Rust agent (tollgate pay) and x402-fetch pay the Hono app too", async 
 
 test("a subscription from JS, served on it, metered to AllowanceExhausted", async () => {
   const payer = dev.payers[1];
-  const agent = new Agent({
-    key: payer.privateKey,
-    policy: { maxPerRequest: "1.00", budget: "10.00", subscriptions: { maxPerCycle: "5.00", maxOverage: "0.20" } },
-  });
+  // The policy of a newcomer: no word about subscriptions. The plan (5.00 a cycle) is over the
+  // per-request cap and within the budget: subscribing is bounded by the budget, not by the cap.
+  const agent = new Agent({ key: payer.privateKey, policy: { maxPerRequest: "1.00", budget: "20.00" } });
   const before = [await balance(dev, payer.address), await balance(dev, dev.provider.address)];
   const sub = await agent.subscribe({ planId: dev.planId, maxOverage: "0.20", facilitator: dev.facilitatorUrl });
   assert.match(sub.id, /^0x[0-9a-f]{64}$/);
@@ -132,13 +131,18 @@ test("a subscription from JS, served on it, metered to AllowanceExhausted", asyn
   const r = await agent.pay(new Request(`${url}/api/report`, { headers: { "x-service-sub": sub.id } }));
   assert.equal(r.status, 200);
   assert.deepEqual(await r.json(), { report: "daily", subscription: sub.id });
-  assert.equal(r.payment, null, "served on the subscription the request names: nothing paid");
+  // Served on the subscription the request names: nothing paid now, and the payment says so.
+  assert.equal(r.payment?.kind, "subscription", JSON.stringify(r.payment));
+  assert.equal(r.payment.subscriptionId, sub.id);
+  assert.equal(r.payment.amount, "0");
+  assert.equal(r.payment.metered, "0");
   assert.equal(served.report, served0 + 1);
 
   // Metered: two calls of 0.10 fit the 0.20 cap; the third is AllowanceExhausted.
   for (let i = 0; i < 2; i += 1) {
     const m = await agent.pay(new Request(`${url}/api/process`, { method: "POST", headers: { "x-service-sub": sub.id } }));
     assert.equal(m.status, 200);
+    assert.equal(m.payment.metered, "100000", "the receipt names what the call took from the allowance");
   }
   await assert.rejects(
     agent.pay(new Request(`${url}/api/process`, { method: "POST", headers: { "x-service-sub": sub.id } })),

@@ -501,7 +501,8 @@ async fn readme_go_live_on_base_sepolia_deploys_serves_and_is_paid_in_usdc() {
     // V2 (`@x402/fetch`): the full price to the payee (x402 takes no fee), one relayer
     // transaction each, `transferWithAuthorization` on USDC itself.
     let packages = ["x402", "x402-fetch", "viem", "@x402/fetch", "@x402/evm"];
-    if let Some(scripts) = crate::interop::scripts_with(&packages) {
+    {
+        let scripts = crate::interop::scripts_with(&packages);
         let url = format!("http://{gw}/v1/quote");
         let clients = [
             ("x402-fetch-pay.mjs", 3, vec![PRICE.to_string()]),
@@ -515,7 +516,7 @@ async fn readme_go_live_on_base_sepolia_deploys_serves_and_is_paid_in_usdc() {
             );
             let block = node.block_number().await;
             let nonce = chain.nonce(relayer.address).await.unwrap();
-            let mut cmd = Command::new("node");
+            let mut cmd = Command::new(tollgate_testkit::peer::node());
             cmd.arg(scripts.join(script))
                 .arg(&url)
                 .arg(client.private_key.to_string())
@@ -633,7 +634,7 @@ async fn npm_agent_example(url: &str, key: &str) -> String {
         eprintln!("building the npm package's native addon (crates/node/scripts/build.mjs)");
         let built = tokio::time::timeout(
             Duration::from_secs(1800),
-            Command::new("node")
+            Command::new(tollgate_testkit::peer::node())
                 .arg(package.join("scripts/build.mjs"))
                 .env("TOLLGATE_NODE_SHARED_TARGET", "1")
                 .stdin(Stdio::null())
@@ -660,7 +661,7 @@ async fn npm_agent_example(url: &str, key: &str) -> String {
     std::fs::write(dir.path().join("agent.js"), example).unwrap();
     let out = tokio::time::timeout(
         Duration::from_secs(120),
-        Command::new("node")
+        Command::new(tollgate_testkit::peer::node())
             .arg("agent.js")
             .current_dir(dir.path())
             .env("AGENT_KEY", key)

@@ -1,16 +1,17 @@
-//! The README's "Go live on Base Sepolia", run verbatim: the `sh` block after `<!-- golive -->`,
-//! one command at a time through `bash -c`, against a Base Sepolia lookalike: anvil with chain id
-//! 84532, blocks every 2 s, and Circle's FiatToken v2.2 behind its proxy at USDC's Base Sepolia
-//! address, with none of Tollgate's contracts ([`tollgate_testkit::usdc::token_only`]). Only what
-//! a reader sets differs: the RPC URL, the funded keys (dev accounts standing in for keys funded
-//! from faucets), where payments go, the upstream API and free ports.
+//! The book's "Going live on Base Sepolia" (`docs/src/run/go-live.md`), run verbatim: the `sh`
+//! block after `<!-- golive -->`, one command at a time through `bash -c`, against a Base Sepolia
+//! lookalike: anvil with chain id 84532, blocks every 2 s, and Circle's FiatToken v2.2 behind its
+//! proxy at USDC's Base Sepolia address, with none of Tollgate's contracts
+//! ([`tollgate_testkit::usdc::token_only`]). Only what a reader sets differs: the RPC URL, the
+//! funded keys (dev accounts standing in for keys funded from faucets), where payments go, the
+//! upstream API and free ports.
 //!
 //! `tollgate deploy` plans, deploys (2 confirmations) and writes the facilitator config, and a
 //! second run sends nothing; `tollgate facilitator --check` passes on it; the facilitator and
 //! `tollgate gateway` serve; `tollgate pay` pays a request, and the FiatToken balances on chain
 //! moved by exactly the price. Then unmodified x402 clients from npm (`x402-fetch` 1.2.0, V1;
 //! `@x402/fetch`, V2) and the npm package's README agent example pay the same gateway. The gas of
-//! each transaction sent is measured and printed, and the README's figures are checked against
+//! each transaction sent is measured and printed, and the chapter's figures are checked against
 //! it (within 2 %).
 //!
 //! A second test sells subscriptions on the same deployment: after the block's `tollgate deploy`
@@ -50,7 +51,10 @@ use tollgate_chain::{
 };
 use tollgate_testkit::usdc::{self, USDC_BASE_SEPOLIA};
 
-/// The route's price in the README's gateway.toml: 0.10 USDC.
+/// The go-live chapter's page in the book.
+const GO_LIVE: &str = "docs/src/run/go-live.md";
+
+/// The route's price in the go-live chapter's gateway.toml: 0.10 USDC.
 const PRICE: u64 = 100_000;
 /// The facilitator's fee on a one-time payment (0.001), taken by the router for its fee
 /// recipient (the deployer).
@@ -90,7 +94,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The `tollgate` binary's directory first on `PATH`, as after the README's build step.
+/// The `tollgate` binary's directory first on `PATH`, as after the chapter's build step.
 fn path_with_tollgate() -> String {
     let bin = Path::new(env!("CARGO_BIN_EXE_tollgate")).parent().unwrap();
     format!(
@@ -160,15 +164,11 @@ fn hex_u64(v: &Value) -> u64 {
     u64::from_str_radix(v.as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
 }
 
-/// A figure the README states: the first number after `label` in the go-live section (its
-/// whitespace collapsed), e.g. 129000 in "… router uses about 129,000 gas". Commas are ignored.
+/// A figure the go-live chapter (`docs/src/run/go-live.md`) states: the first number after
+/// `label` in it (its whitespace collapsed), e.g. 129000 in "… router uses about 129,000 gas".
+/// Commas are ignored.
 fn readme_figure(label: &str) -> u64 {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .expect("README.md");
-    let section = readme
-        .split_once("## Go live on Base Sepolia")
-        .expect("the go-live section")
-        .1
+    let section = readme::repo_file(GO_LIVE)
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
@@ -187,17 +187,17 @@ fn readme_figure(label: &str) -> u64 {
         .unwrap_or_else(|e| panic!("no figure after {label:?} ({e})"))
 }
 
-/// The README's figure after `label` is within 2 % of `measured`.
+/// The go-live chapter's figure after `label` is within 2 % of `measured`.
 #[track_caller]
 fn assert_about(label: &str, measured: u64) {
     let stated = readme_figure(label);
     assert!(
         measured.abs_diff(stated) * 50 <= stated,
-        "the README says {label:?} about {stated}; measured {measured}: update the README"
+        "{GO_LIVE} says {label:?} about {stated}; measured {measured}: update it"
     );
 }
 
-/// The README's go-live block up to the facilitator: what the reader sets, `tollgate deploy`
+/// The go-live chapter's block up to the facilitator: what the reader sets, `tollgate deploy`
 /// (the plan, the deployment, again), and `tollgate facilitator --check`, each checked.
 struct Deployed {
     net: usdc::TokenOnly,
@@ -220,7 +220,7 @@ struct Deployed {
 
 async fn deploy_and_check() -> Deployed {
     tollgate_chain::install_crypto_provider();
-    let commands = readme::commands("<!-- golive -->");
+    let commands = readme::commands(GO_LIVE, "<!-- golive -->");
     let net = usdc::token_only(Some(2)).await.unwrap();
     let chain = Arc::clone(&net.chain);
     let rpc_url = net.anvil.url().to_owned();
@@ -732,7 +732,7 @@ const INTERVAL: u64 = 604_800;
 /// A metered call: 0.10 from the overage allowance.
 const METERED: u64 = 100_000;
 
-/// Subscriptions through the go-live deployment: after the README's `tollgate deploy` and with
+/// Subscriptions through the go-live deployment: after the chapter's `tollgate deploy` and with
 /// `tollgate facilitator` (its keeper every second, webhooks on) and `tollgate gateway` running as
 /// processes on FiatToken v2.2 (2 s blocks, 2 confirmations), a fresh provider key registers and
 /// publishes a plan with the CLI, a gateway sells it (a plan route and a metered one); the
@@ -832,7 +832,7 @@ async fn go_live_subscriptions_on_fiat_token_through_the_cli_and_the_gateway() {
     let plan_id = plan["planId"].as_str().unwrap().to_owned();
     w.env.insert("PLAN".to_owned(), plan_id.clone());
 
-    // The gateway: the README's, with the plan's routes and the provider's API key (metering).
+    // The gateway: the chapter's, with the plan's routes and the provider's API key (metering).
     let readme_gateway = w.next("cat > gateway.toml");
     let gateway = readme_gateway
         .replace(

@@ -1,5 +1,6 @@
 //! End-to-end tests of the `tollgate` binary.
 
+mod book;
 mod conformance;
 mod crash;
 mod dashboard;

@@ -1,6 +1,7 @@
-//! Running the README's command blocks verbatim: the `sh` block after a marker, one command at a
-//! time through `bash -c`, in a directory of the test's, with only the environment a reader sets
-//! (the walkthrough and the go-live section use it).
+//! Running the shell blocks of the README and the book (`docs/src/`) verbatim: the `sh` block
+//! after a marker, one command at a time through `bash -c`, in a directory of the test's, with
+//! only the environment a reader sets (the quick start, the walkthrough, the go-live chapter and
+//! the devnet's example use it; `book.rs` checks that every shell block has such a test).
 
 // The transcript (each command, its exit status and output) goes to stderr, which the test
 // runner shows when a test fails (and with --no-capture).
@@ -19,18 +20,24 @@ use tokio::process::{Child, Command};
 /// How long one command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(180);
 
-/// The README's `sh` block after `marker`: one command per line, with heredocs and `\`
-/// continuations joined, comment lines and blank lines left out.
-pub(crate) fn commands(marker: &str) -> Vec<String> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md"))
-        .expect("README.md");
-    let (_, after) = readme
+/// A file of the repository, by its path from the root (`README.md`, `docs/src/…`).
+pub(crate) fn repo_file(path: &str) -> String {
+    let full = format!("{}/../../{path}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The `sh` block after `marker` in `page` (a path from the repository's root: `README.md`,
+/// `docs/src/walkthrough.md`): one command per line, with heredocs and `\` continuations
+/// joined, comment lines and blank lines left out.
+pub(crate) fn commands(page: &str, marker: &str) -> Vec<String> {
+    let text = repo_file(page);
+    let (_, after) = text
         .split_once(marker)
-        .unwrap_or_else(|| panic!("the README marks the section with {marker}"));
+        .unwrap_or_else(|| panic!("{page} marks the section with {marker}"));
     let block = after
         .trim_start()
         .strip_prefix("```sh\n")
-        .expect("a ```sh block right after the marker");
+        .unwrap_or_else(|| panic!("{page}: a ```sh block right after {marker}"));
     let block = &block[..block.find("\n```").expect("the block's end")];
     let mut commands = Vec::new();
     let mut lines = block.lines();
@@ -80,8 +87,8 @@ impl Output {
     }
 }
 
-/// Walks the README's commands in order: each step names what it expects the next command to
-/// be, so an edit of the README that the test does not know fails there, by line.
+/// Walks a block's commands in order: each step names what it expects the next command to be,
+/// so an edit of the README or the book that the test does not know fails there, by line.
 pub(crate) struct Walk {
     commands: std::vec::IntoIter<String>,
     pub(crate) dir: PathBuf,
@@ -101,10 +108,10 @@ impl Walk {
     }
 
     pub(crate) fn next(&mut self, starts_with: &str) -> String {
-        let command = self.commands.next().expect("more README commands");
+        let command = self.commands.next().expect("more commands in the block");
         assert!(
             command.starts_with(starts_with),
-            "the README's next command is {command:?}, expected {starts_with:?}…"
+            "the block's next command is {command:?}, expected {starts_with:?}…"
         );
         command
     }
@@ -112,11 +119,11 @@ impl Walk {
     /// `NAME=…` or `export NAME=…`, a value the reader sets: takes `value`, as the reader would
     /// copy it.
     pub(crate) fn set(&mut self, name: &str, value: impl Into<String>) {
-        let command = self.commands.next().expect("more README commands");
+        let command = self.commands.next().expect("more commands in the block");
         assert!(
             command.starts_with(&format!("{name}="))
                 || command.starts_with(&format!("export {name}=")),
-            "the README's next command is {command:?}, expected {name}=… or export {name}=…"
+            "the block's next command is {command:?}, expected {name}=… or export {name}=…"
         );
         let value = value.into();
         eprintln!("$ {command}\n  ({name}={value})");
@@ -178,7 +185,7 @@ impl Walk {
         self.sh_until(&command, within, done, meanwhile).await
     }
 
-    /// Runs `command` (one of the test's, not the README's), with the transcript.
+    /// Runs `command` (one of the test's, not the block's), with the transcript.
     pub(crate) async fn sh(&self, command: &str) -> Output {
         let out = self.bash(command).await;
         eprintln!(
@@ -263,12 +270,12 @@ impl Walk {
             .join("\n")
     }
 
-    /// Every README command was walked.
+    /// Every command of the block was walked.
     pub(crate) fn done(&mut self) {
         let rest: Vec<String> = self.commands.by_ref().collect();
         assert!(
             rest.is_empty(),
-            "README commands this test does not know: {rest:?}"
+            "commands of the block this test does not know: {rest:?}"
         );
     }
 }

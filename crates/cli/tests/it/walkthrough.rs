@@ -1,10 +1,11 @@
-//! The README's walkthrough, run verbatim: the `sh` block after `<!-- walkthrough -->` in the
-//! README, one command at a time through `bash -c`, against `tollgate dev` on free ports, a real
-//! upstream API and a webhook receiver. A fresh key registers as a provider, publishes a plan and
-//! gates the API with `tollgate gateway` (plan, metered and one-time routes); a second agent,
-//! with the CLI only, pays once, subscribes, is served, meters to exhaustion, raises, is renewed
-//! after time travel, pauses, resumes, cancels and subscribes again. Every exit status and output
-//! is checked, every balance on chain, and every webhook is received once, signed.
+//! The book's walkthrough (`docs/src/walkthrough.md`), run verbatim: the `sh` block after
+//! `<!-- walkthrough -->`, one command at a time through `bash -c`, against `tollgate dev` on
+//! free ports, a real upstream API and a webhook receiver. A fresh key registers as a provider,
+//! publishes a plan and gates the API with `tollgate gateway` (plan, metered and one-time
+//! routes); a second agent, with the CLI only, pays once, subscribes, is served, meters to
+//! exhaustion, raises, is renewed after time travel, pauses, resumes, cancels and subscribes
+//! again. Every exit status and output is checked, every balance on chain, and every webhook is
+//! received once, signed.
 
 // The transcript (each command, its exit status and output) goes to stderr, which the test
 // runner shows when the test fails.
@@ -137,7 +138,7 @@ fn refused(out: &Output, reason: &str) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
     tollgate_chain::install_crypto_provider();
-    let commands = readme::commands("<!-- walkthrough -->");
+    let commands = readme::commands("docs/src/walkthrough.md", "<!-- walkthrough -->");
     let state = tempfile::tempdir().unwrap();
     let dev = crate::dev::spawn_dev(state.path(), &[]).await;
     let info = &dev.info;
@@ -219,7 +220,7 @@ async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
     assert_eq!(
         info["contracts"]["token"].as_str().unwrap().to_lowercase(),
         "0x5fbdb2315678afecb367f032d93f642f64180aa3",
-        "the token address the README's gateway.toml names"
+        "the token address the walkthrough's gateway.toml names"
     );
     w.spawn("tollgate gateway --config gateway.toml", "gateway");
 

@@ -581,10 +581,12 @@ async fn paid_requests(
         let signer = accounts.get(payer).context("no such dev account")?.signer();
         let agent = Agent::builder(
             signer,
+            // One-time payments only: the fleet measures those.
             SpendPolicy::new(
                 Amount::from_units(10_000_000),
                 Amount::from_units(u64::MAX / 4),
-            ),
+            )
+            .no_subscriptions(),
         )
         .network(args.network.clone(), chain.chain_id())
         .facilitators([args.facilitator.clone()])

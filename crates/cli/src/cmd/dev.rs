@@ -409,6 +409,7 @@ fn print_guide(info: &DevInfo, path: &Path) {
          \n  demo plan        {}   (5.00 per 30 days)\
          \n  dashboard        {fac}/dashboard   (log in with the provider's apiKey: {api_key})\
          \n  summary          {}\
+         \n  shell            . {dir}/dev.env   (exports TOLLGATE_FACILITATOR, TOLLGATE_RPC_URL, TOLLGATE_API_URL)\
          \n\nTry this:\
          \n  curl -i {api}/v1/quote                       # 402 with the payment terms\
          \n  tollgate pay {api}/v1/quote --key {key}   # pays 0.50 and prints the quote\

@@ -19,6 +19,15 @@ pub(crate) struct Dev {
     pub(crate) info: serde_json::Value,
 }
 
+impl Dev {
+    /// Kills the process and waits for it to be gone (its state directory's lock with it), as a
+    /// restart on the same directory needs.
+    pub(crate) async fn stop(mut self) {
+        self.child.start_kill().unwrap();
+        self.child.wait().await.unwrap();
+    }
+}
+
 pub(crate) async fn spawn_dev(dir: &Path, extra: &[&str]) -> Dev {
     spawn_dev_logging(dir, extra, None).await
 }
@@ -112,7 +121,7 @@ async fn balance(info: &serde_json::Value, who: Address) -> U256 {
 async fn dev_serves_pays_and_keeps_state() {
     tollgate_chain::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
-    let mut dev = spawn_dev(dir.path(), &[]).await;
+    let dev = spawn_dev(dir.path(), &[]).await;
     let info = dev.info.clone();
     for key in [
         "chainId",
@@ -179,8 +188,7 @@ async fn dev_serves_pays_and_keeps_state() {
     );
 
     // Restart on the same state directory: same chain, same key, balances kept.
-    dev.child.start_kill().unwrap();
-    dev.child.wait().await.unwrap();
+    dev.stop().await;
     let dev2 = spawn_dev(dir.path(), &[]).await;
     assert_eq!(dev2.info["apiKey"], info["apiKey"]);
     assert_eq!(dev2.info["planId"], info["planId"], "the same demo plan");
@@ -585,7 +593,7 @@ async fn dev_state_files_are_private_and_webhook_secrets_sealed() {
 
     // A restart keeps the key (so the sealed secret still opens: the facilitator starts) and
     // the files' modes.
-    drop(dev);
+    dev.stop().await;
     let dev = spawn_dev(&dir, &[]).await;
     assert_eq!(dev.info["webhookSecretsKey"].as_str().unwrap(), key);
     assert_eq!(mode(&dir.join("dev.json")), 0o600);

@@ -42,6 +42,7 @@ use tollgate_chain::{
     rpc::RpcChain,
 };
 use tollgate_gate::{Gate, Pricing};
+use tollgate_protocol::PlanTerms;
 use tollgate_testkit::Anvil;
 
 use crate::{
@@ -262,8 +263,12 @@ impl NodeServer {
     }
 }
 
-/// A Tollgate gate (the SDK layer) selling `GET /weather` for [`PRICE`], settling through
-/// `facilitator`; counts how often the handler ran.
+/// The plan the Tollgate gate offers beside its price (its terms only: no reference client can
+/// subscribe, and none should try).
+const PLAN: B256 = B256::repeat_byte(0x5e);
+
+/// A Tollgate gate (the SDK layer) selling `GET /weather` for [`PRICE`] one-time or by
+/// subscription to [`PLAN`], settling through `facilitator`; counts how often the handler ran.
 struct GateServer {
     url: String,
     hits: Arc<AtomicUsize>,
@@ -277,6 +282,12 @@ impl GateServer {
             .token(net.token, "USD Coin", "2")
             .pay_to(pay_to)
             .facilitator(facilitator)
+            .plan_terms(PlanTerms {
+                plan_id: PLAN,
+                amount: Amount::from_units(5_000_000),
+                interval: 30 * 24 * 3600,
+                token: net.token,
+            })
             .build()
             .await
             .unwrap();
@@ -292,7 +303,7 @@ impl GateServer {
                 }),
             )
             .route_layer(
-                gate.payment_gate([Pricing::one_time(PRICE)])
+                gate.payment_gate([Pricing::one_time(PRICE), Pricing::subscription(PLAN)])
                     .description("Today's weather")
                     .mime_type("application/json"),
             );
@@ -397,6 +408,29 @@ async fn reference_client_pays_tollgate_gate(backend: Backend, client: &str) {
     let pay_to = Address::repeat_byte(0x91);
     let gate = GateServer::spawn(&net, &facilitator.url, pay_to).await;
     let url = format!("{}/weather", gate.url);
+    // The route sells a plan beside its price. Asked by a client that reads every scheme, the
+    // 402 lists one entry per scheme; the V2 header, which the reference client reads, lists
+    // the exact one only (the plan rides in Tollgate's extension).
+    let listed = reqwest::Client::new()
+        .get(&url)
+        .header("X-Service-Schemes", "exact, subscription")
+        .send()
+        .await
+        .unwrap();
+    let v2 = listed.headers()["payment-required"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let v2 = tollgate_protocol::x402::v2::PaymentRequiredV2::decode_header(&v2).unwrap();
+    assert!(v2.accepts.iter().all(|e| e.scheme == "exact"), "{v2:?}");
+    let body: Value = listed.json().await.unwrap();
+    let schemes: Vec<&str> = body["accepts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["scheme"].as_str().unwrap())
+        .collect();
+    assert_eq!(schemes, ["exact", "subscription"], "{body}");
     client_row(&net, &scripts, client, &url, pay_to).await;
     assert_eq!(gate.hits.load(Ordering::SeqCst), 1, "served once");
 }

@@ -553,17 +553,35 @@ async fn x402_fetch_pays_tollgate_dev_quote() {
     );
 
     // A route sold by subscription *and* one-time (`/v1/report`): the generic client reads the
-    // 402 with its subscription offer and pays one-time, uninterrupted.
+    // 402 with its subscription offer and pays one-time, uninterrupted. On an x402 V1 network
+    // every entry it parses is `exact` (x402-fetch refuses a 402 with any other scheme); a client
+    // that names the schemes it reads (`X-Service-Schemes`, as Tollgate's agents do) gets one
+    // entry per scheme.
     let report = format!("{}/v1/report", field("apiUrl"));
-    let unpaid: Value = reqwest::get(&report).await.unwrap().json().await.unwrap();
-    assert!(
-        unpaid["accepts"]
+    let schemes = |body: &Value| -> Vec<String> {
+        body["accepts"]
             .as_array()
             .unwrap()
             .iter()
-            .any(|e| e["service"]["subscriptionScheme"] == true),
+            .map(|e| e["scheme"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let unpaid: Value = reqwest::get(&report).await.unwrap().json().await.unwrap();
+    assert_eq!(schemes(&unpaid), ["exact"], "{unpaid}");
+    assert_eq!(
+        unpaid["accepts"][0]["service"]["subscriptionScheme"], true,
         "{unpaid}"
     );
+    let every: Value = reqwest::Client::new()
+        .get(&report)
+        .header("X-Service-Schemes", "exact, subscription")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(schemes(&every), ["exact", "subscription"], "{every}");
     let before = balance(payer_address).await;
     let paid = x402_fetch_pay(&scripts, &report, payer_key, 1_000_000, false).await;
     assert_eq!(paid["status"], 200, "{paid}");

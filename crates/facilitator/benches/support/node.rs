@@ -4,11 +4,17 @@
 /// killed when the returned handle drops); `None`, after saying why, without node or `.tools`.
 pub(crate) async fn server(script: &str, args: &[&str]) -> Option<NodeServer> {
     let root = tollgate_testkit::repo_root();
-    if !root
-        .join(".tools/node_modules/@x402/core/package.json")
-        .is_file()
-    {
+    let packages = tollgate_testkit::peer::tools_dir().join("node_modules");
+    if !packages.join("@x402/core/package.json").is_file() {
         eprintln!("skipped: {script} needs the pinned @x402 packages: run scripts/install-tools");
+        return None;
+    }
+    let node = std::process::Command::new("node").arg("--version").output();
+    if !node.is_ok_and(|out| out.status.success()) {
+        eprintln!(
+            "skipped: {script} needs `node` (Node.js 20) on PATH: install it, then run \
+             scripts/install-tools"
+        );
         return None;
     }
     let mut command = tokio::process::Command::new("node");

@@ -97,10 +97,26 @@ pub(super) const ERRORS: &[(u16, &str, &str, &[&str])] = &[
          again once it is unpaused), a revert.",
         &[
             "UnknownNetwork",
+            "UnsupportedNetwork",
+            "UnsupportedToken",
             "InvalidSignature",
-            "InvalidNonce",
-            "InvalidValidity",
+            "InvalidAuthorization",
+            "NonceMismatch",
+            "AuthorizationExpired",
+            "AuthorizationNotYetValid",
+            "ValidityTooLong",
+            "AmountBelowFee",
+            "InvalidAmount",
+            "SettlementReverted",
+            "InvalidPlan",
+            "UnknownPlan",
             "PlanDeprecated",
+            "SubscriptionsUnavailable",
+            "SubscriptionReverted",
+            "RaiseReverted",
+            "SignatureExpired",
+            "DeadlineTooFar",
+            "TooManyEndpoints",
             "TokenPaused",
         ],
     ),
@@ -182,4 +198,25 @@ fn integer(min: u64) -> Schema {
         .schema_type(Type::Integer)
         .minimum(Some(min as f64))
         .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use tollgate_protocol::ApiErrorCode;
+
+    use super::ERRORS;
+
+    /// Every code the document lists is one the facilitator answers (none invented).
+    #[test]
+    fn every_listed_code_is_in_the_contract() {
+        for (status, _, _, codes) in ERRORS {
+            for code in *codes {
+                let parsed: ApiErrorCode = serde_json::from_value(serde_json::json!(code)).unwrap();
+                assert!(
+                    !matches!(parsed, ApiErrorCode::Other(_)),
+                    "{status} lists {code}, which is no ApiErrorCode"
+                );
+            }
+        }
+    }
 }

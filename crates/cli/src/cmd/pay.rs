@@ -209,6 +209,10 @@ fn prepare(args: Args) -> anyhow::Result<(Agent, PayRequest)> {
         if args.raise_overage_to.is_some() {
             policy = policy.raise_overage_to(raise);
         }
+    } else {
+        // The SDK's agents prefer to subscribe by default; a one-shot command commits to
+        // renewals only when asked (--subscribe).
+        policy = policy.no_subscriptions();
     }
     if !args.networks.is_empty() {
         policy = policy.networks(args.networks);
@@ -376,8 +380,13 @@ fn payment_line(p: &Payment, verb: &str) -> String {
         .map_or_else(|| "unknown".to_owned(), |t| t.to_string());
     match p.kind {
         PaymentKind::Subscription { id } if p.amount == Amount::ZERO => {
+            let metered = p
+                .metered
+                .filter(|m| *m != Amount::ZERO)
+                .map(|m| format!(" (metered {}, {m} units)", tokens(m)))
+                .unwrap_or_default();
             format!(
-                "served on subscription {id} on {} from {}",
+                "served on subscription {id}{metered} on {} from {}",
                 p.network, p.payer
             )
         }

@@ -52,10 +52,12 @@ fn payer_key(info: &Value, n: usize) -> String {
 fn agent(key: &str) -> Agent {
     Agent::from_hex_key(
         key,
+        // One-time payers (the subscriber subscribes explicitly).
         SpendPolicy::new(
             Amount::from_units(5_000_000),
             Amount::from_units(20_000_000),
-        ),
+        )
+        .no_subscriptions(),
     )
     .unwrap()
 }

@@ -217,16 +217,15 @@ async fn dev_demo_plan_serves_subscribers_and_meters_process() {
     assert_eq!(r.status(), 402);
     let body: serde_json::Value = r.json().await.unwrap();
     let offers = body["accepts"].as_array().unwrap();
-    let sub = offers
-        .iter()
-        .find(|e| e["service"]["subscriptionScheme"] == true)
-        .expect("a subscription offer");
+    // One entry per scheme: the one-time price (subscribing preferred), then the plan.
+    assert_eq!(offers.len(), 2, "{body}");
+    assert_eq!(offers[0]["scheme"], "exact", "{body}");
+    assert_eq!(offers[0]["amount"], "1000000", "the one-time price: {body}");
+    assert_eq!(offers[0]["service"]["subscriptionScheme"], true, "{body}");
+    let sub = &offers[1];
+    assert_eq!(sub["scheme"], "subscription", "{body}");
     assert_eq!(sub["service"]["planId"], info["planId"]);
     assert_eq!(sub["plan"]["amount"], "5000000");
-    assert!(
-        offers.iter().any(|e| e["amount"] == "1000000"),
-        "and the one-time price: {body}"
-    );
 
     let key = info["accounts"]
         .as_array()

@@ -142,6 +142,32 @@ impl Walk {
         out.stdout
     }
 
+    /// `NAME=…` evaluated by bash, verbatim, with the walk's environment; its value.
+    pub(crate) async fn assign(&mut self, name: &str) -> String {
+        let command = self.next(&format!("{name}="));
+        let out = self
+            .bash(&format!("{command}\nprintf %s \"${name}\""))
+            .await
+            .ok();
+        eprintln!("$ {command}\n  ({name}={})", out.stdout);
+        self.env.insert(name.to_owned(), out.stdout.clone());
+        out.stdout
+    }
+
+    /// `. FILE` (a shell's `source`), verbatim: the variables it sets whose names start with
+    /// `prefix` stay set for the later commands, as in the reader's shell.
+    pub(crate) async fn source(&mut self, starts_with: &str, prefix: &str) {
+        let command = self.next(starts_with);
+        let out = self.bash(&format!("{command}\nenv -0")).await.ok();
+        eprintln!("$ {command}");
+        for (name, value) in out.stdout.split('\0').filter_map(|kv| kv.split_once('=')) {
+            if name.starts_with(prefix) {
+                eprintln!("  ({name}={value})");
+                self.env.insert(name.to_owned(), value.to_owned());
+            }
+        }
+    }
+
     pub(crate) fn bash_command(&self, command: &str) -> Command {
         let mut cmd = Command::new("bash");
         cmd.args(["-euo", "pipefail", "-c", command])

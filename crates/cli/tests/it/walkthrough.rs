@@ -139,8 +139,9 @@ fn refused(out: &Output, reason: &str) -> bool {
 async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
     tollgate_chain::install_crypto_provider();
     let commands = readme::commands("docs/src/walkthrough.md", "<!-- walkthrough -->");
-    let state = tempfile::tempdir().unwrap();
-    let dev = crate::dev::spawn_dev(state.path(), &[]).await;
+    // The reader's directory, where `tollgate dev` keeps its state (.tollgate/dev, its default).
+    let dir = tempfile::tempdir().unwrap();
+    let dev = crate::dev::spawn_dev(&dir.path().join(".tollgate/dev"), &[]).await;
     let info = &dev.info;
     let (upstream, hits) = serve_upstream().await;
     let (hook, deliveries) = serve_hooks().await;
@@ -168,7 +169,6 @@ async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
         .unwrap();
     let buyer: Address = payer["address"].as_str().unwrap().parse().unwrap();
 
-    let dir = tempfile::tempdir().unwrap();
     let mut w = Walk::new(
         commands,
         dir.path().to_owned(),
@@ -178,8 +178,12 @@ async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
         ]),
     );
     let gw = format!("127.0.0.1:{}", free_port());
-    w.set("FAC", info["facilitatorUrl"].as_str().unwrap());
-    w.set("RPC", info["rpcUrl"].as_str().unwrap());
+    // tollgate dev's ports, whatever they are, from its dev.env.
+    w.source(". .tollgate/dev/dev.env", "TOLLGATE_").await;
+    let fac = w.assign("FAC").await;
+    assert_eq!(fac, info["facilitatorUrl"].as_str().unwrap());
+    let rpc = w.assign("RPC").await;
+    assert_eq!(rpc, info["rpcUrl"].as_str().unwrap());
     w.set("UPSTREAM", upstream);
     w.set("GW", gw.clone());
     w.set("HOOK", hook);

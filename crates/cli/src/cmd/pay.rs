@@ -34,6 +34,9 @@ payment-response, x-service-receipt, retry-after), payment (kind, amount and fee
 network, token, payer, payTo, memo, txHash, subscriptionId, x402Version, the decoded settlement
 header) and earlierPayments, and the body as `body` (text) or `bodyHex` (binary).
 
+Subscribing: the SDK's agents (Rust SpendPolicy, JavaScript policy) prefer to subscribe by
+default, as the spec asks of a client that sees subscriptionScheme true, within their budget a
+cycle and never bounded by the per-request cap; this one-shot command subscribes only when asked.
 With --subscribe: when the 402 offers a subscription plan (service.subscriptionScheme, a planId)
 billing at most --max-per-cycle a cycle, subscribes once through the facilitator the 402 names
 (the first cycle is billed, with --max-overage as the overage cap) and sends the request with

@@ -93,16 +93,6 @@ impl Scene {
     }
 }
 
-/// A free loopback port, for a facilitator that must come back at the same address after a
-/// restart, as behind a stable hostname.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn authorize_settles_exactly_once_whatever_step_it_dies_at() {
     let s = Scene::start("").await;
@@ -205,7 +195,7 @@ async fn authorize_settles_exactly_once_whatever_step_it_dies_at() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_pays_once_through_a_facilitator_that_dies_mid_payment() {
-    let s = Scene::start(&format!("listen = \"127.0.0.1:{}\"", free_port())).await;
+    let s = Scene::start(&format!("listen = \"127.0.0.1:{}\"", crate::free_port())).await;
     let (c, config, accounts) = (s.c, s.config.clone(), &s.accounts);
     let pay_to = Address::repeat_byte(0x77);
     let mut crashing = spawn_facilitator(&config, Some("authorize.after-receipt")).await;
@@ -300,7 +290,7 @@ async fn subscriptions_metering_renewals_and_webhooks_survive_a_crash_at_every_s
     use tollgate_agent::Subscribe;
     use tollgate_chain::contracts::Subscriptions;
 
-    let port = free_port();
+    let port = crate::free_port();
     let s = Scene::start(&format!(
         "listen = \"127.0.0.1:{port}\"\n\
          [subscriptions]\nkeeper_interval_secs = 1\noverage_batch_amount = 1\noverage_batch_secs = 1\n\

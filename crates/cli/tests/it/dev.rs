@@ -28,6 +28,14 @@ impl Dev {
     }
 }
 
+/// The first "payer" account of a dev.json.
+pub(crate) fn payer(info: &serde_json::Value) -> &serde_json::Value {
+    info["accounts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["role"] == "payer"))
+        .unwrap_or_else(|| panic!("dev.json names no payer: {info}"))
+}
+
 pub(crate) async fn spawn_dev(dir: &Path, extra: &[&str]) -> Dev {
     spawn_dev_logging(dir, extra, None).await
 }
@@ -227,12 +235,7 @@ async fn dev_demo_plan_serves_subscribers_and_meters_process() {
     assert_eq!(sub["service"]["planId"], info["planId"]);
     assert_eq!(sub["plan"]["amount"], "5000000");
 
-    let key = info["accounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "payer")
-        .unwrap()["privateKey"]
+    let key = crate::dev::payer(info)["privateKey"]
         .as_str()
         .unwrap()
         .to_owned();

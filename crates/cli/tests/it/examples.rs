@@ -15,14 +15,6 @@ fn example(name: &str) -> String {
     format!("{}/../../examples/{name}", env!("CARGO_MANIFEST_DIR"))
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// `bash -c "set -a; . DEV_ENV; exec COMMAND"` in `dir`, as a reader's shell runs it after
 /// sourcing dev.env.
 fn sourced(dev_env: &Path, dir: &Path, command: &str) -> Command {
@@ -75,7 +67,7 @@ async fn the_examples_follow_dev_port_base_through_dev_env() {
         let app = Router::new().route("/v1/quote", get(|| async { r#"{"quote":"upstream"}"# }));
         let _ = axum::serve(upstream, app).await;
     });
-    let gw = format!("127.0.0.1:{}", free_port());
+    let gw = format!("127.0.0.1:{}", crate::free_port());
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("gateway.log");
     let _gateway = sourced(
@@ -110,12 +102,7 @@ async fn the_examples_follow_dev_port_base_through_dev_env() {
     );
 
     // Paid through it: the facilitator settles, the upstream answers.
-    let payer = info["accounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "payer")
-        .unwrap()["privateKey"]
+    let payer = crate::dev::payer(info)["privateKey"]
         .as_str()
         .unwrap()
         .to_owned();

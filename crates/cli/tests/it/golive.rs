@@ -86,14 +86,6 @@ async fn serve_upstream() -> (String, Arc<AtomicUsize>) {
     (url, hits)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The `tollgate` binary's directory first on `PATH`, as after the chapter's build step.
 fn path_with_tollgate() -> String {
     let bin = Path::new(env!("CARGO_BIN_EXE_tollgate")).parent().unwrap();
@@ -235,8 +227,8 @@ async fn deploy_and_check() -> Deployed {
     // Where the payments go: an address of the reader's with nothing on it yet.
     let pay_to = Address::from_word(keccak256(b"tollgate go-live payee"));
     let plan = Plan::new(USDC_BASE_SEPOLIA, deployer.address);
-    let fac = format!("127.0.0.1:{}", free_port());
-    let gw = format!("127.0.0.1:{}", free_port());
+    let fac = format!("127.0.0.1:{}", crate::free_port());
+    let gw = format!("127.0.0.1:{}", crate::free_port());
 
     let dir = tempfile::tempdir().unwrap();
     let mut w = Walk::new(

@@ -493,12 +493,7 @@ async fn x402_fetch_pays_tollgate_dev_quote() {
         .unwrap()
         .parse()
         .unwrap();
-    let payer = info["accounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "payer")
-        .unwrap_or_else(|| panic!("dev.json names no payer: {info}"));
+    let payer = crate::dev::payer(&info);
     let payer_address: Address = payer["address"].as_str().unwrap().parse().unwrap();
     let payer_key: B256 = payer["privateKey"].as_str().unwrap().parse().unwrap();
     let chain = tollgate_testkit::connect(&field("rpcUrl"), CHAIN_ID, &dev_accounts(10))

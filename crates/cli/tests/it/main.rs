@@ -19,3 +19,13 @@ mod secrets;
 mod subscribe;
 mod subscription;
 mod walkthrough;
+
+/// A free loopback port (for a listener that must be named before it starts, or come back at the
+/// same address after a restart).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

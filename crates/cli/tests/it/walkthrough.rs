@@ -92,14 +92,6 @@ async fn serve_hooks() -> (String, Deliveries) {
     (url, got)
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The `tollgate` binary's directory first on `PATH`, as after an install.
 fn path_with_tollgate() -> String {
     let bin = Path::new(env!("CARGO_BIN_EXE_tollgate")).parent().unwrap();
@@ -161,12 +153,7 @@ async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
             .parse()
             .unwrap(),
     };
-    let payer = info["accounts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["role"] == "payer")
-        .unwrap();
+    let payer = crate::dev::payer(info);
     let buyer: Address = payer["address"].as_str().unwrap().parse().unwrap();
 
     let mut w = Walk::new(
@@ -177,7 +164,7 @@ async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
             ("HOME".to_owned(), dir.path().display().to_string()),
         ]),
     );
-    let gw = format!("127.0.0.1:{}", free_port());
+    let gw = format!("127.0.0.1:{}", crate::free_port());
     // tollgate dev's ports, whatever they are, from its dev.env.
     w.source(". .tollgate/dev/dev.env", "TOLLGATE_").await;
     let fac = w.assign("FAC").await;

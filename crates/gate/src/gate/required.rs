@@ -228,15 +228,16 @@ mod tests {
             interval: 2_592_000,
             token: Address::repeat_byte(1),
         };
-        let g = Gate::builder()
-            .network("base-sepolia")
-            .token(Address::repeat_byte(1), "USDC", "2")
-            .pay_to(Address::repeat_byte(2))
-            .facilitator("http://f.example")
-            .plan_terms(plan.clone())
-            .build()
-            .await
-            .unwrap();
+        let gate_on = |network: &'static str| {
+            Gate::builder()
+                .network(network)
+                .token(Address::repeat_byte(1), "USDC", "2")
+                .pay_to(Address::repeat_byte(2))
+                .facilitator("http://f.example")
+                .plan_terms(plan.clone())
+                .build()
+        };
+        let g = gate_on("base-sepolia").await.unwrap();
         let offer = |pricing| Offer {
             method: "GET",
             resource_url: "https://api.example/v1/quote",
@@ -312,15 +313,7 @@ mod tests {
             plan.plan_id.to_string()
         );
         // On any other network, whatever the request says.
-        let caip2 = Gate::builder()
-            .network("eip155:84532")
-            .token(Address::repeat_byte(1), "USDC", "2")
-            .pay_to(Address::repeat_byte(2))
-            .facilitator("http://f.example")
-            .plan_terms(plan.clone())
-            .build()
-            .await
-            .unwrap();
+        let caip2 = gate_on("eip155:84532").await.unwrap();
         listed(&caip2, &HeaderMap::new());
         // Subscription only: a V1 `subscription` entry; no V2 entry a generic client could pay.
         let sub = [Pricing::subscription(plan.plan_id)];

@@ -5,8 +5,8 @@
 mod discovery;
 mod metering;
 mod onetime;
-mod pending;
 mod peers;
+mod pending;
 // The PostgreSQL memo store's tests (`--features postgres`; on in workspace runs, where the
 // gateway and the cli enable it).
 #[cfg(feature = "postgres")]

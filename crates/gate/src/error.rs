@@ -302,9 +302,9 @@ impl DeductError {
             Self::SubscriptionNotActive { .. } => {
                 tollgate_protocol::ErrorCode::SubscriptionNotActive.as_str()
             }
-            Self::NotConfigured => "MeteringNotConfigured",
+            Self::NotConfigured => const { ApiErrorCode::MeteringNotConfigured.as_str() },
             Self::Refused { code, .. } => code.as_str(),
-            Self::Unavailable(_) => "FacilitatorUnavailable",
+            Self::Unavailable(_) => const { ApiErrorCode::FacilitatorUnavailable.as_str() },
         }
     }
 }

@@ -11,12 +11,9 @@ use std::{
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode, header, request::Parts};
 use serde::Serialize;
 use tollgate_protocol::{
-    Amount, ErrorCode, PaymentRequired, SubscriptionReceipt, XPayment, XPaymentError,
+    Amount, ApiErrorCode, ErrorCode, PaymentRequired, SubscriptionReceipt, XPayment, XPaymentError,
     decode_x_payment,
-    x402::{
-        ErrorReason, PaymentPayload, SettlementPending, SettlementResponseHeader,
-        v2::PaymentPayloadV2,
-    },
+    x402::{ErrorReason, PaymentPayload, SettlementResponseHeader, v2::PaymentPayloadV2},
 };
 use tower_layer::Layer;
 use tower_service::Service;
@@ -34,10 +31,12 @@ pub use tollgate_protocol::headers::{
 };
 
 /// The `error` of a first 402 (no payment sent): a stable code, as every 402 `error` is (see
-/// [`PaymentGateLayer`]'s table); the prose is in `message`.
-pub const PAYMENT_REQUIRED_REASON: &str = "PaymentRequired";
-/// The `error` of a 402 answering an x402 payment of a version other than 1 and 2.
-pub const UNSUPPORTED_VERSION_REASON: &str = "UnsupportedVersion";
+/// [`PaymentGateLayer`]'s table); the prose is in `message`. The wire spelling of
+/// [`ApiErrorCode::PaymentRequired`].
+pub const PAYMENT_REQUIRED_REASON: &str = ApiErrorCode::PaymentRequired.as_str();
+/// The `error` of a 402 answering an x402 payment of a version other than 1 and 2. The wire
+/// spelling of [`ApiErrorCode::UnsupportedVersion`].
+pub const UNSUPPORTED_VERSION_REASON: &str = ApiErrorCode::UnsupportedVersion.as_str();
 /// The `message` of a first 402.
 const PAYMENT_REQUIRED_MESSAGE: &str =
     "payment is required: X-PAYMENT (x402 V1, or a Tollgate proof) or PAYMENT-SIGNATURE (x402 V2)";
@@ -364,7 +363,12 @@ impl PaymentGateLayer {
             return Ok((Request::from_parts(parts, body), receipt));
         }
         let mut paid = self.decide(&parts).await?;
-        let encoding = |_| self.unavailable("InternalError", "cannot encode X-PAYMENT-RESPONSE");
+        let encoding = |_| {
+            self.unavailable(
+                ApiErrorCode::InternalError,
+                "cannot encode X-PAYMENT-RESPONSE",
+            )
+        };
         receipt.insert(
             X_PAYMENT_RESPONSE,
             HeaderValue::from_str(&paid.encode()).map_err(encoding)?,
@@ -399,19 +403,19 @@ impl PaymentGateLayer {
                 tracing::error!(error = %e, "cannot check a subscription");
                 self.error_response(
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    "SubscriptionsNotConfigured",
+                    ApiErrorCode::SubscriptionsNotConfigured,
                     "this server cannot check subscriptions",
                 )
             }
             SubscriptionError::ChainUnavailable(_) => {
                 tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot check a subscription");
-                self.unavailable("ChainUnavailable", &e.to_string())
+                self.unavailable(ApiErrorCode::ChainUnavailable, &e.to_string())
             }
             e => {
                 tracing::debug!(reason = e.code(), "subscription refused");
                 self.payment_required(
                     parts,
-                    ErrorCode::SubscriptionNotActive.as_str(),
+                    ErrorCode::SubscriptionNotActive.into(),
                     Some(e.code().into()),
                     Some(e.to_string()),
                 )
@@ -441,14 +445,14 @@ impl PaymentGateLayer {
                 };
                 Err(self.payment_required(
                     parts,
-                    code.as_str(),
+                    code.into(),
                     Some(reason.into()),
                     Some(e.to_string()),
                 ))
             }
             Err(e @ DeductError::Unavailable(_)) => {
                 tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot deduct a metered request");
-                Err(self.unavailable("FacilitatorUnavailable", &e.to_string()))
+                Err(self.unavailable(ApiErrorCode::FacilitatorUnavailable, &e.to_string()))
             }
             Err(e) => {
                 // The gate's own configuration (no or a revoked API key, a plan of another
@@ -456,7 +460,7 @@ impl PaymentGateLayer {
                 tracing::error!(error = %e, "metered request: the facilitator refused the deduction");
                 Err(self.error_response(
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    "MeteringMisconfigured",
+                    ApiErrorCode::MeteringMisconfigured,
                     "this server cannot meter subscriptions",
                 ))
             }
@@ -467,7 +471,7 @@ impl PaymentGateLayer {
         let invalid = |reason: &str, message: String| {
             self.payment_required(
                 parts,
-                ErrorCode::InvalidPaymentProof.as_str(),
+                ErrorCode::InvalidPaymentProof.into(),
                 Some(reason.into()),
                 Some(message),
             )
@@ -478,7 +482,7 @@ impl PaymentGateLayer {
             (None, None) => {
                 return Err(self.payment_required(
                     parts,
-                    PAYMENT_REQUIRED_REASON,
+                    ApiErrorCode::PaymentRequired,
                     Some("payment_required".into()),
                     Some(PAYMENT_REQUIRED_MESSAGE.into()),
                 ));
@@ -586,7 +590,7 @@ impl PaymentGateLayer {
             Err(e @ X402Failure::Pending { retry_token, .. }) => {
                 tracing::info!(error = %e, "x402 settlement pending; the payer's retry with its token picks it up");
                 let mut res = self.unavailable(
-                    SettlementPending::CODE,
+                    ApiErrorCode::SettlementPending,
                     &format!(
                         "{e}: send the same payment header again with the X-PAYMENT-RETRY header \
                          of this answer to be served; do not pay again"
@@ -605,8 +609,8 @@ impl PaymentGateLayer {
             Err(e) => {
                 tracing::error!(error = %e, source = ?std::error::Error::source(&e), "cannot settle an x402 payment");
                 let code = match e {
-                    X402Failure::StoreUnavailable(_) => "MemoStoreUnavailable",
-                    _ => "FacilitatorUnavailable",
+                    X402Failure::StoreUnavailable(_) => ApiErrorCode::MemoStoreUnavailable,
+                    _ => ApiErrorCode::FacilitatorUnavailable,
                 };
                 Err(self.unavailable(code, &e.to_string()))
             }
@@ -673,7 +677,7 @@ impl PaymentGateLayer {
         let message = message.unwrap_or_else(|| format!("the x402 payment was refused: {reason}"));
         self.payment_required(
             parts,
-            error.as_str(),
+            error.into(),
             Some(reason.as_str().to_owned()),
             Some(message),
         )
@@ -682,7 +686,7 @@ impl PaymentGateLayer {
     fn unsupported_version(&self, parts: &Parts) -> Response<String> {
         self.payment_required(
             parts,
-            UNSUPPORTED_VERSION_REASON,
+            ApiErrorCode::UnsupportedVersion,
             Some(ErrorReason::InvalidX402Version.as_str().into()),
             Some(UNSUPPORTED_VERSION_MESSAGE.into()),
         )
@@ -691,7 +695,7 @@ impl PaymentGateLayer {
     fn payment_required(
         &self,
         parts: &Parts,
-        error: &str,
+        error: ApiErrorCode,
         reason: Option<String>,
         message: Option<String>,
     ) -> Response<String> {
@@ -699,7 +703,7 @@ impl PaymentGateLayer {
         let offer = self.offer(parts, &url);
         let body = self
             .gate
-            .build_payment_required_for(&offer, error, &parts.headers);
+            .build_payment_required_for(&offer, error.as_str(), &parts.headers);
         let v2 = self
             .gate
             .payment_required_v2(&body, &offer)
@@ -741,7 +745,7 @@ impl PaymentGateLayer {
         res
     }
 
-    fn unavailable(&self, code: &str, message: &str) -> Response<String> {
+    fn unavailable(&self, code: ApiErrorCode, message: &str) -> Response<String> {
         let mut res = self.error_response(StatusCode::SERVICE_UNAVAILABLE, code, message);
         let h = res.headers_mut();
         h.insert(
@@ -753,7 +757,14 @@ impl PaymentGateLayer {
 }
 
 impl PaymentGateLayer {
-    fn error_response(&self, status: StatusCode, code: &str, message: &str) -> Response<String> {
+    /// The one place the layer renders a refusal that is not a 402: `{"error": {"code",
+    /// "message"}}` with the code as the protocol's [`ApiErrorCode`] spells it.
+    fn error_response(
+        &self,
+        status: StatusCode,
+        code: ApiErrorCode,
+        message: &str,
+    ) -> Response<String> {
         let json = tollgate_protocol::ApiErrorBody::new(code, message).to_json();
         let mut res = Response::new(json);
         *res.status_mut() = status;
@@ -765,10 +776,10 @@ impl PaymentGateLayer {
     }
 }
 
-fn unavailable_code(reason: &str) -> &'static str {
+fn unavailable_code(reason: &str) -> ApiErrorCode {
     match reason {
-        "chain_unavailable" => "ChainUnavailable",
-        "store_unavailable" => "MemoStoreUnavailable",
-        _ => "FacilitatorUnavailable",
+        "chain_unavailable" => ApiErrorCode::ChainUnavailable,
+        "store_unavailable" => ApiErrorCode::MemoStoreUnavailable,
+        _ => ApiErrorCode::FacilitatorUnavailable,
     }
 }

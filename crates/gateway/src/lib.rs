@@ -94,10 +94,12 @@ use axum::{
     Router,
     extract::{Request, State},
     http::{StatusCode, Uri, uri::PathAndQuery},
-    response::{IntoResponse, Response},
+    response::Response,
     routing::{MethodRouter, any},
 };
 use tollgate_gate::{BuildError, Gate, Pricing};
+use tollgate_protocol::ApiErrorCode;
+use tollgate_server::refusal;
 use tower::ServiceExt as _;
 
 pub use config::{Config, GateConfig, McpConfig, Route, ToolConfig};
@@ -309,7 +311,11 @@ async fn route(State(dispatch): State<Arc<Dispatch>>, mut req: Request) -> Respo
         Ok(c) => c,
         Err(e) => {
             tracing::debug!(path = %raw, reason = %e, "refused a path");
-            return refusal(StatusCode::BAD_REQUEST, "InvalidPath", &e.to_string());
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                ApiErrorCode::InvalidPath,
+                &e.to_string(),
+            );
         }
     };
     let target = match dispatch.routes.route(&canonical) {
@@ -319,7 +325,7 @@ async fn route(State(dispatch): State<Arc<Dispatch>>, mut req: Request) -> Respo
             None => {
                 return refusal(
                     StatusCode::NOT_FOUND,
-                    "NotFound",
+                    ApiErrorCode::NotFound,
                     "no such route on this gateway",
                 );
             }
@@ -329,7 +335,7 @@ async fn route(State(dispatch): State<Arc<Dispatch>>, mut req: Request) -> Respo
             tracing::debug!(path = %raw, "refused a path whose route depends on case or ;parameters");
             return refusal(
                 StatusCode::BAD_REQUEST,
-                "AmbiguousPath",
+                ApiErrorCode::AmbiguousPath,
                 &format!(
                     "the path is under {} as written but under {} ignoring case and ;parameters; \
                      spell the route as configured",
@@ -343,7 +349,7 @@ async fn route(State(dispatch): State<Arc<Dispatch>>, mut req: Request) -> Respo
         let Some(uri) = with_path(req.uri(), canonical.as_str()) else {
             return refusal(
                 StatusCode::BAD_REQUEST,
-                "InvalidPath",
+                ApiErrorCode::InvalidPath,
                 "the path is not valid",
             );
         };
@@ -364,12 +370,6 @@ fn with_path(uri: &Uri, path: &str) -> Option<Uri> {
     let mut parts = uri.clone().into_parts();
     parts.path_and_query = Some(PathAndQuery::try_from(path_and_query).ok()?);
     Uri::from_parts(parts).ok()
-}
-
-/// A refusal in the error shape of Tollgate's services, `{"error": {"code", "message"}}`.
-pub(crate) fn refusal(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = tollgate_protocol::ApiErrorBody::new(code, message);
-    (status, axum::Json(body)).into_response()
 }
 
 /// Serves the gateway on `listener` under `limits` ([`Config::limits`]) until `shutdown`.

@@ -46,10 +46,13 @@ use rmcp::{
 };
 use serde_json::{Map, Value, json};
 use tollgate_gate::{Gate, Offer, Pricing, X402Failure};
-use tollgate_protocol::x402::{
-    MCP_PAYMENT_META as PAYMENT_META, MCP_PAYMENT_RESPONSE_META as PAYMENT_RESPONSE_META,
-    MCP_PAYMENT_RETRY_META as PAYMENT_RETRY_META, RetryToken, SettlementPending,
-    SettlementResponseHeader,
+use tollgate_protocol::{
+    ApiErrorCode,
+    x402::{
+        MCP_PAYMENT_META as PAYMENT_META, MCP_PAYMENT_RESPONSE_META as PAYMENT_RESPONSE_META,
+        MCP_PAYMENT_RETRY_META as PAYMENT_RETRY_META, RetryToken, SettlementPending,
+        SettlementResponseHeader,
+    },
 };
 
 pub(crate) use self::sessions::SessionLimits;
@@ -191,7 +194,9 @@ impl ServerHandler for McpTools {
         let pricing = [Pricing::one_time(price)];
         let offer = self.offer(tool, &url, &pricing);
         let Some(payment) = ctx.meta.get(PAYMENT_META) else {
-            return Ok(self.payment_required(&offer, "PaymentRequired").into());
+            return Ok(self
+                .payment_required(&offer, ApiErrorCode::PaymentRequired.as_str())
+                .into());
         };
         // The payer's retry token; one that does not parse is no token.
         let retry = ctx
@@ -232,8 +237,8 @@ impl ServerHandler for McpTools {
                 // the same payment again later, never another.
                 tracing::error!(tool = %tool.name, error = %e, source = ?std::error::Error::source(&e), "cannot settle an MCP payment");
                 let code = match e {
-                    X402Failure::StoreUnavailable(_) => "MemoStoreUnavailable",
-                    _ => "FacilitatorUnavailable",
+                    X402Failure::StoreUnavailable(_) => ApiErrorCode::MemoStoreUnavailable,
+                    _ => ApiErrorCode::FacilitatorUnavailable,
                 };
                 return Ok(CallToolResult::structured_error(json!({
                     "error": code,

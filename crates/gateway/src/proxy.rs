@@ -10,7 +10,10 @@ use axum::{
     response::Response,
 };
 
-use crate::{Error, Result, refusal};
+use tollgate_protocol::ApiErrorCode;
+use tollgate_server::refusal;
+
+use crate::{Error, Result};
 
 /// The upstream API and the HTTP client that reaches it.
 #[derive(Clone, Debug)]
@@ -116,9 +119,9 @@ pub(crate) async fn proxy(State(up): State<Upstream>, req: Request) -> Response 
                 StatusCode::BAD_GATEWAY
             };
             let code = if status == StatusCode::GATEWAY_TIMEOUT {
-                "UpstreamTimeout"
+                ApiErrorCode::UpstreamTimeout
             } else {
-                "UpstreamUnavailable"
+                ApiErrorCode::UpstreamUnavailable
             };
             refusal(status, code, "the upstream API is unavailable")
         }

@@ -77,11 +77,12 @@ macro_rules! api_codes {
             /// Every code this version knows, in declaration order.
             pub const KNOWN: &'static [&'static str] = &[$(stringify!($variant),)*];
 
-            /// The wire spelling.
-            pub fn as_str(&self) -> &str {
+            /// The wire spelling. A `const fn`, so that constants of the wire spelling
+            /// (`tollgate_gate::PAYMENT_REQUIRED_REASON`) are written as the code itself.
+            pub const fn as_str(&self) -> &str {
                 match self {
                     $(Self::$variant => stringify!($variant),)*
-                    Self::Other(s) => s,
+                    Self::Other(s) => s.as_str(),
                 }
             }
 
@@ -215,6 +216,11 @@ api_codes! {
     Internal,
 
     // The gate's and the gateway's own answers.
+    /// The top-level `error` of a gate's first 402: no payment was sent (402).
+    PaymentRequired,
+    /// The top-level `error` of a gate's 402 answering an x402 payment of a version other than
+    /// 1 and 2 (402).
+    UnsupportedVersion,
     /// The gate cannot reach the facilitator (503).
     FacilitatorUnavailable,
     /// The gate cannot reach the chain (503).
@@ -233,6 +239,10 @@ api_codes! {
     InternalError,
     /// A path the gateway will not forward because it reads two ways (400).
     AmbiguousPath,
+    /// The gateway's upstream API did not answer in time (504).
+    UpstreamTimeout,
+    /// The gateway's upstream API could not be reached (502).
+    UpstreamUnavailable,
 }
 
 impl ApiErrorCode {
@@ -402,6 +412,93 @@ mod tests {
         let later: ApiErrorCode = serde_json::from_value("SomethingNew".into()).unwrap();
         assert_eq!(later, ApiErrorCode::Other("SomethingNew".into()));
         assert_eq!(serde_json::to_value(&later).unwrap(), "SomethingNew");
+    }
+
+    /// Every code's wire spelling, written out: a renamed variant changes the wire, and this
+    /// table says so.
+    #[test]
+    fn every_code_renders_as_its_wire_name() {
+        let wire = [
+            "InsufficientFunds",
+            "SubscriptionNotActive",
+            "AllowanceExhausted",
+            "InvalidPaymentProof",
+            "PlanDeprecated",
+            "MalformedJson",
+            "InvalidField",
+            "InvalidQuery",
+            "InvalidPath",
+            "BadRequest",
+            "UnsupportedMediaType",
+            "PayloadTooLarge",
+            "MethodNotAllowed",
+            "NotFound",
+            "RateLimited",
+            "RequestTimeout",
+            "Unauthorized",
+            "Forbidden",
+            "ClaimMismatch",
+            "InvalidSignature",
+            "InvalidAuthorization",
+            "AuthorizationExpired",
+            "AuthorizationNotYetValid",
+            "ValidityTooLong",
+            "AuthorizationUsed",
+            "AccountBlacklisted",
+            "TokenPaused",
+            "NonceMismatch",
+            "AmountBelowFee",
+            "InvalidAmount",
+            "UnsupportedNetwork",
+            "UnsupportedToken",
+            "UnknownNetwork",
+            "IdempotencyConflict",
+            "SettlementReverted",
+            "Pending",
+            "InvalidPlan",
+            "UnknownPlan",
+            "UnknownSubscription",
+            "SubscriptionsUnavailable",
+            "SubscriptionReverted",
+            "RaiseReverted",
+            "AllowanceNotRaised",
+            "SignatureExpired",
+            "DeadlineTooFar",
+            "WebhooksNotConfigured",
+            "TooManyEndpoints",
+            "TargetNotAllowed",
+            "Unavailable",
+            "ChainError",
+            "Internal",
+            "PaymentRequired",
+            "UnsupportedVersion",
+            "FacilitatorUnavailable",
+            "ChainUnavailable",
+            "MemoStoreUnavailable",
+            "SettlementPending",
+            "SubscriptionsNotConfigured",
+            "MeteringNotConfigured",
+            "MeteringMisconfigured",
+            "InternalError",
+            "AmbiguousPath",
+            "UpstreamTimeout",
+            "UpstreamUnavailable",
+        ];
+        assert_eq!(ApiErrorCode::KNOWN, wire.as_slice());
+        for name in wire {
+            let code = ApiErrorCode::parse(name);
+            assert_eq!(code.as_str(), name);
+            assert_eq!(code.to_string(), name);
+            assert_eq!(ApiErrorCode::from(name.to_owned()), code);
+            assert_eq!(
+                serde_json::to_string(&ApiErrorBody::new(code.clone(), "m")).unwrap(),
+                format!(r#"{{"error":{{"code":"{name}","message":"m"}}}}"#)
+            );
+        }
+        let mut sorted = wire.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        assert_eq!(sorted.len(), wire.len(), "a code is listed twice");
     }
 
     #[test]

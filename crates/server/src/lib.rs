@@ -46,6 +46,7 @@ use hyper_util::{
     service::TowerToHyperService,
 };
 use tokio::sync::{Semaphore, watch};
+use tollgate_protocol::ApiErrorCode;
 use tower::ServiceExt;
 
 pub use config::{InvalidField, ServerConfig};
@@ -135,7 +136,7 @@ async fn within(timeout: Duration, req: Request, next: Next) -> Response {
         Err(_) => {
             let mut response = refusal(
                 StatusCode::REQUEST_TIMEOUT,
-                "RequestTimeout",
+                ApiErrorCode::RequestTimeout,
                 &format!(
                     "the request was not completed within {} s",
                     timeout.as_secs_f64()
@@ -149,8 +150,10 @@ async fn within(timeout: Duration, req: Request, next: Next) -> Response {
     }
 }
 
-/// A refusal in the facilitator's error shape.
-pub(crate) fn refusal(status: StatusCode, code: &str, message: &str) -> Response {
+/// A refusal in the error shape of Tollgate's services, `{"error": {"code", "message"}}`: the
+/// one renderer of the refusals the serving layers (timeout, rate limit) and the gateway answer
+/// themselves, each with a code of the protocol's [`ApiErrorCode`].
+pub fn refusal(status: StatusCode, code: ApiErrorCode, message: &str) -> Response {
     let body = tollgate_protocol::ApiErrorBody::new(code, message);
     (status, axum::Json(body)).into_response()
 }

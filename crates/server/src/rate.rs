@@ -121,7 +121,7 @@ impl Limiter {
             tracing::debug!(%client, retry_after = secs, "rate limited");
             let mut response = crate::refusal(
                 StatusCode::TOO_MANY_REQUESTS,
-                "RateLimited",
+                tollgate_protocol::ApiErrorCode::RateLimited,
                 &format!("too many requests from this client; retry in {secs} s"),
             );
             response

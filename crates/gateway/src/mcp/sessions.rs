@@ -45,6 +45,7 @@ use rmcp::{
         },
     },
 };
+use tollgate_protocol::ApiErrorCode;
 use tollgate_server::ClientAddress;
 
 /// The header naming the session a request belongs to.
@@ -353,7 +354,7 @@ fn refuse(limits: &SessionLimits, full: Full, client: Option<IpAddr>) -> Respons
     let (status, code, message) = match full {
         Full::Client => (
             StatusCode::TOO_MANY_REQUESTS,
-            "RateLimited",
+            ApiErrorCode::RateLimited,
             format!(
                 "this client holds {} MCP sessions, the most allowed: close one (DELETE) or retry \
                  in {secs} s",
@@ -362,12 +363,12 @@ fn refuse(limits: &SessionLimits, full: Full, client: Option<IpAddr>) -> Respons
         ),
         Full::Endpoint => (
             StatusCode::SERVICE_UNAVAILABLE,
-            "Unavailable",
+            ApiErrorCode::Unavailable,
             format!("the MCP endpoint has every session slot taken; retry in {secs} s"),
         ),
     };
     tracing::debug!(?client, ?full, "refused an MCP session");
-    let mut response = crate::refusal(status, code, &message);
+    let mut response = tollgate_server::refusal(status, code, &message);
     response
         .headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from(secs));

@@ -99,7 +99,7 @@ pub struct SettlementPending {
 
 impl SettlementPending {
     /// The `error` of a pending settlement (the gate's 503 code too).
-    pub const CODE: &'static str = "SettlementPending";
+    pub const CODE: &'static str = crate::ApiErrorCode::SettlementPending.as_str();
 
     /// A pending settlement's answer.
     pub fn new(

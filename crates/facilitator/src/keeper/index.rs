@@ -239,3 +239,160 @@ fn decode_indexed(
     };
     recorded.into_iter().chain(one).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use alloy::primitives::{Log, address};
+    use serde_json::Value;
+
+    use super::*;
+
+    const NETWORK: &str = "base-sepolia";
+    const TOKEN: Address = address!("0x036cbd53842c5426634e7929541ec2318f3dcf7e");
+
+    /// The golden event of `kind` (`crates/protocol/tests/vectors/webhooks/`).
+    fn golden(kind: &str) -> Value {
+        let path = format!(
+            "{}/../protocol/tests/vectors/webhooks/{kind}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    /// `event` as the contract logs it, in the goldens' transaction and block.
+    fn chain_log(event: &impl SolEvent, log_index: u64) -> tollgate_chain::ChainLog {
+        tollgate_chain::ChainLog {
+            log: Log {
+                address: Address::repeat_byte(0xcc),
+                data: event.encode_log_data(),
+            },
+            block_number: 1234,
+            tx_hash: B256::repeat_byte(0x11),
+            log_index,
+        }
+    }
+
+    /// The webhook event the keeper records for the first log of `logs`: its type and data.
+    fn notified(logs: &[tollgate_chain::ChainLog]) -> (String, Value) {
+        decode_indexed(NETWORK, &logs[0], logs)
+            .into_iter()
+            .find_map(|e| match e {
+                SubscriptionEvent::Notify { kind, data, .. } => {
+                    Some((kind.to_owned(), serde_json::from_str(&data).unwrap()))
+                }
+                _ => None,
+            })
+            .expect("a webhook event")
+    }
+
+    /// Every event the keeper indexes is its golden vector's `data`, field for field.
+    #[test]
+    fn indexed_events_match_the_golden_vectors() {
+        use Subscriptions as S;
+        let (sub, plan) = (B256::repeat_byte(0x22), B256::repeat_byte(0x33));
+        let created = S::SubscriptionCreated {
+            id: sub,
+            planId: plan,
+            subscriber: Address::repeat_byte(0x44),
+            maxOverage: U256::from(2_000_000),
+            paidThrough: 1_702_592_000,
+        };
+        let first = S::SubscriptionRenewed {
+            id: sub,
+            cycle: 1,
+            amount: U256::from(10_000_000),
+            paidThrough: 1_702_592_000,
+        };
+        let cases: Vec<(&str, Vec<tollgate_chain::ChainLog>)> = vec![
+            (
+                "subscription.created",
+                vec![chain_log(&created, 0), chain_log(&first, 1)],
+            ),
+            (
+                "subscription.renewed",
+                vec![chain_log(
+                    &S::SubscriptionRenewed {
+                        id: sub,
+                        cycle: 2,
+                        amount: U256::from(10_000_000),
+                        paidThrough: 1_705_184_000,
+                    },
+                    0,
+                )],
+            ),
+            (
+                "subscription.renewal_failed",
+                vec![chain_log(&S::RenewalFailed { id: sub, cycle: 3 }, 0)],
+            ),
+            (
+                "subscription.paused",
+                vec![chain_log(&S::SubscriptionPaused { id: sub }, 0)],
+            ),
+            (
+                "subscription.resumed",
+                vec![chain_log(
+                    &S::SubscriptionResumed {
+                        id: sub,
+                        paidThrough: 1_707_776_000,
+                    },
+                    0,
+                )],
+            ),
+            (
+                "subscription.cancelled",
+                vec![chain_log(&S::SubscriptionCancelled { id: sub }, 0)],
+            ),
+            (
+                "allowance.charged",
+                vec![chain_log(
+                    &S::OverageCharged {
+                        id: sub,
+                        cycle: 2,
+                        amount: U256::from(150_000),
+                        used: U256::from(150_000),
+                        r#ref: B256::repeat_byte(0xaa),
+                    },
+                    0,
+                )],
+            ),
+            (
+                "allowance.raised",
+                vec![chain_log(
+                    &S::AllowanceRaised {
+                        id: sub,
+                        maxOverage: U256::from(5_000_000),
+                    },
+                    0,
+                )],
+            ),
+            (
+                "plan.created",
+                vec![chain_log(
+                    &S::PlanCreated {
+                        planId: plan,
+                        provider: Address::repeat_byte(0x55),
+                        token: TOKEN,
+                        payTo: Address::repeat_byte(0x55),
+                        amount: U256::from(10_000_000),
+                        interval: 2_592_000,
+                        operator: Address::repeat_byte(0xcc),
+                    },
+                    0,
+                )],
+            ),
+            (
+                "plan.deprecated",
+                vec![chain_log(&S::PlanRetired { planId: plan }, 0)],
+            ),
+        ];
+        for (kind, logs) in cases {
+            let golden = golden(kind);
+            assert_eq!(golden["type"], kind);
+            assert_eq!(
+                notified(&logs),
+                (kind.to_owned(), golden["data"].clone()),
+                "{kind}"
+            );
+        }
+    }
+}

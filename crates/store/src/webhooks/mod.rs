@@ -388,3 +388,104 @@ pub(crate) fn payment_event(s: &crate::Settlement, at: u64) -> NewEvent {
         created_at: at,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use alloy::primitives::{B256, address};
+    use serde_json::Value;
+    use tollgate_protocol::{Amount, SettlementStatus};
+
+    use super::*;
+    use crate::{AllowanceCycle, Deduction, NewSettlement, Settlement, SettlementKind};
+
+    /// The golden event of `kind` (`crates/protocol/tests/vectors/webhooks/`).
+    fn golden(kind: &str) -> Value {
+        let path = format!(
+            "{}/../protocol/tests/vectors/webhooks/{kind}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+    }
+
+    /// `e`'s type and data, which must be its golden vector's.
+    fn check(e: &NewEvent) {
+        let golden = golden(&e.r#type);
+        let data: Value = serde_json::from_str(&e.data).unwrap();
+        assert_eq!(data, golden["data"], "{}", e.r#type);
+    }
+
+    fn settlement(kind: SettlementKind, status: SettlementStatus) -> Settlement {
+        Settlement {
+            new: NewSettlement {
+                key: B256::repeat_byte(0xbb),
+                kind,
+                request_hash: B256::ZERO,
+                network: "base-sepolia".into(),
+                chain_id: 84532,
+                token: address!("0x036cbd53842c5426634e7929541ec2318f3dcf7e"),
+                payer: Address::repeat_byte(0x66),
+                pay_to: Address::repeat_byte(0x55),
+                amount: Amount::from_units(500_000),
+                fee: Amount::from_units(1000),
+                memo: B256::repeat_byte(0x88),
+                nonce: B256::repeat_byte(0x99),
+                valid_before: 0,
+                request: String::new(),
+                resource: None,
+                claim_hash: None,
+                created_at: 0,
+            },
+            status,
+            tx_hash: None,
+            block: None,
+            proof: None,
+            error: None,
+            updated_at: 0,
+        }
+    }
+
+    /// The events the store writes itself are their golden vectors' `data`, field for field.
+    #[test]
+    fn recorded_events_match_the_golden_vectors() {
+        let mut settled = settlement(SettlementKind::Router, SettlementStatus::Confirmed);
+        settled.tx_hash = Some(B256::repeat_byte(0x11));
+        settled.block = Some(1234);
+        let e = payment_event(&settled, 7);
+        assert_eq!(e.r#type, "payment.settled");
+        check(&e);
+
+        let mut failed = settlement(SettlementKind::X402, SettlementStatus::Failed);
+        failed.error = Some("the authorization was already used".into());
+        let e = payment_event(&failed, 7);
+        assert_eq!(e.r#type, "payment.failed");
+        check(&e);
+
+        let d = Deduction {
+            network: "base-sepolia".into(),
+            id: B256::repeat_byte(0x22),
+            cycle: 2,
+            cap: 2_000_000,
+            amount: 50_000,
+            key: None,
+            provider: Some(Address::repeat_byte(0x55)),
+            at: 7,
+        };
+        let row = AllowanceCycle {
+            network: d.network.clone(),
+            id: d.id,
+            cycle: 2,
+            cap: 2_000_000,
+            used: 1_990_000,
+            billed: 0,
+            charged: 0,
+            unpaid: 0,
+            deductions: 0,
+            charges: 0,
+            closed: false,
+            first_unbilled_at: None,
+        };
+        let e = exhausted_event(&d, &row).unwrap();
+        assert_eq!(e.r#type, "allowance.exhausted");
+        check(&e);
+    }
+}

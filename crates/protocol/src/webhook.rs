@@ -8,15 +8,20 @@
 //! when any listed `v1` signature matches any of its secrets ([`verify`]), within a timestamp
 //! tolerance (default [`DEFAULT_TOLERANCE_SECS`]).
 //!
-//! Tollgate's deliveries carry a [`WebhookEvent`] as their JSON body.
+//! Tollgate's deliveries carry a [`WebhookEvent`] as their JSON body: its [`EventType`] and
+//! [`EventData`], one struct per event type (see [`events`]).
 
 use std::str::FromStr;
 
 use base64::{Engine as _, engine::general_purpose::STANDARD};
 use hmac::{Hmac, Mac};
 use secrecy::{ExposeSecret as _, SecretSlice};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 use sha2::Sha256;
+
+pub mod events;
+
+pub use events::{EventData, EventType, UnknownEventType, WebhookEvent};
 
 /// The message id header: unique per event, the same on every retry (use it as an idempotency
 /// key).
@@ -182,29 +187,6 @@ pub enum WebhookError {
     /// The (authentic) body is not the expected JSON.
     #[error("webhook body is not a valid event")]
     InvalidPayload(#[source] serde_json::Error),
-}
-
-/// The JSON body of a Tollgate webhook delivery.
-///
-/// ```json
-/// {"id":"evt_…","type":"payment.settled","createdAt":1735689600,"data":{…}}
-/// ```
-///
-/// Unknown top-level fields are ignored, so that senders can add metadata.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-#[serde(rename_all = "camelCase")]
-pub struct WebhookEvent {
-    /// The event's id (the same as the delivery's [`WEBHOOK_ID`]).
-    pub id: String,
-    /// A full-stop delimited event type, e.g. `payment.settled`.
-    #[serde(rename = "type")]
-    pub r#type: String,
-    /// When the event happened (not when it was delivered), unix seconds.
-    pub created_at: u64,
-    /// The event's data; its shape depends on [`WebhookEvent::type`].
-    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
-    pub data: serde_json::Value,
 }
 
 /// The `v1,<base64>` signature of one delivery with one secret.
@@ -599,23 +581,40 @@ mod tests {
 
     #[test]
     fn event_golden_json() {
-        let json = r#"{"id":"msg_2KWPBgLlAfxdpx2AI54pPJ85f4W","type":"payment.settled","createdAt":1700000000,"data":{"amount":"500000"}}"#;
+        let json = r#"{"id":"msg_2KWPBgLlAfxdpx2AI54pPJ85f4W","type":"relayer.low_balance","createdAt":1700000000,"data":{"network":"base","relayer":"0x7777777777777777777777777777777777777777","balance":"1","floor":"2","settlementsLeft":"0"}}"#;
         let event: WebhookEvent = serde_json::from_str(json).unwrap();
         assert_eq!(
             event,
             WebhookEvent {
                 id: ID.to_owned(),
-                r#type: "payment.settled".to_owned(),
                 created_at: NOW,
-                data: serde_json::json!({"amount": "500000"}),
+                data: EventData::RelayerLowBalance(events::RelayerLowBalance {
+                    network: "base".into(),
+                    relayer: alloy::primitives::Address::repeat_byte(0x77),
+                    balance: crate::Amount::from_units(1),
+                    floor: crate::Amount::from_units(2),
+                    settlements_left: crate::Amount::ZERO,
+                }),
             }
         );
+        assert_eq!(event.event_type(), Some(EventType::RelayerLowBalance));
         assert_eq!(serde_json::to_string(&event).unwrap(), json);
-        // Senders may add metadata.
+        // Senders may add metadata, and types this build does not know.
         let extra: WebhookEvent =
             serde_json::from_str(r#"{"id":"a","type":"b","createdAt":1,"data":null,"version":2}"#)
                 .unwrap();
-        assert_eq!(extra.data, serde_json::Value::Null);
+        assert_eq!(
+            extra.data,
+            EventData::Other {
+                r#type: "b".into(),
+                data: serde_json::Value::Null
+            }
+        );
+        assert_eq!((extra.type_name(), extra.event_type()), ("b", None));
+        assert_eq!(
+            serde_json::to_string(&extra).unwrap(),
+            r#"{"id":"a","type":"b","createdAt":1,"data":null}"#
+        );
         // createdAt is unix seconds, not an RFC 3339 string.
         assert!(
             serde_json::from_str::<WebhookEvent>(
@@ -623,5 +622,10 @@ mod tests {
             )
             .is_err()
         );
+        // A known type's data must have its shape: a renamed field is an error, not a silent
+        // default.
+        let renamed = json.replace("settlementsLeft", "settlements_left");
+        let err = serde_json::from_str::<WebhookEvent>(&renamed).unwrap_err();
+        assert!(err.to_string().contains("relayer.low_balance"), "{err}");
     }
 }

@@ -197,7 +197,7 @@ mod tests {
             serde_json::json!(["a.b", "c.d"])
         );
         let json = serde_json::json!({
-            "id": "evt_1", "type": "payment.settled", "createdAt": 7, "data": {"x": 1}, "seq": 3
+            "id": "evt_1", "type": "example.event", "createdAt": 7, "data": {"x": 1}, "seq": 3
         });
         let e: EventRecord = serde_json::from_value(json.clone()).unwrap();
         assert_eq!((e.seq, e.event.created_at), (3, 7));

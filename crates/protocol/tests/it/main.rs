@@ -3,3 +3,4 @@
 mod money_floats;
 mod properties;
 mod vectors;
+mod webhooks;

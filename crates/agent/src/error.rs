@@ -174,6 +174,10 @@ pub enum Error {
         /// The network asked for, or `"any network"`.
         network: String,
     },
+    /// A network value of no network's form (a 402's, a plan's or the caller's): refused
+    /// before anything is signed for it.
+    #[error(transparent)]
+    MalformedNetwork(#[from] tollgate_protocol::NetworkError),
     /// The facilitator refused or failed the settlement, or answered something that is not a
     /// valid proof for this payment.
     #[error("facilitator error {status} {code}: {message}")]

@@ -95,7 +95,7 @@ impl Agent {
             .sign_message_sync(message.as_bytes())
             .map_err(|e| Error::Signing(e.into()))?;
         let query = ListSubscriptionsQuery::new(
-            Some(network),
+            Some(network.parse()?),
             self.inner.address,
             deadline,
             &Bytes::from(signature.as_bytes().to_vec()),
@@ -220,7 +220,7 @@ impl Agent {
         let domain = subscriptions_domain(info.chain_id, quote.subscriptions);
         let signature = sign(&self.inner.signer, &signed, &domain).map_err(Error::Signing)?;
         let body = ActionRequest {
-            network,
+            network: network.parse()?,
             deadline,
             signature,
         };

@@ -146,7 +146,7 @@ impl Agent {
         let domain = subscriptions_domain(info.chain_id, quote.subscriptions);
         let signature = sign(&self.inner.signer, &action, &domain).map_err(Error::Signing)?;
         let body = RaiseAllowanceRequest {
-            network,
+            network: network.parse()?,
             max_overage: requested,
             deadline,
             signature,

@@ -211,7 +211,7 @@ impl Agent {
             plan_id: plan.id,
         };
         let body = SubscribeRequest {
-            network,
+            network: network.parse()?,
             plan_id: plan.id,
             subscriber: self.inner.address,
             max_overage: subscribe.max_overage,
@@ -341,7 +341,7 @@ impl Agent {
         let quote = self
             .facilitator_client(base)?
             .quote(&QuoteQuery::new(
-                Some(network.to_owned()),
+                Some(network.parse()?),
                 plan_id,
                 self.inner.address,
             ))

@@ -226,7 +226,8 @@ impl Gate {
             return Err(DeductError::NotConfigured);
         }
         let req = DeductRequest {
-            network: Some(self.inner.network.clone()),
+            // Well-formed: the builder checked it.
+            network: tollgate_protocol::Network::parse(self.inner.network.as_str()).ok(),
             amount,
             idempotency_key,
         };

@@ -375,7 +375,12 @@ pub async fn deduct_allowance(
         .build()
         .map_err(|e| named("InvalidArgument", format!("facilitator: {e}")))?;
     let req = tollgate_protocol::DeductRequest {
-        network: options.network.clone(),
+        network: options
+            .network
+            .as_deref()
+            .map(str::parse)
+            .transpose()
+            .map_err(|e| named("InvalidArgument", format!("network: {e}")))?,
         amount: amount("amount", &amount_text)?,
         idempotency_key: options.idempotency_key.clone(),
     };

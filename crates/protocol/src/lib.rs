@@ -27,6 +27,7 @@ pub use api::subscriptions::{
     SubscriptionView,
 };
 pub use error::{ApiErrorBody, ApiErrorCode, ApiErrorDetail, ErrorCode};
+pub use network::{Network, NetworkError};
 pub use payment::{
     AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, MAX_PAYMENT_HEADER, PaymentProof,
     PendingResponse, ProofDecodeError, SettlementStatus, SignedPayment,

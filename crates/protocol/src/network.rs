@@ -11,7 +11,10 @@
 //! [`canonical_name`] first. Networks outside this list (a devnet, a chain x402 does not name) are
 //! configured by name and chain id elsewhere; they cannot be paid by unmodified x402 V1 clients.
 
+use std::{fmt, str::FromStr};
+
 use alloy::primitives::{Address, address};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A network x402 V1 knows by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -264,6 +267,14 @@ pub enum NetworkError {
     /// `eip155:` with a reference that is no chain id.
     #[error("network {0:?}: the CAIP-2 reference after \"eip155:\" must be a decimal chain id")]
     BadChainId(String),
+    /// Not the form of any network value: empty, longer than [`MAX_NETWORK_LEN`], or neither a
+    /// name (lowercase letters, digits and `-`, not at either end) nor a CAIP-2 id
+    /// (`namespace:reference`). Refused where a [`Network`] enters ([`Network::parse`]).
+    #[error(
+        "network {0:?} is malformed: expected a network name (lowercase letters, digits and `-`, \
+         at most 64) such as base-sepolia, or a CAIP-2 id such as eip155:84532"
+    )]
+    Malformed(String),
 }
 
 /// The EIP-155 chain id a `network` value names: an x402 V1 name or alias (`base-sepolia`), or a
@@ -289,6 +300,251 @@ pub fn chain_id_of(network: &str) -> Result<u64, NetworkError> {
         Some(n) if n.evm => Ok(n.chain_id),
         Some(_) => Err(NetworkError::NotEvm(network.to_owned())),
         None => Err(NetworkError::Unknown(network.to_owned())),
+    }
+}
+
+/// The longest `network` value a [`Network`] takes (a configured custom name is at most this
+/// long; a CAIP-2 id at most 41 bytes).
+pub const MAX_NETWORK_LEN: usize = 64;
+
+/// A `network` value as it travels on the wire: an x402 V1 name (`base-sepolia`) or its
+/// `-mainnet` alias, a CAIP-2 id (`eip155:84532`, how x402 V2 names networks), or a custom
+/// network's configured name (`tollgate-devnet`).
+///
+/// [`Network::parse`] (and so deserialization) checks the *form* only, and keeps the value
+/// exactly as received, so it serializes back unchanged: whether the network is served is the
+/// receiver's question (a facilitator serves the networks it is configured with), answered with
+/// its own error. The forms:
+///
+/// - a name: 1 to [`MAX_NETWORK_LEN`] lowercase ASCII letters, digits and `-`, not starting or
+///   ending with `-` (every x402 V1 name, and what a facilitator accepts as a custom name);
+/// - a CAIP-2 id: a namespace of 3 to 8 lowercase letters, digits and `-`, `:`, and a reference
+///   of 1 to 32 letters, digits, `-` and `_`; an `eip155` reference must be a chain id
+///   ([`chain_id_of`]).
+///
+/// ```
+/// use tollgate_protocol::network::Network;
+///
+/// let n: Network = "base-sepolia".parse().unwrap();
+/// assert_eq!(n.caip2().as_deref(), Some("eip155:84532"));
+/// let v2: Network = "eip155:84532".parse().unwrap();
+/// assert_eq!(v2.v1_name(), Some("base-sepolia"));
+/// assert!(n.same_as(&v2));
+/// assert!("eip155:abc".parse::<Network>().is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Network(String);
+
+impl Network {
+    /// `value` if it has the form of a network value (see [`Network`]), kept as it is.
+    pub fn parse(value: impl Into<String>) -> Result<Self, NetworkError> {
+        let value = value.into();
+        if well_formed(&value) {
+            Ok(Self(value))
+        } else if value.starts_with("eip155:") && value.len() <= MAX_NETWORK_LEN {
+            Err(NetworkError::BadChainId(value))
+        } else {
+            Err(NetworkError::Malformed(value))
+        }
+    }
+
+    /// The CAIP-2 id of an EVM chain (`eip155:<chain id>`). Infallible: every chain id but 0
+    /// is well-formed, and 0 is refused by [`chain_id_of`] where it is read.
+    pub fn eip155(chain_id: u64) -> Self {
+        Self(caip2(chain_id))
+    }
+
+    /// The value as received.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The value as received.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// Whether the value is a CAIP-2 id (`namespace:reference`) rather than a name.
+    pub fn is_caip2(&self) -> bool {
+        self.0.contains(':')
+    }
+
+    /// The x402 V1 network it names, by name, alias or `eip155` id.
+    pub fn known(&self) -> Option<&'static KnownNetwork> {
+        match chain_id_of(&self.0) {
+            Ok(id) if self.is_caip2() => by_chain_id(id),
+            _ => lookup(&self.0),
+        }
+    }
+
+    /// The EIP-155 chain id ([`chain_id_of`]): known names and `eip155` ids; a custom name is
+    /// [`NetworkError::Unknown`] (its chain id is configured elsewhere).
+    pub fn chain_id(&self) -> Result<u64, NetworkError> {
+        chain_id_of(&self.0)
+    }
+
+    /// The CAIP-2 id (x402 V2's spelling): the value itself if it is an `eip155` id, that of a
+    /// known EVM name or alias, `None` for a custom name or a non-EVM network.
+    pub fn caip2(&self) -> Option<String> {
+        if self.is_caip2() {
+            return chain_id_of(&self.0).ok().map(|_| self.0.clone());
+        }
+        caip2_of(&self.0)
+    }
+
+    /// The x402 V1 name (x402 V1's spelling): the canonical name of a known name or alias, the
+    /// name of a known chain's `eip155` id, `None` for a custom name or an unnamed chain.
+    pub fn v1_name(&self) -> Option<&'static str> {
+        self.known().map(|n| n.name)
+    }
+
+    /// Whether `other` denotes the same network ([`same_network`]).
+    pub fn same_as(&self, other: &str) -> bool {
+        same_network(&self.0, other)
+    }
+}
+
+/// The form check of [`Network::parse`].
+fn well_formed(value: &str) -> bool {
+    if value.is_empty() || value.len() > MAX_NETWORK_LEN {
+        return false;
+    }
+    match value.split_once(':') {
+        None => {
+            value
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !value.starts_with('-')
+                && !value.ends_with('-')
+        }
+        Some((namespace, reference)) => {
+            (3..=8).contains(&namespace.len())
+                && namespace
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && (1..=32).contains(&reference.len())
+                && reference
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && (namespace != EIP155 || chain_id_of(value).is_ok())
+        }
+    }
+}
+
+impl fmt::Display for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for Network {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl std::ops::Deref for Network {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Network {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Network {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for Network {
+    type Err = NetworkError;
+
+    fn from_str(s: &str) -> Result<Self, NetworkError> {
+        Self::parse(s)
+    }
+}
+
+impl TryFrom<String> for Network {
+    type Error = NetworkError;
+
+    fn try_from(s: String) -> Result<Self, NetworkError> {
+        Self::parse(s)
+    }
+}
+
+impl TryFrom<&str> for Network {
+    type Error = NetworkError;
+
+    fn try_from(s: &str) -> Result<Self, NetworkError> {
+        Self::parse(s)
+    }
+}
+
+impl From<Network> for String {
+    fn from(n: Network) -> Self {
+        n.0
+    }
+}
+
+impl From<&KnownNetwork> for Network {
+    fn from(n: &KnownNetwork) -> Self {
+        Self(n.name.to_owned())
+    }
+}
+
+impl PartialEq<str> for Network {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Network {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Network {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl PartialEq<Network> for String {
+    fn eq(&self, other: &Network) -> bool {
+        *self == other.0
+    }
+}
+
+impl PartialEq<Network> for str {
+    fn eq(&self, other: &Network) -> bool {
+        self == other.0
+    }
+}
+
+impl PartialEq<Network> for &str {
+    fn eq(&self, other: &Network) -> bool {
+        *self == other.0
+    }
+}
+
+impl Serialize for Network {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Network {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Self::parse(s.into_owned()).map_err(serde::de::Error::custom)
     }
 }
 
@@ -482,5 +738,99 @@ mod tests {
         );
         assert_eq!(base.usdc_name, Some("USD Coin"));
         assert_eq!(lookup("base-sepolia").unwrap().usdc_name, Some("USDC"));
+    }
+
+    #[test]
+    fn network_values_of_every_form_in_use_parse_and_keep_their_spelling() {
+        for ok in [
+            "base",
+            "base-sepolia",
+            "base-mainnet",
+            "solana",
+            "skale-base-sepolia",
+            "tollgate-devnet",
+            "devnet",
+            "anvil",
+            "x",
+            "eip155:8453",
+            "eip155:84532",
+            "eip155:31337",
+            "solana:5eykt4UsFv8P8NJdTREpY1vzqKqZKvdp",
+            &"a".repeat(MAX_NETWORK_LEN),
+        ] {
+            let n = Network::parse(ok).unwrap_or_else(|e| panic!("{ok:?}: {e}"));
+            assert_eq!(n.as_str(), ok);
+            assert_eq!(serde_json::to_value(&n).unwrap(), ok);
+            let read: Network = serde_json::from_value(ok.into()).unwrap();
+            assert_eq!(read, n);
+        }
+        let v1 = Network::parse("base-sepolia").unwrap();
+        assert_eq!(v1.caip2().as_deref(), Some("eip155:84532"));
+        assert_eq!(v1.v1_name(), Some("base-sepolia"));
+        assert_eq!(v1.chain_id(), Ok(84532));
+        let alias = Network::parse("base-mainnet").unwrap();
+        assert_eq!(alias.v1_name(), Some("base"));
+        assert_eq!(alias.caip2().as_deref(), Some("eip155:8453"));
+        let v2 = Network::parse("eip155:8453").unwrap();
+        assert_eq!(v2.v1_name(), Some("base"));
+        assert_eq!(v2.caip2().as_deref(), Some("eip155:8453"));
+        assert!(v2.same_as("base") && alias.same_as("base"));
+        let devnet = Network::parse("tollgate-devnet").unwrap();
+        assert_eq!((devnet.caip2(), devnet.v1_name()), (None, None));
+        let chain = Network::eip155(31337);
+        assert_eq!(chain, "eip155:31337");
+        assert_eq!(
+            (chain.caip2().as_deref(), chain.v1_name()),
+            (Some("eip155:31337"), None)
+        );
+        assert_eq!(Network::parse("solana").unwrap().caip2(), None);
+    }
+
+    #[test]
+    fn malformed_network_values_are_refused_with_a_typed_error() {
+        for bad in [
+            "",
+            " ",
+            "base ",
+            " base",
+            "Base",
+            "BASE",
+            "base_sepolia",
+            "base.sepolia",
+            "-base",
+            "base-",
+            "ünïcode-net",
+            "base\n",
+            ":",
+            ":8453",
+            "EIP155:8453",
+            "ab:1",
+            "namespace9:1",
+            "solana:",
+            "solana:abc def",
+            &"a".repeat(MAX_NETWORK_LEN + 1),
+            &format!("solana:{}", "a".repeat(33)),
+        ] {
+            let err = Network::parse(bad).unwrap_err();
+            assert_eq!(err, NetworkError::Malformed(bad.into()), "{bad:?}");
+            assert!(
+                serde_json::from_value::<Network>(bad.into()).is_err(),
+                "{bad:?}"
+            );
+        }
+        for bad in [
+            "eip155:abc",
+            "eip155:",
+            "eip155:0",
+            "eip155:01",
+            "eip155:-1",
+        ] {
+            assert_eq!(
+                Network::parse(bad),
+                Err(NetworkError::BadChainId(bad.into())),
+                "{bad:?}"
+            );
+        }
+        assert!(serde_json::from_value::<Network>(serde_json::json!(8453)).is_err());
     }
 }

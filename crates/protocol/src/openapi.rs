@@ -16,7 +16,7 @@ use utoipa::{
     },
 };
 
-use crate::{Amount, ApiErrorCode, x402::ErrorReason};
+use crate::{Amount, ApiErrorCode, Network, x402::ErrorReason};
 
 /// A string schema with a pattern, a description and an example.
 fn hex_string(pattern: &str, description: &str, example: &str) -> RefOr<Schema> {
@@ -103,6 +103,30 @@ impl PartialSchema for Amount {
 impl ToSchema for Amount {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("Amount")
+    }
+}
+
+impl PartialSchema for Network {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(
+                "^([a-z0-9]([a-z0-9-]*[a-z0-9])?|[-a-z0-9]{3,8}:[-_a-zA-Z0-9]{1,32})$",
+            ))
+            .max_length(Some(crate::network::MAX_NETWORK_LEN))
+            .description(Some(
+                "A network: an x402 V1 name (`base-sepolia`; `<name>-mainnet` for a mainnet), a \
+                 CAIP-2 id (`eip155:84532`) or a custom network's configured name \
+                 (`tollgate-devnet`). A value of another form is refused with 400.",
+            ))
+            .examples(["base-sepolia", "eip155:84532"])
+            .into()
+    }
+}
+
+impl ToSchema for Network {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Network")
     }
 }
 

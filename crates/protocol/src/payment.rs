@@ -4,7 +4,7 @@
 use alloy::primitives::{Address, B256, Bytes};
 use serde::{Deserialize, Serialize};
 
-use crate::{Amount, codec};
+use crate::{Amount, Network, codec};
 
 /// The body of `POST /authorize`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -34,7 +34,7 @@ pub struct AuthorizeRequest {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SignedPayment {
     /// Network name (e.g. `base-sepolia`).
-    pub network: String,
+    pub network: Network,
     /// Token contract.
     #[serde(with = "crate::x402::checksummed")]
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]

@@ -15,7 +15,7 @@ use tollgate_protocol::{
     x402::{ExactEvmAuthorization, ExactEvmPayload, PaymentPayload},
 };
 
-use crate::{Fixture, Result};
+use crate::{Error, Fixture, Result};
 
 /// The token's EIP-712 name and version (the devnet's genesis and [`crate::anvil_chain`] deploy
 /// it so; a [`crate::usdc::fixture`]'s differ: see [`Fixture::token_params`]).
@@ -121,7 +121,9 @@ impl Fixture {
         let domain = self.token_domain();
         let signature = sign(&payer.signer(), &auth, &domain)?;
         Ok(SignedPayment {
-            network: network.into(),
+            network: network
+                .parse()
+                .map_err(|e: tollgate_protocol::NetworkError| Error::Setup(e.into()))?,
             token: d.token,
             pay_to: terms.pay_to,
             amount: Amount::from_units(terms.amount),

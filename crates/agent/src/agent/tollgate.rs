@@ -132,7 +132,7 @@ impl Agent {
         let signature =
             sign(&self.inner.signer, &authorization, &domain).map_err(Error::Signing)?;
         let signed_payment = SignedPayment {
-            network: r.network.clone(),
+            network: r.network.parse()?,
             token: r.asset,
             pay_to: r.pay_to,
             amount,

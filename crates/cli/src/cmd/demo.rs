@@ -39,7 +39,7 @@ pub(crate) async fn publish_plan(
 ) -> anyhow::Result<PlanTerms> {
     let plan = super::plan::client(facilitator_url, Some(api_key))?
         .create_plan(&CreatePlanRequest {
-            network: network.to_owned(),
+            network: network.parse()?,
             amount: Amount::from_units(PLAN_AMOUNT),
             interval: PLAN_INTERVAL,
             pay_to: None,

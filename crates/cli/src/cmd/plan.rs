@@ -113,7 +113,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<()> {
             });
             client(&a.common.facilitator, Some(&a.auth.api_key))?
                 .create_plan(&CreatePlanRequest {
-                    network: a.network,
+                    network: a.network.parse().context("--network")?,
                     amount: a.amount,
                     interval: a.interval,
                     pay_to: a.pay_to,

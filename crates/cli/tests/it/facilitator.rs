@@ -117,7 +117,7 @@ pub(crate) fn payment_with_memo(
     )
     .unwrap();
     SignedPayment {
-        network: "tollgate-devnet".into(),
+        network: "tollgate-devnet".parse().unwrap(),
         token,
         pay_to,
         amount: Amount::from_units(500_000),

@@ -5,7 +5,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::{Serialize, de::DeserializeOwned};
-use tollgate_protocol::{ApiErrorBody, api::plans::NetworkQuery};
+use tollgate_protocol::ApiErrorBody;
 
 use super::FacilitatorClient;
 use crate::{Error, Result};
@@ -110,11 +110,10 @@ impl FacilitatorClient {
     }
 }
 
-/// The `?network=` query (absent: the facilitator's only network of its kind).
-pub(super) fn network_query(network: Option<&str>) -> NetworkQuery {
-    NetworkQuery {
-        network: network.map(str::to_owned),
-    }
+/// The `?network=` query (absent: the facilitator's only network of its kind), as the caller
+/// spelled it: the facilitator refuses a value of no network's form with 400.
+pub(super) fn network_query(network: Option<&str>) -> Vec<(&'static str, &str)> {
+    network.map(|n| ("network", n)).into_iter().collect()
 }
 
 /// Reads at most `limit` bytes of body; `None` when it is longer.

@@ -122,7 +122,7 @@ async fn rejections_change_nothing(backend: Backend) {
 
     let mut cases: Vec<(&str, Value, u16, &str)> = Vec::new();
     let mut unknown_net = good.clone();
-    unknown_net.network = "solana".into();
+    unknown_net.network = "solana".parse().unwrap();
     cases.push(("unknown network", body(&unknown_net), 422, "UnknownNetwork"));
     let mut wrong_token = good.clone();
     wrong_token.token = Address::repeat_byte(0x11);

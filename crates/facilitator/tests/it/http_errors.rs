@@ -252,3 +252,73 @@ async fn bad_paths_routes_and_methods_are_json() {
         .unwrap();
     assert_eq!(r.headers()["allow"], "POST");
 }
+
+/// A `network` of no network's form (empty, spaced, upper case, `eip155:` without a chain id,
+/// over-long) is refused where it enters, 400 naming the field, before anything is looked up:
+/// in a body (`InvalidField`) and in a query (`InvalidQuery`). A well-formed network that is
+/// not served stays 422 `UnknownNetwork` (`authorize::rejections_change_nothing`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_networks_are_refused_where_they_enter() {
+    let h = Harness::new(Backend::Devnet).await;
+    let key = key_for(&h, PROVIDER).await;
+    let pay_to = h.account(PROVIDER).address;
+    let signed = h
+        .signed_payment(2, pay_to, 10_000, B256::repeat_byte(0x4e))
+        .await;
+    let id = B256::repeat_byte(0x11);
+    let long = "n".repeat(65);
+    let mut failures = Vec::new();
+    for bad in [
+        "",
+        " tollgate-devnet",
+        "Tollgate-Devnet",
+        "eip155:abc",
+        &long,
+    ] {
+        let mut payment = serde_json::to_value(&signed).unwrap();
+        payment["network"] = json!(bad);
+        let bodies = [
+            ("/authorize", json!({ "signedPayment": payment })),
+            (
+                "/plans",
+                json!({ "network": bad, "amount": "1000", "idempotencyKey": "k" }),
+            ),
+            (
+                &*format!("/subscriptions/{id}/usage"),
+                json!({ "network": bad, "amount": "1" }),
+            ),
+        ];
+        for (path, body) in bodies {
+            let r = h
+                .http
+                .post(format!("{}{path}", h.url))
+                .bearer_auth(&key)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let v: Value = r.json().await.unwrap_or_default();
+            let error = &v["error"];
+            if status != 400
+                || error["code"] != "InvalidField"
+                || !error["message"].as_str().unwrap_or("").contains("network")
+            {
+                failures.push(format!("POST {path} network {bad:?}: {status} {v}"));
+            }
+        }
+        let q = bad.replace(' ', "%20");
+        for path in [
+            format!("/plans/{id}?network={q}"),
+            format!("/subscriptions/{id}?network={q}"),
+            format!("/subscriptions/quote?network={q}&planId={id}&subscriber={pay_to}"),
+        ] {
+            match try_json_error(&h, Method::GET, &path, Some(&key), 400).await {
+                Ok(e) if e["code"] == "InvalidQuery" || e["code"] == "InvalidField" => {}
+                Ok(e) => failures.push(format!("GET {path}: {e}")),
+                Err(e) => failures.push(e),
+            }
+        }
+    }
+    all_ok(&failures);
+}

@@ -739,7 +739,7 @@ async fn a_smart_wallet_pays_through_authorize_on_fiat_token() {
         )
         .unwrap();
         SignedPayment {
-            network: NETWORK.into(),
+            network: NETWORK.parse().unwrap(),
             token: USDC_BASE_SEPOLIA,
             pay_to,
             amount: Amount::from_units(price),

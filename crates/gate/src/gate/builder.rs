@@ -306,10 +306,10 @@ impl GateBuilder {
     /// (signers are fetched on the first proof).
     pub async fn build(mut self) -> Result<Gate, BuildError> {
         let network = self.network.ok_or(BuildError::Missing("network"))?;
-        if network.is_empty() {
+        if let Err(e) = tollgate_protocol::Network::parse(network.as_str()) {
             return Err(BuildError::Invalid {
                 setting: "network",
-                problem: "empty".into(),
+                problem: e.to_string(),
             });
         }
         let (token, token_name, token_version) = self.token.ok_or(BuildError::Missing("token"))?;

@@ -4,7 +4,7 @@
 use alloy::primitives::{Address, B256};
 use serde::{Deserialize, Serialize};
 
-use crate::Amount;
+use crate::{Amount, Network};
 
 /// The default billing interval: 30 days, in seconds.
 pub const DEFAULT_INTERVAL: u64 = 30 * 24 * 3600;
@@ -15,7 +15,7 @@ pub const DEFAULT_INTERVAL: u64 = 30 * 24 * 3600;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreatePlanRequest {
     /// The network the plan lives on.
-    pub network: String,
+    pub network: Network,
     /// The amount billed per cycle, in the token's smallest unit.
     pub amount: Amount,
     /// The cycle length in seconds (default [`DEFAULT_INTERVAL`]).
@@ -75,7 +75,7 @@ pub struct Plan {
 pub struct NetworkQuery {
     /// The network name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
+    pub network: Option<Network>,
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 use alloy::primitives::{Address, B256, Bytes};
 use serde::{Deserialize, Serialize};
 
-use crate::Amount;
+use crate::{Amount, Network};
 
 /// The body of `POST /subscriptions`: a `Subscribe` intent (EIP-712, under the subscriptions
 /// contract's domain) and the EIP-2612 permit that grants the contract its standing allowance.
@@ -18,7 +18,7 @@ use crate::Amount;
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubscribeRequest {
     /// Network name.
-    pub network: String,
+    pub network: Network,
     /// The plan subscribed to.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub plan_id: B256,
@@ -172,7 +172,7 @@ pub struct SubscriptionQuote {
 pub struct DeductRequest {
     /// Network name; default: the facilitator's only network with a subscriptions contract.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
+    pub network: Option<Network>,
     /// The amount, in the token's smallest unit (positive).
     pub amount: Amount,
     /// Makes a retried deduction count once: the same key for the same subscription answers
@@ -214,7 +214,7 @@ pub struct AllowanceUsage {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RaiseAllowanceRequest {
     /// Network name.
-    pub network: String,
+    pub network: Network,
     /// The new cap per cycle; must exceed the current one.
     pub max_overage: Amount,
     /// Unix seconds; the signature is valid until then (inclusive).
@@ -292,7 +292,7 @@ impl std::fmt::Display for SubscriberAction {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ActionRequest {
     /// Network name.
-    pub network: String,
+    pub network: Network,
     /// Unix seconds (the chain's clock); the signature is valid until then (inclusive).
     pub deadline: u64,
     /// The subscriber's 65-byte `Action` signature (`r ‖ s ‖ v`).
@@ -330,7 +330,7 @@ pub const LIST_MAX_VALIDITY_SECS: u64 = 600;
 pub struct ListSubscriptionsQuery {
     /// Network name; default: the facilitator's only network with a subscriptions contract.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
+    pub network: Option<Network>,
     /// The subscriber's address.
     #[cfg_attr(feature = "openapi", param(value_type = crate::openapi::Address))]
     pub subscriber: String,
@@ -346,7 +346,7 @@ impl ListSubscriptionsQuery {
     /// The query listing `subscriber`'s subscriptions on `network` with `signature` (of
     /// [`ListSubscriptionsQuery::message`]) valid until `deadline`.
     pub fn new(
-        network: Option<String>,
+        network: Option<Network>,
         subscriber: Address,
         deadline: u64,
         signature: &Bytes,
@@ -394,7 +394,7 @@ impl ListSubscriptionsQuery {
 pub struct QuoteQuery {
     /// Network name; default: the facilitator's only network with a subscriptions contract.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<String>,
+    pub network: Option<Network>,
     /// The plan (0x-hex, 32 bytes).
     #[cfg_attr(feature = "openapi", param(value_type = crate::openapi::Hash32))]
     pub plan_id: String,
@@ -405,7 +405,7 @@ pub struct QuoteQuery {
 
 impl QuoteQuery {
     /// The quote of `plan_id` for `subscriber` on `network`.
-    pub fn new(network: Option<String>, plan_id: B256, subscriber: Address) -> Self {
+    pub fn new(network: Option<Network>, plan_id: B256, subscriber: Address) -> Self {
         Self {
             network,
             plan_id: plan_id.to_string(),

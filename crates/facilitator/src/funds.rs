@@ -30,8 +30,8 @@ use std::{
 };
 
 use alloy::primitives::{Address, U256};
-use serde_json::json;
 use tollgate_chain::Error as ChainError;
+use tollgate_protocol::webhook::{EventData, EventType, events::RelayerLowBalance};
 
 use crate::{
     error::{Error, Result},
@@ -44,7 +44,7 @@ pub const FUNDS_TTL: Duration = Duration::from_secs(5);
 /// Default [`Settings::relayer_floor_settlements`](crate::Settings).
 pub const DEFAULT_FLOOR_SETTLEMENTS: u64 = crate::check::DEFAULT_FLOOR_SETTLEMENTS;
 /// The webhook event of a relayer fallen below the floor.
-pub const LOW_BALANCE_EVENT: &str = "relayer.low_balance";
+pub const LOW_BALANCE_EVENT: &str = EventType::RelayerLowBalance.as_str();
 /// What a payment refused for want of relayer gas tells the client to wait.
 pub(crate) const DRY_RETRY_AFTER_SECS: u64 = 30;
 
@@ -294,25 +294,20 @@ impl Facilitator {
         // Once per fall: a replica reports each fall it sees; several replicas, or a restart,
         // within the hour are one event.
         let hour = (now / 3600).to_be_bytes();
-        let event = NewEvent {
-            id: event_id(&[
-                LOW_BALANCE_EVENT.as_bytes(),
-                net.spec.name.as_bytes(),
-                relayer.as_slice(),
-                &hour,
-            ]),
-            provider: operator,
-            r#type: LOW_BALANCE_EVENT.into(),
-            data: json!({
-                "network": net.spec.name,
-                "relayer": relayer,
-                "balance": known.balance.to_string(),
-                "floor": known.floor.to_string(),
-                "settlementsLeft": left.to_string(),
-            })
-            .to_string(),
-            created_at: now,
-        };
+        let data = EventData::RelayerLowBalance(RelayerLowBalance {
+            network: net.spec.name.clone(),
+            relayer,
+            balance: known.balance.into(),
+            floor: known.floor.into(),
+            settlements_left: left.into(),
+        });
+        let id = event_id(&[
+            LOW_BALANCE_EVENT.as_bytes(),
+            net.spec.name.as_bytes(),
+            relayer.as_slice(),
+            &hour,
+        ]);
+        let event = NewEvent::new(id, operator, &data, now);
         if let Err(e) = self.inner.store.record_event(&event).await {
             tracing::warn!(error = %e, "could not record the relayer.low_balance event");
         }

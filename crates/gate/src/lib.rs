@@ -36,8 +36,8 @@ pub use tollgate_protocol::{
     AllowanceUsage, Amount, ApiErrorCode, PaymentProof, PaymentRequired, PlanTerms, XPaymentError,
 };
 pub use webhook::{
-    DEFAULT_WEBHOOK_TOLERANCE, VerifiedWebhook, WebhookError, WebhookEvent, WebhookSecret,
-    WebhookSecretError, verify_webhook, verify_webhook_with,
+    DEFAULT_WEBHOOK_TOLERANCE, EventData, EventType, VerifiedWebhook, WebhookError, WebhookEvent,
+    WebhookSecret, WebhookSecretError, events, verify_webhook, verify_webhook_with,
 };
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use tollgate_protocol::webhook::{
     self, DEFAULT_TOLERANCE_SECS, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
 };
 pub use tollgate_protocol::webhook::{
-    WebhookError, WebhookEvent, WebhookSecret, WebhookSecretError,
+    EventData, EventType, WebhookError, WebhookEvent, WebhookSecret, WebhookSecretError, events,
 };
 
 /// How far a delivery's `webhook-timestamp` may be from this machine's clock, either way, in
@@ -42,7 +42,10 @@ impl<'a> VerifiedWebhook<'a> {
         self.body
     }
 
-    /// The body as a Tollgate [`WebhookEvent`] (`{"id", "type", "createdAt", "data"}`).
+    /// The body as a Tollgate [`WebhookEvent`] (`{"id", "type", "createdAt", "data"}`): its
+    /// [`EventData`] typed by its [`EventType`], or [`EventData::Other`] for a type this build
+    /// does not know. A known type whose data lacks a field or has one of the wrong type is
+    /// [`WebhookError::InvalidPayload`].
     pub fn event(&self) -> Result<WebhookEvent, WebhookError> {
         self.json()
     }
@@ -65,7 +68,7 @@ impl<'a> VerifiedWebhook<'a> {
 /// use axum::{
 ///     Router, body::Bytes, extract::State, http::{HeaderMap, StatusCode}, routing::post,
 /// };
-/// use tollgate_gate::verify_webhook;
+/// use tollgate_gate::{EventData, verify_webhook};
 ///
 /// async fn tollgate_events(
 ///     State(secret): State<String>,
@@ -79,9 +82,9 @@ impl<'a> VerifiedWebhook<'a> {
 ///         return StatusCode::BAD_REQUEST;
 ///     };
 ///     // Deliveries are retried: skip ids already handled.
-///     match event.r#type.as_str() {
-///         "payment.settled" => { /* … event.data … */ }
-///         _ => {} // ignore types this receiver does not know
+///     match event.data {
+///         EventData::PaymentSettled(payment) => { /* … payment.amount, payment.payer … */ }
+///         _ => {} // ignore types this receiver does not handle or know
 ///     }
 ///     StatusCode::NO_CONTENT
 /// }
@@ -165,7 +168,7 @@ mod tests {
     use super::*;
 
     const BODY: &[u8] =
-        br#"{"id":"msg_1","type":"payment.settled","createdAt":1700000000,"data":{"amount":"5"}}"#;
+        br#"{"id":"msg_1","type":"plan.deprecated","createdAt":1700000000,"data":{"network":"base","txHash":"0x1111111111111111111111111111111111111111111111111111111111111111","block":7,"planId":"0x3333333333333333333333333333333333333333333333333333333333333333"}}"#;
 
     fn delivery(secrets: &[WebhookSecret], ts: u64, body: &[u8]) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -190,9 +193,13 @@ mod tests {
         assert_eq!(verified.timestamp(), now);
         assert_eq!(verified.body(), BODY);
         let event = verified.event().unwrap();
-        assert_eq!(event.r#type, "payment.settled");
+        assert_eq!(event.event_type(), Some(EventType::PlanDeprecated));
         assert_eq!(event.created_at, 1_700_000_000);
-        assert_eq!(event.data["amount"], "5");
+        let EventData::PlanDeprecated(plan) = &event.data else {
+            panic!("{event:?}")
+        };
+        assert_eq!(plan.source.block, 7);
+        assert_eq!(plan.plan_id, alloy::primitives::B256::repeat_byte(0x33));
         let raw: serde_json::Value = verified.json().unwrap();
         assert_eq!(raw["id"], "msg_1");
     }

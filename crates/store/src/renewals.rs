@@ -2,6 +2,7 @@
 //! (types, decoding, the statements and the operations on them).
 
 use alloy::primitives::{Address, B256};
+use tollgate_protocol::webhook::{EventData, EventType, events::SubscriptionRenewalStuck};
 
 use crate::{
     StoreError, StoreResult,
@@ -23,10 +24,12 @@ pub enum IndexedState {
 
 /// The indexed state a webhook event kind leaves its subscription in, if it changes it (a
 /// resume is a [`SubscriptionEvent::Resumed`] of its own).
-fn state_after(kind: &str) -> Option<IndexedState> {
-    match kind {
-        "subscription.paused" | "subscription.renewal_failed" => Some(IndexedState::Paused),
-        "subscription.cancelled" => Some(IndexedState::Cancelled),
+fn state_after(kind: Option<EventType>) -> Option<IndexedState> {
+    match kind? {
+        EventType::SubscriptionPaused | EventType::SubscriptionRenewalFailed => {
+            Some(IndexedState::Paused)
+        }
+        EventType::SubscriptionCancelled => Some(IndexedState::Cancelled),
         _ => None,
     }
 }
@@ -88,10 +91,8 @@ pub enum SubscriptionEvent {
         id: String,
         /// Whose provider it is for.
         subject: Subject,
-        /// The event type.
-        kind: &'static str,
-        /// The `data` object, as JSON text.
-        data: String,
+        /// The event's type and data (boxed: the largest variant by far).
+        data: Box<EventData>,
     },
 }
 
@@ -402,17 +403,12 @@ pub(crate) async fn index_events(
                 )
                 .await?;
             }
-            SubscriptionEvent::Notify {
-                id,
-                subject,
-                kind,
-                data,
-            } => {
+            SubscriptionEvent::Notify { id, subject, data } => {
                 let (sql, key) = match subject {
                     Subject::Plan(p) => (PLAN_PROVIDER, codec::b256(p)),
                     Subject::Subscription(s) => (SUBSCRIPTION_PROVIDER, codec::b256(s)),
                 };
-                if let Some(state) = state_after(kind) {
+                if let Some(state) = state_after(data.event_type()) {
                     c.execute(APPLY_STATE, args![network, &key, state.as_str(), at])
                         .await?;
                 }
@@ -424,13 +420,12 @@ pub(crate) async fn index_events(
                 let provider: Option<(String,)> =
                     c.fetch_optional(sql, args![network, &key]).await?;
                 if let Some((provider,)) = provider {
-                    let e = NewEvent {
-                        id: id.clone(),
-                        provider: parse_address("provider", &provider)?,
-                        r#type: (*kind).to_owned(),
-                        data: data.clone(),
-                        created_at: u64::try_from(at).unwrap_or(0),
-                    };
+                    let e = NewEvent::new(
+                        id.clone(),
+                        parse_address("provider", &provider)?,
+                        data,
+                        u64::try_from(at).unwrap_or(0),
+                    );
                     webhooks::emit(c, &e).await?;
                 }
             }
@@ -579,24 +574,22 @@ pub(crate) async fn count_refused(
             .fetch_optional(SUBSCRIPTION_PROVIDER, args![&r.network, &id])
             .await?;
         if let Some((provider,)) = provider {
-            let data = serde_json::json!({
-                "network": r.network, "subscriptionId": r.id, "cycle": r.cycle,
-                "attempts": attempts, "error": r.error,
+            let data = EventData::SubscriptionRenewalStuck(SubscriptionRenewalStuck {
+                network: r.network.clone(),
+                subscription_id: r.id,
+                cycle: r.cycle,
+                attempts,
+                error: r.error.clone(),
             });
-            let e = NewEvent {
-                // One event per stuck episode (a state change ends one).
-                id: webhooks::event_id(&[
-                    r.network.as_bytes(),
-                    b"subscription.renewal_stuck",
-                    r.id.as_slice(),
-                    &r.cycle.to_be_bytes(),
-                    &r.at.to_be_bytes(),
-                ]),
-                provider: parse_address("provider", &provider)?,
-                r#type: "subscription.renewal_stuck".to_owned(),
-                data: data.to_string(),
-                created_at: r.at,
-            };
+            // One event per stuck episode (a state change ends one).
+            let id = webhooks::event_id(&[
+                r.network.as_bytes(),
+                data.type_name().as_bytes(),
+                r.id.as_slice(),
+                &r.cycle.to_be_bytes(),
+                &r.at.to_be_bytes(),
+            ]);
+            let e = NewEvent::new(id, parse_address("provider", &provider)?, &data, r.at);
             webhooks::emit(c, &e).await?;
         }
     }
@@ -751,8 +744,17 @@ mod tests {
         let raised = SubscriptionEvent::Notify {
             id: "evt_raised".into(),
             subject: Subject::Subscription(id),
-            kind: "allowance.raised",
-            data: "{}".into(),
+            data: Box::new(EventData::AllowanceRaised(
+                tollgate_protocol::webhook::events::AllowanceRaised {
+                    source: tollgate_protocol::webhook::events::ChainSource {
+                        network: net.to_owned(),
+                        tx_hash: B256::ZERO,
+                        block: 1,
+                    },
+                    subscription_id: id,
+                    max_overage: tollgate_protocol::Amount::ZERO,
+                },
+            )),
         };
         store
             .index_subscription_events(net, &[raised], 2, 10)

@@ -2,26 +2,51 @@
 //! through the facilitator's API.
 
 use anyhow::Context as _;
-use tollgate_protocol::api::webhooks::{CreateEndpoint, EventFilter, Page, Rotate, UpdateEndpoint};
+use tollgate_protocol::{
+    api::webhooks::{CreateEndpoint, EventFilter, Page, Rotate, UpdateEndpoint},
+    webhook::EventType,
+};
 
-/// Flags of `tollgate webhooks`.
-#[derive(Debug, clap::Args)]
-#[command(after_help = "\
-Events (JSON {id, type, createdAt, data}) are POSTed to the endpoint signed per Standard
+/// The help's epilogue; its list of event types is [`EventType::ALL`].
+fn after_help() -> String {
+    // The types, wrapped at 90 columns.
+    let mut types = String::new();
+    let mut line = 0;
+    for t in EventType::ALL {
+        let name = t.as_str();
+        if line > 0 && line + 1 + name.len() > 90 {
+            types.push('\n');
+            line = 0;
+        } else if line > 0 {
+            types.push(' ');
+            line += 1;
+        }
+        types.push_str(name);
+        line += name.len();
+    }
+    format!(
+        "\
+Events (JSON {{id, type, createdAt, data}}) are POSTed to the endpoint signed per Standard
 Webhooks 1.0 (headers webhook-id, webhook-timestamp, webhook-signature). Verify them with
 tollgate_gate::verify_webhook or any Standard Webhooks library, with the endpoint's secret.
 
-Event types: payment.settled payment.failed subscription.created subscription.renewed
-subscription.renewal_failed subscription.renewal_stuck subscription.paused
-subscription.resumed subscription.cancelled allowance.charged allowance.exhausted
-allowance.raised plan.created plan.deprecated relayer.low_balance (the operator's: the
-provider account fees.fee_recipient)
+Event types ({relayer}: the operator's, the provider account fees.fee_recipient):
+{types}
 
 Example:
   export TOLLGATE_API_KEY=tg_...
   tollgate webhooks create --facilitator http://127.0.0.1:8402 --url https://api.example.com/hooks \\
-      --events payment.settled,subscription.renewed
-  tollgate webhooks list --facilitator http://127.0.0.1:8402")]
+      --events {settled},{renewed}
+  tollgate webhooks list --facilitator http://127.0.0.1:8402",
+        relayer = EventType::RelayerLowBalance,
+        settled = EventType::PaymentSettled,
+        renewed = EventType::SubscriptionRenewed,
+    )
+}
+
+/// Flags of `tollgate webhooks`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = after_help())]
 pub(crate) struct Args {
     #[command(subcommand)]
     command: Command,

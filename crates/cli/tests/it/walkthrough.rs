@@ -391,7 +391,7 @@ async fn readme_walkthrough_sells_and_subscribes_with_the_cli_only() {
                 .unwrap_or_else(|e| panic!("a bad signature ({e}): {body:?}"));
             let event = delivery.event().unwrap();
             assert!(ids.insert(event.id.clone()), "delivered twice: {body:?}");
-            *seen.entry(event.r#type.clone()).or_default() += 1;
+            *seen.entry(event.type_name().to_owned()).or_default() += 1;
         }
         let seen_ref: BTreeMap<&str, usize> = seen.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         if seen_ref == expected || started.elapsed() > Duration::from_secs(30) {

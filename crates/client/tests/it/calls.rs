@@ -214,12 +214,12 @@ async fn webhooks_events_and_analytics_read_as_typed() {
     let events = f.events(&Page::default()).await.unwrap();
     let created_event = events
         .iter()
-        .find(|e| e.event.r#type == "plan.created")
+        .find_map(|e| match &e.event.data {
+            tollgate_protocol::webhook::EventData::PlanCreated(p) => Some(p),
+            _ => None,
+        })
         .expect("plan.created");
-    assert_eq!(
-        created_event.event.data["planId"],
-        serde_json::json!(plan.plan_id)
-    );
+    assert_eq!(created_event.plan_id, plan.plan_id);
 
     let report = f.analytics(&ReportParams::default()).await.unwrap();
     assert_eq!(report.webhooks.len(), 1);

@@ -3,13 +3,9 @@
 //! events.
 
 use axum::{Json, extract::State, http::StatusCode};
-use serde_json::Value;
-use tollgate_protocol::{
-    api::webhooks::{
-        self as api, CreateEndpoint, Delivery as DeliveryView, Endpoint as EndpointView,
-        EventRecord, Page, Rotate, UpdateEndpoint,
-    },
-    webhook::WebhookEvent,
+use tollgate_protocol::api::webhooks::{
+    self as api, CreateEndpoint, Delivery as DeliveryView, Endpoint as EndpointView, EventRecord,
+    Page, Rotate, UpdateEndpoint,
 };
 
 use crate::{
@@ -60,12 +56,7 @@ fn delivery_view(d: &Delivery) -> DeliveryView {
 fn event_record(e: &Event) -> EventRecord {
     EventRecord {
         seq: e.seq,
-        event: WebhookEvent {
-            id: e.new.id.clone(),
-            r#type: e.new.r#type.clone(),
-            created_at: e.new.created_at,
-            data: serde_json::from_str(&e.new.data).unwrap_or(Value::Null),
-        },
+        event: e.new.webhook_event(),
     }
 }
 

@@ -6,6 +6,13 @@ use alloy::{
     sol_types::SolEvent,
 };
 use tollgate_chain::{LogFilter, contracts::Subscriptions};
+use tollgate_protocol::{
+    Amount,
+    webhook::{
+        EventData,
+        events::{self, ChainSource},
+    },
+};
 
 use super::{KeeperError, LOG_RANGE};
 use crate::{
@@ -109,30 +116,28 @@ fn decode_indexed(
         l.tx_hash.as_slice(),
         &l.log_index.to_be_bytes(),
     ]);
-    let base =
-        serde_json::json!({ "network": network, "txHash": l.tx_hash, "block": l.block_number });
-    let notify = |subject: Subject, kind: &'static str, extra: serde_json::Value| {
-        let mut data = base.clone();
-        if let (Some(d), Some(x)) = (data.as_object_mut(), extra.as_object()) {
-            d.extend(x.clone());
-        }
-        SubscriptionEvent::Notify {
-            id: id.clone(),
-            subject,
-            kind,
-            data: data.to_string(),
-        }
+    let source = ChainSource {
+        network: network.to_owned(),
+        tx_hash: l.tx_hash,
+        block: l.block_number,
+    };
+    let notify = |subject: Subject, data: EventData| SubscriptionEvent::Notify {
+        id: id.clone(),
+        subject,
+        data: Box::new(data),
     };
     let log = &l.log;
     if let Ok(ev) = S::SubscriptionCreated::decode_log(log) {
-        let mut data = serde_json::json!({
-            "subscriptionId": ev.id, "planId": ev.planId, "subscriber": ev.subscriber,
-            "maxOverage": ev.maxOverage.to_string(), "paidThrough": ev.paidThrough,
+        let data = EventData::SubscriptionCreated(events::SubscriptionCreated {
+            source,
+            subscription_id: ev.id,
+            plan_id: ev.planId,
+            subscriber: ev.subscriber,
+            max_overage: ev.maxOverage.into(),
+            paid_through: ev.paidThrough,
+            // What the first cycle paid (revenue: `crate::analytics`).
+            amount: first_cycle(logs, l, ev.id).map(Amount::from),
         });
-        // What the first cycle paid (revenue: `crate::analytics`).
-        if let (Some(amount), Some(d)) = (first_cycle(logs, l, ev.id), data.as_object_mut()) {
-            d.insert("amount".into(), amount.to_string().into());
-        }
         return vec![
             SubscriptionEvent::Created {
                 id: ev.id,
@@ -140,7 +145,7 @@ fn decode_indexed(
                 subscriber: ev.subscriber,
                 paid_through: ev.paidThrough,
             },
-            notify(Subject::Subscription(ev.id), "subscription.created", data),
+            notify(Subject::Subscription(ev.id), data),
         ];
     }
     if let Ok(ev) = S::SubscriptionResumed::decode_log(log) {
@@ -151,70 +156,94 @@ fn decode_indexed(
             },
             notify(
                 Subject::Subscription(ev.id),
-                "subscription.resumed",
-                serde_json::json!({ "subscriptionId": ev.id, "paidThrough": ev.paidThrough }),
+                EventData::SubscriptionResumed(events::SubscriptionResumed {
+                    source,
+                    subscription_id: ev.id,
+                    paid_through: ev.paidThrough,
+                }),
             ),
         ];
     }
+    let of_subscription = |id: B256, data: EventData| notify(Subject::Subscription(id), data);
     let one = if let Ok(ev) = S::SubscriptionRenewed::decode_log(log) {
         // Cycle 1 is the first billing, part of `subscription.created`.
         (ev.cycle > 1).then(|| {
-            notify(
-                Subject::Subscription(ev.id),
-                "subscription.renewed",
-                serde_json::json!({
-                    "subscriptionId": ev.id, "cycle": ev.cycle, "amount": ev.amount.to_string(),
-                    "paidThrough": ev.paidThrough,
+            of_subscription(
+                ev.id,
+                EventData::SubscriptionRenewed(events::SubscriptionRenewed {
+                    source,
+                    subscription_id: ev.id,
+                    cycle: ev.cycle,
+                    amount: ev.amount.into(),
+                    paid_through: ev.paidThrough,
                 }),
             )
         })
     } else if let Ok(ev) = S::RenewalFailed::decode_log(log) {
-        Some(notify(
-            Subject::Subscription(ev.id),
-            "subscription.renewal_failed",
-            serde_json::json!({ "subscriptionId": ev.id, "cycle": ev.cycle }),
+        Some(of_subscription(
+            ev.id,
+            EventData::SubscriptionRenewalFailed(events::SubscriptionRenewalFailed {
+                source,
+                subscription_id: ev.id,
+                cycle: ev.cycle,
+            }),
         ))
     } else if let Ok(ev) = S::SubscriptionPaused::decode_log(log) {
-        Some(notify(
-            Subject::Subscription(ev.id),
-            "subscription.paused",
-            serde_json::json!({ "subscriptionId": ev.id }),
+        Some(of_subscription(
+            ev.id,
+            EventData::SubscriptionPaused(events::SubscriptionPaused {
+                source,
+                subscription_id: ev.id,
+            }),
         ))
     } else if let Ok(ev) = S::SubscriptionCancelled::decode_log(log) {
-        Some(notify(
-            Subject::Subscription(ev.id),
-            "subscription.cancelled",
-            serde_json::json!({ "subscriptionId": ev.id }),
+        Some(of_subscription(
+            ev.id,
+            EventData::SubscriptionCancelled(events::SubscriptionCancelled {
+                source,
+                subscription_id: ev.id,
+            }),
         ))
     } else if let Ok(ev) = S::AllowanceRaised::decode_log(log) {
-        Some(notify(
-            Subject::Subscription(ev.id),
-            "allowance.raised",
-            serde_json::json!({ "subscriptionId": ev.id, "maxOverage": ev.maxOverage.to_string() }),
+        Some(of_subscription(
+            ev.id,
+            EventData::AllowanceRaised(events::AllowanceRaised {
+                source,
+                subscription_id: ev.id,
+                max_overage: ev.maxOverage.into(),
+            }),
         ))
     } else if let Ok(ev) = S::OverageCharged::decode_log(log) {
-        Some(notify(
-            Subject::Subscription(ev.id),
-            "allowance.charged",
-            serde_json::json!({
-                "subscriptionId": ev.id, "cycle": ev.cycle, "amount": ev.amount.to_string(),
-                "used": ev.used.to_string(), "reference": ev.r#ref,
+        Some(of_subscription(
+            ev.id,
+            EventData::AllowanceCharged(events::AllowanceCharged {
+                source,
+                subscription_id: ev.id,
+                cycle: ev.cycle,
+                amount: ev.amount.into(),
+                used: ev.used.into(),
+                reference: ev.r#ref,
             }),
         ))
     } else if let Ok(ev) = S::PlanCreated::decode_log(log) {
         Some(notify(
             Subject::Plan(ev.planId),
-            "plan.created",
-            serde_json::json!({
-                "planId": ev.planId, "token": ev.token, "payTo": ev.payTo,
-                "amount": ev.amount.to_string(), "interval": ev.interval,
+            EventData::PlanCreated(events::PlanCreated {
+                source,
+                plan_id: ev.planId,
+                token: ev.token,
+                pay_to: ev.payTo,
+                amount: ev.amount.into(),
+                interval: ev.interval,
             }),
         ))
     } else if let Ok(ev) = S::PlanRetired::decode_log(log) {
         Some(notify(
             Subject::Plan(ev.planId),
-            "plan.deprecated",
-            serde_json::json!({ "planId": ev.planId }),
+            EventData::PlanDeprecated(events::PlanDeprecated {
+                source,
+                plan_id: ev.planId,
+            }),
         ))
     } else {
         None
@@ -277,9 +306,10 @@ mod tests {
         decode_indexed(NETWORK, &logs[0], logs)
             .into_iter()
             .find_map(|e| match e {
-                SubscriptionEvent::Notify { kind, data, .. } => {
-                    Some((kind.to_owned(), serde_json::from_str(&data).unwrap()))
-                }
+                SubscriptionEvent::Notify { data, .. } => Some((
+                    data.type_name().to_owned(),
+                    serde_json::to_value(&*data).unwrap()["data"].clone(),
+                )),
                 _ => None,
             })
             .expect("a webhook event")

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use alloy::primitives::B256;
-use serde_json::{Value, json};
 use tollgate_protocol::webhook::{
     WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP, WebhookSecret, signature_header,
 };
@@ -24,10 +23,11 @@ const BATCH: u32 = 256;
 /// After this long, an endpoint's batch stops (so that a slow receiver does not hold up the
 /// others' next pass for long); the rest goes in the next pass.
 const BATCH_TIME: Duration = Duration::from_secs(2);
-/// The delivered body of an event: `{id, type, createdAt, data}`.
-fn body(e: &Event) -> Value {
-    let data: Value = serde_json::from_str(&e.new.data).unwrap_or(Value::Null);
-    json!({ "id": e.new.id, "type": e.new.r#type, "createdAt": e.new.created_at, "data": data })
+/// The delivered body of an event: its [`WebhookEvent`](tollgate_protocol::webhook::WebhookEvent),
+/// `{id, type, createdAt, data}`.
+fn body(e: &Event) -> String {
+    // A `WebhookEvent` always serializes (its data is typed, or any JSON value).
+    serde_json::to_string(&e.new.webhook_event()).unwrap_or_default()
 }
 
 impl Facilitator {
@@ -219,7 +219,7 @@ impl Facilitator {
         self.check_target(&url).await.map_err(fail)?;
         let now = unix_now();
         let secrets = self.signing_secrets(endpoint, now).map_err(fail)?;
-        let payload = body(event).to_string();
+        let payload = body(event);
         let signature = signature_header(&secrets, &event.new.id, now, payload.as_bytes());
         let sent = self
             .inner

@@ -5,10 +5,10 @@ use alloy::primitives::{Address, B256, hex};
 use tollgate_protocol::{
     ApiErrorCode,
     api::webhooks::{CreateEndpoint, EventFilter, UpdateEndpoint},
-    webhook::WebhookSecret,
+    webhook::{EventType, WebhookSecret},
 };
 
-use super::{DEFAULT_ROTATION_OVERLAP_SECS, EVENT_TYPES, SecretsKeys, reseal::seal_plaintext};
+use super::{DEFAULT_ROTATION_OVERLAP_SECS, SecretsKeys, reseal::seal_plaintext};
 use crate::{
     error::{Error, Result},
     facilitator::{Facilitator, unix_now},
@@ -42,10 +42,10 @@ fn parse_filter(f: Option<EventFilter>) -> Result<String> {
         return Ok("*".into());
     }
     for t in &list {
-        if !EVENT_TYPES.contains(&t.as_str()) {
+        if t.parse::<EventType>().is_err() {
             return Err(Error::InvalidField(format!(
                 "events: unknown event type {t:?} (known: {})",
-                EVENT_TYPES.join(", ")
+                EventType::list(", ")
             )));
         }
     }

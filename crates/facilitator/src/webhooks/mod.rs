@@ -1,7 +1,8 @@
 //! Webhooks: providers' endpoints, and the delivery of the event outbox to them, signed per
 //! Standard Webhooks 1.0.
 //!
-//! **Events** (`{id, type, createdAt, data}`) are written to the store's outbox in the same
+//! **Events** (`{id, type, createdAt, data}`: a [`WebhookEvent`], its data one struct per
+//! [`EventType`], from `tollgate_protocol::webhook`) are written to the store's outbox in the same
 //! transaction as the change that causes them, each with a pending delivery to every enabled
 //! endpoint of its provider that takes its type:
 //!
@@ -53,6 +54,9 @@
 
 use std::time::Duration;
 
+#[cfg(doc)]
+use tollgate_protocol::webhook::{EventType, WebhookEvent};
+
 mod delivery;
 mod endpoints;
 mod reseal;
@@ -62,25 +66,6 @@ mod ssrf;
 pub use reseal::SecretsError;
 pub use secrets::{SEALED_PREFIX, SECRETS_KEY_LEN, SealError, SecretsKey, SecretsKeys, is_sealed};
 pub(crate) use ssrf::GuardedResolver;
-
-/// Every event type, as the API names them.
-pub const EVENT_TYPES: [&str; 15] = [
-    "payment.settled",
-    "payment.failed",
-    "subscription.created",
-    "subscription.renewed",
-    "subscription.renewal_failed",
-    "subscription.renewal_stuck",
-    "subscription.paused",
-    "subscription.resumed",
-    "subscription.cancelled",
-    "allowance.charged",
-    "allowance.exhausted",
-    "allowance.raised",
-    "plan.created",
-    "plan.deprecated",
-    "relayer.low_balance",
-];
 
 /// The Standard Webhooks retry schedule: the delays before attempts 2, 3, … (the first attempt
 /// is immediate); about 28 hours in all.

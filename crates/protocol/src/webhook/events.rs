@@ -337,7 +337,7 @@ macro_rules! events {
         ///
         /// Serialized alone it is `{"type": …, "data": …}`, the two fields it contributes to a
         /// [`WebhookEvent`].
-        #[derive(Clone, Debug, PartialEq)]
+        #[derive(Clone, Debug, PartialEq, Eq)]
         #[non_exhaustive]
         pub enum EventData {
             $( $(#[doc = $doc])* $variant($data), )*
@@ -554,7 +554,7 @@ fn from_raw<E: serde::de::Error>(kind: &str, data: Value) -> Result<EventData, E
 /// A known type's `data` must have its shape (a receiver refuses it otherwise); a type this
 /// build does not know reads as [`EventData::Other`]. Unknown top-level fields and unknown
 /// fields of `data` are ignored, so that senders can add them.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WebhookEvent {
     /// The event's id (the same as the delivery's `webhook-id`).
     pub id: String,

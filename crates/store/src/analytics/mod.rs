@@ -16,6 +16,7 @@
 //! operations in `sql`.
 
 use alloy::primitives::{Address, B256};
+use tollgate_protocol::webhook::EventType;
 
 use crate::{Settlement, StoreError, StoreResult, codec, webhooks::NewEvent};
 
@@ -69,10 +70,10 @@ impl RevenueKind {
     /// network or a decimal `amount` (a `subscription.created` recorded before first cycles
     /// carried theirs).
     pub(crate) fn of_event(e: &NewEvent) -> Option<(Self, String, u128)> {
-        let kind = match e.r#type.as_str() {
-            "subscription.created" => Self::FirstCycle,
-            "subscription.renewed" => Self::Renewal,
-            "allowance.charged" => Self::Overage,
+        let kind = match e.r#type.parse().ok()? {
+            EventType::SubscriptionCreated => Self::FirstCycle,
+            EventType::SubscriptionRenewed => Self::Renewal,
+            EventType::AllowanceCharged => Self::Overage,
             _ => return None,
         };
         let data: serde_json::Value = serde_json::from_str(&e.data).ok()?;
@@ -198,16 +199,16 @@ pub struct AnalyticsData {
 
 /// The event types a report counts.
 pub const COUNTED_EVENTS: &[&str] = &[
-    "payment.failed",
-    "subscription.created",
-    "subscription.renewed",
-    "subscription.renewal_failed",
-    "subscription.paused",
-    "subscription.resumed",
-    "subscription.cancelled",
-    "allowance.exhausted",
-    "allowance.raised",
-    "allowance.charged",
+    EventType::PaymentFailed.as_str(),
+    EventType::SubscriptionCreated.as_str(),
+    EventType::SubscriptionRenewed.as_str(),
+    EventType::SubscriptionRenewalFailed.as_str(),
+    EventType::SubscriptionPaused.as_str(),
+    EventType::SubscriptionResumed.as_str(),
+    EventType::SubscriptionCancelled.as_str(),
+    EventType::AllowanceExhausted.as_str(),
+    EventType::AllowanceRaised.as_str(),
+    EventType::AllowanceCharged.as_str(),
 ];
 
 /// A report's rows as the database returns them.

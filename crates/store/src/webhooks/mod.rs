@@ -2,6 +2,10 @@
 //! and the events the store records itself here, the statements and operations in `sql`.
 
 use alloy::primitives::Address;
+use tollgate_protocol::webhook::{
+    EventData, WebhookEvent,
+    events::{AllowanceExhausted, PaymentEvent},
+};
 
 use crate::{StoreError, StoreResult, codec::parse_address};
 
@@ -27,6 +31,37 @@ pub struct NewEvent {
     pub data: String,
     /// Unix seconds.
     pub created_at: u64,
+}
+
+impl NewEvent {
+    /// The event `id` of `data`'s type for `provider`, its data stored as JSON.
+    pub fn new(id: String, provider: Address, data: &EventData, created_at: u64) -> Self {
+        // The typed data always serializes; `Other`'s is any JSON value.
+        let json = serde_json::to_value(data).unwrap_or_default();
+        Self {
+            id,
+            provider,
+            r#type: data.type_name().to_owned(),
+            data: json["data"].to_string(),
+            created_at,
+        }
+    }
+
+    /// The event as delivered. Stored data that does not have its type's shape (written by
+    /// another version) is delivered as stored, as [`EventData::Other`].
+    pub fn webhook_event(&self) -> WebhookEvent {
+        let data: serde_json::Value =
+            serde_json::from_str(&self.data).unwrap_or(serde_json::Value::Null);
+        let data = EventData::from_parts(&self.r#type, data.clone()).unwrap_or(EventData::Other {
+            r#type: self.r#type.clone(),
+            data,
+        });
+        WebhookEvent {
+            id: self.id.clone(),
+            created_at: self.created_at,
+            data,
+        }
+    }
 }
 
 /// A recorded event.
@@ -277,28 +312,23 @@ pub(crate) fn exhausted_event(
     row: &crate::AllowanceCycle,
 ) -> Option<NewEvent> {
     let provider = d.provider?;
-    let data = serde_json::json!({
-        "network": d.network,
-        "subscriptionId": d.id,
-        "cycle": row.cycle,
-        "cap": row.cap.to_string(),
-        "used": row.used.to_string(),
-        "remaining": row.remaining().to_string(),
-        "requested": d.amount.to_string(),
+    let data = EventData::AllowanceExhausted(AllowanceExhausted {
+        network: d.network.clone(),
+        subscription_id: d.id,
+        cycle: row.cycle,
+        cap: row.cap.into(),
+        used: row.used.into(),
+        remaining: row.remaining().into(),
+        requested: d.amount.into(),
     });
-    Some(NewEvent {
-        id: event_id(&[
-            d.network.as_bytes(),
-            d.id.as_slice(),
-            &row.cycle.to_be_bytes(),
-            &row.cap.to_be_bytes(),
-            b"allowance.exhausted",
-        ]),
-        provider,
-        r#type: "allowance.exhausted".into(),
-        data: data.to_string(),
-        created_at: d.at,
-    })
+    let id = event_id(&[
+        d.network.as_bytes(),
+        d.id.as_slice(),
+        &row.cycle.to_be_bytes(),
+        &row.cap.to_be_bytes(),
+        data.type_name().as_bytes(),
+    ]);
+    Some(NewEvent::new(id, provider, &data, d.at))
 }
 
 /// A `u64` for a `BIGINT` column, saturated (timestamps and sequence numbers never get there).
@@ -354,39 +384,28 @@ pub fn event_id(parts: &[&[u8]]) -> String {
 pub(crate) fn payment_event(s: &crate::Settlement, at: u64) -> NewEvent {
     use tollgate_protocol::SettlementStatus;
     let n = &s.new;
-    let kind = if s.status == SettlementStatus::Confirmed {
-        "payment.settled"
-    } else {
-        "payment.failed"
+    let data = PaymentEvent {
+        network: n.network.clone(),
+        chain_id: n.chain_id,
+        path: n.kind.as_str().to_owned(),
+        token: n.token,
+        payer: n.payer,
+        pay_to: n.pay_to,
+        amount: n.amount,
+        fee: n.fee,
+        memo: n.memo,
+        nonce: n.nonce,
+        tx_hash: s.tx_hash,
+        block: s.block,
+        error: s.error.clone(),
     };
-    let mut data = serde_json::json!({
-        "network": n.network,
-        "chainId": n.chain_id,
-        "path": n.kind.as_str(),
-        "token": n.token,
-        "payer": n.payer,
-        "payTo": n.pay_to,
-        "amount": n.amount,
-        "fee": n.fee,
-        "memo": n.memo,
-        "nonce": n.nonce,
-    });
-    if let Some(tx) = s.tx_hash {
-        data["txHash"] = serde_json::json!(tx);
-    }
-    if let Some(block) = s.block {
-        data["block"] = serde_json::json!(block);
-    }
-    if let Some(error) = &s.error {
-        data["error"] = serde_json::json!(error);
-    }
-    NewEvent {
-        id: event_id(&[n.key.as_slice(), kind.as_bytes()]),
-        provider: n.pay_to,
-        r#type: kind.to_owned(),
-        data: data.to_string(),
-        created_at: at,
-    }
+    let data = if s.status == SettlementStatus::Confirmed {
+        EventData::PaymentSettled(data)
+    } else {
+        EventData::PaymentFailed(data)
+    };
+    let id = event_id(&[n.key.as_slice(), data.type_name().as_bytes()]);
+    NewEvent::new(id, n.pay_to, &data, at)
 }
 
 #[cfg(test)]
@@ -407,11 +426,17 @@ mod tests {
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
     }
 
-    /// `e`'s type and data, which must be its golden vector's.
+    /// `e`'s type and data, which must be its golden vector's, and read back as typed data.
     fn check(e: &NewEvent) {
         let golden = golden(&e.r#type);
         let data: Value = serde_json::from_str(&e.data).unwrap();
         assert_eq!(data, golden["data"], "{}", e.r#type);
+        let event = e.webhook_event();
+        assert!(event.event_type().is_some(), "{}", e.r#type);
+        assert_eq!(
+            serde_json::to_value(&event).unwrap()["data"],
+            golden["data"]
+        );
     }
 
     fn settlement(kind: SettlementKind, status: SettlementStatus) -> Settlement {

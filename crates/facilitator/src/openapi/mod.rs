@@ -293,4 +293,35 @@ mod tests {
                 .any(|p| p["in"] == "header" && p["name"] == "idempotency-key")
         );
     }
+
+    /// The webhook events' schemas: `WebhookEvent` (through `GET /events`), its `type` listing
+    /// every [`EventType`], and its `data` one schema per event, each a component.
+    #[test]
+    fn document_has_every_webhook_event_schema() {
+        use tollgate_protocol::webhook::EventType;
+        let doc = document("http://localhost");
+        let schemas = &doc["components"]["schemas"];
+        let event = &schemas["WebhookEvent"];
+        assert!(event.is_object(), "{:#}", schemas["EventRecord"]);
+        let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(schemas["EventType"]["enum"], json!(names));
+        let refs: Vec<&str> = event["properties"]["data"]["oneOf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["$ref"].as_str().unwrap())
+            .collect();
+        // `payment.settled` and `payment.failed` share `PaymentEvent`.
+        assert_eq!(refs.len(), EventType::ALL.len() - 1, "{refs:?}");
+        for r in refs {
+            let schema = doc.pointer(r.strip_prefix('#').unwrap()).expect(r);
+            assert!(
+                schema["properties"].is_object() || schema["allOf"].is_array(),
+                "{r}: {schema:#}"
+            );
+        }
+        let created = &schemas["SubscriptionCreated"];
+        assert!(created.to_string().contains("maxOverage"), "{created:#}");
+        check_refs(&doc, &doc);
+    }
 }

@@ -244,10 +244,7 @@ pub(crate) fn since_epoch() -> Duration {
         .unwrap_or_default()
 }
 
-/// The Unix time in whole seconds.
-pub(crate) fn unix_now() -> u64 {
-    since_epoch().as_secs()
-}
+pub(crate) use tollgate_protocol::unix_now;
 
 /// Errors building a [`Facilitator`].
 #[derive(Debug, thiserror::Error)]

@@ -28,7 +28,7 @@ use std::{
 use alloy::primitives::{Address, B256, Bytes};
 use axum::{Router, body::Body, http::Request, routing::get};
 use tollgate_gate::{Expected, Gate, Offer, Pricing};
-use tollgate_protocol::{Amount, PaymentProof};
+use tollgate_protocol::{Amount, PaymentProof, unix_now};
 use tollgate_testkit::{
     Backend,
     harness::{PROOF_KEY, TestNet},
@@ -433,11 +433,4 @@ async fn concurrently(n: usize, app: Router, headers: Option<Arc<Vec<String>>>) 
 /// CPU seconds this process has spent (user + system, every thread).
 fn cpu_seconds() -> f64 {
     load::cpu_seconds(std::process::id()).expect("/proc/self/stat")
-}
-
-fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
 }

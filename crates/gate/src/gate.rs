@@ -22,7 +22,7 @@ use std::{
         Arc,
         atomic::{AtomicU64, Ordering},
     },
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::Duration,
 };
 
 use alloy::primitives::{Address, B256};
@@ -100,11 +100,7 @@ impl fmt::Debug for Gate {
     }
 }
 
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub(crate) use tollgate_protocol::unix_now;
 
 /// The path of an absolute URL (or of a path), without query or fragment.
 pub(crate) fn path_of(url: &str) -> &str {

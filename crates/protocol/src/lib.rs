@@ -6,6 +6,7 @@
 
 mod amount;
 pub mod api;
+mod clock;
 mod codec;
 mod error;
 #[cfg(test)]
@@ -26,6 +27,7 @@ pub use api::subscriptions::{
     RaiseAllowanceRequest, SubscribeRequest, SubscriptionQuote, SubscriptionStatus,
     SubscriptionView,
 };
+pub use clock::unix_now;
 pub use error::{ApiErrorBody, ApiErrorCode, ApiErrorDetail, ErrorCode};
 pub use network::{Network, NetworkError};
 pub use payment::{

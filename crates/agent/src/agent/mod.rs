@@ -18,7 +18,7 @@ use std::{
     fmt,
     path::Path,
     sync::{Arc, Mutex},
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::Duration,
 };
 
 use alloy::{
@@ -130,11 +130,7 @@ impl Agent {
     }
 }
 
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub(crate) use tollgate_protocol::unix_now;
 
 /// An error and its causes on one line, for logs.
 pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {

@@ -1,7 +1,7 @@
 //! The plumbing every call shares: URLs, the API key, sending, reading a bounded answer and
 //! turning an error answer into [`Error::Status`].
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 use serde::{Serialize, de::DeserializeOwned};
@@ -186,8 +186,4 @@ pub(super) fn status_error(
 }
 
 /// The local clock, in unix seconds.
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub(crate) use tollgate_protocol::unix_now;

@@ -7,7 +7,7 @@ mod error;
 
 pub use client::{
     Authorization, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DISCOVERY_MIN_REFRESH,
-    DEFAULT_DISCOVERY_TTL, DEFAULT_MAX_ANSWER, DEFAULT_TIMEOUT, FacilitatorClient,
+    DEFAULT_DISCOVERY_TTL, DEFAULT_MAX_ANSWER, DEFAULT_TIMEOUT, FacilitatorClient, read_limited,
 };
 pub use discovery::Discovered;
 pub use error::{Error, Result};

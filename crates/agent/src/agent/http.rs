@@ -6,6 +6,7 @@ use std::time::Duration;
 use alloy::primitives::{B256, bytes::Bytes};
 use reqwest::{StatusCode, header::HeaderValue};
 use tokio::time::Instant;
+use tollgate_client::read_limited;
 use tollgate_protocol::{
     SubscriptionReceipt,
     headers::{X_PAYMENT_RETRY, X_SERVICE_RECEIPT, X_SERVICE_SCHEMES, X_SERVICE_SUB},
@@ -235,21 +236,6 @@ impl Agent {
             }))?;
         terms::parse(&body, v2.as_deref())
     }
-}
-
-/// Reads at most `limit` bytes of body; `None` when it is longer.
-async fn read_limited(mut response: reqwest::Response, limit: usize) -> Result<Option<Vec<u8>>> {
-    if response.content_length().is_some_and(|n| n > limit as u64) {
-        return Ok(None);
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await? {
-        if body.len() + chunk.len() > limit {
-            return Ok(None);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(Some(body))
 }
 
 /// The settlement of a paid response, when it has a readable one: x402 V2's `PAYMENT-RESPONSE`

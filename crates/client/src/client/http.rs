@@ -116,8 +116,15 @@ pub(super) fn network_query(network: Option<&str>) -> Vec<(&'static str, &str)> 
     network.map(|n| ("network", n)).into_iter().collect()
 }
 
-/// Reads at most `limit` bytes of body; `None` when it is longer.
-async fn read_limited(mut response: Response, limit: usize) -> reqwest::Result<Option<Vec<u8>>> {
+/// Reads at most `limit` bytes of a response's body; `None` when it is longer (a declared
+/// `Content-Length` over the limit is refused before anything is read).
+///
+/// What the client reads every answer with, for callers that bound other bodies the same way
+/// (the agent's 402 terms).
+pub async fn read_limited(
+    mut response: Response,
+    limit: usize,
+) -> reqwest::Result<Option<Vec<u8>>> {
     if response.content_length().is_some_and(|n| n > limit as u64) {
         return Ok(None);
     }

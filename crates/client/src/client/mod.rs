@@ -20,6 +20,7 @@ pub use builder::{
 };
 pub(crate) use http::unix_now;
 pub use settlements::Authorization;
+pub use http::read_limited;
 
 /// A client of one facilitator. Cheap to clone: clones share the HTTP connections and the
 /// discovery cache.

@@ -1,5 +1,28 @@
 #![doc = include_str!("../README.md")]
 
+/// The `facilitator(url)` and `network(name)` setters of a request type with the fields
+/// `facilitator: Option<String>` and `network: Option<String>` (the subscription calls).
+macro_rules! facilitator_and_network {
+    ($request:ty) => {
+        impl $request {
+            /// Through this facilitator.
+            #[must_use]
+            pub fn facilitator(mut self, url: impl Into<String>) -> Self {
+                self.facilitator = Some(url.into());
+                self
+            }
+
+            /// On this network.
+            #[must_use]
+            pub fn network(mut self, network: impl Into<String>) -> Self {
+                self.network = Some(network.into());
+                self
+            }
+        }
+    };
+}
+pub(crate) use facilitator_and_network;
+
 mod agent;
 mod error;
 mod facilitator;

@@ -49,21 +49,9 @@ impl SubscriptionRef {
             ..Self::default()
         }
     }
-
-    /// Through this facilitator.
-    #[must_use]
-    pub fn facilitator(mut self, url: impl Into<String>) -> Self {
-        self.facilitator = Some(url.into());
-        self
-    }
-
-    /// On this network.
-    #[must_use]
-    pub fn network(mut self, network: impl Into<String>) -> Self {
-        self.network = Some(network.into());
-        self
-    }
 }
+
+crate::facilitator_and_network!(SubscriptionRef);
 
 impl Agent {
     /// Every subscription of this agent's on the facilitator's network, each as the chain holds

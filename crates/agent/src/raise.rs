@@ -47,21 +47,9 @@ impl RaiseAllowance {
             ..Self::default()
         }
     }
-
-    /// Through this facilitator.
-    #[must_use]
-    pub fn facilitator(mut self, url: impl Into<String>) -> Self {
-        self.facilitator = Some(url.into());
-        self
-    }
-
-    /// On this network.
-    #[must_use]
-    pub fn network(mut self, network: impl Into<String>) -> Self {
-        self.network = Some(network.into());
-        self
-    }
 }
+
+crate::facilitator_and_network!(RaiseAllowance);
 
 impl Agent {
     /// Raises the overage cap of one of this agent's subscriptions (what to do when a metered

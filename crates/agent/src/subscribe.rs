@@ -60,21 +60,9 @@ impl Subscribe {
             ..Self::default()
         }
     }
-
-    /// Through this facilitator.
-    #[must_use]
-    pub fn facilitator(mut self, url: impl Into<String>) -> Self {
-        self.facilitator = Some(url.into());
-        self
-    }
-
-    /// On this network.
-    #[must_use]
-    pub fn network(mut self, network: impl Into<String>) -> Self {
-        self.network = Some(network.into());
-        self
-    }
 }
+
+crate::facilitator_and_network!(Subscribe);
 
 /// A subscription, as confirmed on-chain.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,6 +6,7 @@ mod authorize;
 mod chain_faults;
 mod check;
 mod config;
+mod cors;
 mod edges;
 mod fees;
 mod gas;

@@ -73,7 +73,7 @@ pub(crate) struct Inner {
     store: Arc<dyn MemoStore>,
     chain: Option<Arc<dyn Chain>>,
     subscriptions: Option<Checker>,
-    api_key: Option<String>,
+    api_key: Option<secrecy::SecretString>,
     /// The network's CAIP-2 id (`eip155:<chain id>`), when known: the gate then speaks x402 V2
     /// too.
     caip2: Option<String>,

@@ -49,9 +49,8 @@ pub struct SubscriptionPolicy {
     pub max_overage: Option<String>,
 }
 
-/// How to build an agent: a key (`key`, hex, or `keyFile`) and a policy.
+/// How to build an agent: a key (`key`, hex, or `keyFile`) and a policy. `Debug` hides the key.
 #[napi(object)]
-#[derive(Debug)]
 pub struct AgentOptions {
     /// The private key, `0x` hex.
     pub key: Option<String>,
@@ -63,6 +62,18 @@ pub struct AgentOptions {
     pub facilitators: Option<Vec<String>>,
     /// Where the agent remembers its subscriptions.
     pub state_file: Option<String>,
+}
+
+impl std::fmt::Debug for AgentOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentOptions")
+            .field("key", &self.key.as_ref().map(|_| "<redacted>"))
+            .field("key_file", &self.key_file)
+            .field("policy", &self.policy)
+            .field("facilitators", &self.facilitators)
+            .field("state_file", &self.state_file)
+            .finish()
+    }
 }
 
 /// A request for [`NativeAgent::pay`].

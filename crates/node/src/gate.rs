@@ -16,9 +16,9 @@ use tollgate_protocol::ApiErrorCode;
 
 use crate::{address, amount, error::named, id};
 
-/// The settings of a gate: the spec's `{ pricing }` and the gate's own, in one object.
+/// The settings of a gate: the spec's `{ pricing }` and the gate's own, in one object. `Debug`
+/// hides the API key and the memo secret.
 #[napi(object)]
-#[derive(Debug)]
 pub struct GateOptions {
     /// The ways to pay: `{ type: "one-time", amount: "0.50" }` and
     /// `{ type: "subscription", plan: "0x…" }` (amounts in tokens, or `"units:N"`).
@@ -58,6 +58,36 @@ pub struct GateOptions {
     /// Whether x402 V2's `payment-identifier` is honoured (default `true`); `false` serves each
     /// payment at most once.
     pub payment_identifier: Option<bool>,
+}
+
+impl std::fmt::Debug for GateOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateOptions")
+            .field("pricing", &self.pricing)
+            .field("facilitator", &self.facilitator)
+            .field("pay_to", &self.pay_to)
+            .field("network", &self.network)
+            .field("token", &self.token)
+            .field("token_name", &self.token_name)
+            .field("token_version", &self.token_version)
+            .field("api_key", &redacted(self.api_key.as_ref()))
+            .field("metered", &self.metered)
+            .field("description", &self.description)
+            .field("mime_type", &self.mime_type)
+            .field("public_url", &self.public_url)
+            .field("memo_secret", &redacted(self.memo_secret.as_ref()))
+            .field("memo_store", &self.memo_store)
+            .field("memo_ttl_secs", &self.memo_ttl_secs)
+            .field("rpc_url", &self.rpc_url)
+            .field("paywall", &self.paywall)
+            .field("payment_identifier", &self.payment_identifier)
+            .finish()
+    }
+}
+
+/// What `Debug` shows of a secret: whether there is one.
+fn redacted(secret: Option<&String>) -> Option<&'static str> {
+    secret.map(|_| "<redacted>")
 }
 
 /// One entry of `pricing`.
@@ -347,9 +377,8 @@ impl NativeGate {
     }
 }
 
-/// Where [`deduct_allowance`] deducts.
+/// Where [`deduct_allowance`] deducts. `Debug` hides the API key.
 #[napi(object)]
-#[derive(Debug)]
 pub struct DeductOptions {
     /// The facilitator's base URL.
     pub facilitator: String,
@@ -359,6 +388,17 @@ pub struct DeductOptions {
     pub network: Option<String>,
     /// Counts once per key (a retry after a timeout cannot deduct twice).
     pub idempotency_key: Option<String>,
+}
+
+impl std::fmt::Debug for DeductOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeductOptions")
+            .field("facilitator", &self.facilitator)
+            .field("api_key", &redacted(Some(&self.api_key)))
+            .field("network", &self.network)
+            .field("idempotency_key", &self.idempotency_key)
+            .finish()
+    }
 }
 
 /// The spec's `deductAllowance(subscriptionId, amount)` without a gate: through the facilitator

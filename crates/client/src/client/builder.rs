@@ -2,6 +2,8 @@
 
 use std::{fmt, sync::Arc, time::Duration};
 
+use secrecy::{ExposeSecret as _, SecretString};
+
 use super::{FacilitatorClient, Inner};
 use crate::{Error, Result, discovery::DiscoveryCache};
 
@@ -20,7 +22,7 @@ pub const DEFAULT_MAX_ANSWER: usize = 4 * 1024 * 1024;
 #[must_use]
 pub struct ClientBuilder {
     base: String,
-    api_key: Option<String>,
+    api_key: Option<SecretString>,
     http: Option<reqwest::Client>,
     timeout: Duration,
     connect_timeout: Duration,
@@ -62,9 +64,11 @@ impl FacilitatorClient {
 
 impl ClientBuilder {
     /// The provider's API key (`tg_…`, from [`FacilitatorClient::register`]), for the provider
-    /// calls. Never logged; an empty key is no key.
+    /// calls. Held in a [`SecretString`] (zeroed on drop, never printed by `Debug` or logged); an
+    /// empty key is no key.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into()).filter(|k| !k.is_empty());
+        self.api_key =
+            Some(SecretString::from(key.into())).filter(|k| !k.expose_secret().is_empty());
         self
     }
 
@@ -151,4 +155,27 @@ fn check_base_url(url: &str) -> Result<String> {
         return Err(invalid("a base URL has no query or fragment"));
     }
     Ok(url.trim_end_matches('/').to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_never_prints_the_api_key() {
+        let key = format!("tg_{}", "5a".repeat(32));
+        let builder = FacilitatorClient::builder("http://127.0.0.1:9").api_key(key.clone());
+        let shown = format!("{builder:?}");
+        assert!(
+            !shown.contains(&key) && shown.contains("api_key"),
+            "{shown}"
+        );
+        let client = builder.build().unwrap();
+        assert!(client.has_api_key());
+        let shown = format!("{client:?} {client:#?}");
+        assert!(
+            !shown.contains(&key) && shown.contains("api_key"),
+            "{shown}"
+        );
+    }
 }

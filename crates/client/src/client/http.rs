@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use secrecy::ExposeSecret as _;
 use serde::{Serialize, de::DeserializeOwned};
 use tollgate_protocol::ApiErrorBody;
 
@@ -34,8 +35,8 @@ impl FacilitatorClient {
 
     /// `rb` with the API key as `Authorization: Bearer`; [`Error::MissingApiKey`] without one.
     pub(super) fn authorized(&self, rb: RequestBuilder) -> Result<RequestBuilder> {
-        let key = self.inner.api_key.as_deref().ok_or(Error::MissingApiKey)?;
-        Ok(rb.bearer_auth(key))
+        let key = self.inner.api_key.as_ref().ok_or(Error::MissingApiKey)?;
+        Ok(rb.bearer_auth(key.expose_secret()))
     }
 
     /// `GET {base}{path}`, its JSON answer.

@@ -5,6 +5,8 @@
 
 use std::{fmt, sync::Arc};
 
+use secrecy::SecretString;
+
 use crate::{Result, discovery::DiscoveryCache};
 
 mod builder;
@@ -38,7 +40,7 @@ pub struct FacilitatorClient {
 pub(crate) struct Inner {
     base: String,
     http: reqwest::Client,
-    api_key: Option<String>,
+    api_key: Option<SecretString>,
     max_answer: usize,
     pub(crate) discovery: DiscoveryCache,
 }

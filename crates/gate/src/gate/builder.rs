@@ -7,6 +7,7 @@ use std::{
 };
 
 use alloy::primitives::{Address, B256};
+use secrecy::{ExposeSecret as _, SecretString};
 use tollgate_chain::{
     Chain, Wallet,
     rpc::{RpcChain, RpcOptions},
@@ -61,7 +62,7 @@ pub struct GateBuilder {
     subscription_cache_ttl: Duration,
     subscription_poll_interval: Duration,
     subscription_grace: Duration,
-    api_key: Option<String>,
+    api_key: Option<SecretString>,
     chain_id: Option<u64>,
     pending_hold: Duration,
 }
@@ -284,9 +285,9 @@ impl GateBuilder {
 
     /// The provider's facilitator API key (from `tollgate provider register`), which
     /// [`Gate::deduct_allowance`] and metered routes ([`crate::PaymentGateLayer::metered`])
-    /// present. Never logged.
+    /// present. Held in a [`SecretString`]: zeroed on drop, never printed by `Debug` or logged.
     pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(key.into());
+        self.api_key = Some(SecretString::from(key.into()));
         self
     }
 
@@ -343,10 +344,10 @@ impl GateBuilder {
             .as_ref()
             .or(self.subscriptions.as_ref().map(|(c, _)| c))
             .map(|c| c.chain_id());
-        let api_key = self.api_key.filter(|k| !k.is_empty());
+        let api_key = self.api_key.filter(|k| !k.expose_secret().is_empty());
         let facilitator = facilitator::client(
             &facilitator_url,
-            api_key.as_deref(),
+            api_key.as_ref().map(|k| k.expose_secret()),
             self.facilitator_timeout,
             self.signers_ttl,
             self.signers_min_refresh,
@@ -594,6 +595,20 @@ fn check_base_url(setting: &'static str, url: &str) -> Result<String, BuildError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_prints_the_api_key() {
+        let key = format!("tg_{}", "5a".repeat(32));
+        let builder = Gate::builder()
+            .network("base-sepolia")
+            .facilitator("http://127.0.0.1:9")
+            .api_key(key.clone());
+        let shown = format!("{builder:?} {builder:#?}");
+        assert!(
+            !shown.contains(&key) && shown.contains("api_key"),
+            "{shown}"
+        );
+    }
 
     #[tokio::test]
     async fn builder_names_what_is_missing_or_wrong() {

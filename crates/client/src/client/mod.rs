@@ -20,9 +20,9 @@ pub use builder::{
     ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_DISCOVERY_MIN_REFRESH, DEFAULT_DISCOVERY_TTL,
     DEFAULT_MAX_ANSWER, DEFAULT_TIMEOUT,
 };
+pub use http::read_limited;
 pub(crate) use http::unix_now;
 pub use settlements::Authorization;
-pub use http::read_limited;
 
 /// A client of one facilitator. Cheap to clone: clones share the HTTP connections and the
 /// discovery cache.

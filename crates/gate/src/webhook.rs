@@ -1,10 +1,11 @@
 //! Receiving Tollgate's webhooks: [Standard Webhooks](https://www.standardwebhooks.com)
 //! verification of a delivery's headers and raw body, against the system clock.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use http::HeaderMap;
 use serde::de::DeserializeOwned;
+use tollgate_protocol::unix_now;
 use tollgate_protocol::webhook::{
     self, DEFAULT_TOLERANCE_SECS, WEBHOOK_ID, WEBHOOK_SIGNATURE, WEBHOOK_TIMESTAMP,
 };
@@ -154,12 +155,6 @@ fn header<'h>(headers: &'h HeaderMap, name: &'static str) -> Result<&'h str, Web
 }
 
 /// Seconds since the unix epoch by the system clock (0 if the clock is before it).
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 #[cfg(test)]
 mod tests {
     use http::HeaderValue;

@@ -250,7 +250,13 @@ fn markdown_links(text: &str) -> Vec<(String, String)> {
 fn book_shell_blocks_each_follow_a_marker_naming_the_test_that_runs_them() {
     let tests = root().join("crates/cli/tests/it");
     for (marker, test, file) in RUNNERS {
-        let source = std::fs::read_to_string(tests.join(file)).unwrap();
+        // The module and its submodules (`golive.rs` and `golive/*.rs`).
+        let mut source = std::fs::read_to_string(tests.join(file)).unwrap();
+        if let Ok(dir) = std::fs::read_dir(tests.join(file.trim_end_matches(".rs"))) {
+            for entry in dir {
+                source.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+            }
+        }
         assert!(
             source.contains(&format!("fn {test}(")),
             "{file} defines the test {test} that {marker} names"

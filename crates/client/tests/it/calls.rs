@@ -82,7 +82,7 @@ async fn plans_round_trip_and_refusals_are_typed() {
         .build()
         .unwrap();
     let req = CreatePlanRequest {
-        network: NETWORK.into(),
+        network: NETWORK.parse().unwrap(),
         amount: Amount::from_units(5_000_000),
         interval: 3600,
         pay_to: None,
@@ -202,7 +202,7 @@ async fn webhooks_events_and_analytics_read_as_typed() {
     // A plan makes a `plan.created` event (indexed by the keeper).
     let plan = f
         .create_plan(&CreatePlanRequest {
-            network: NETWORK.into(),
+            network: NETWORK.parse().unwrap(),
             amount: Amount::from_units(1_000_000),
             interval: 3600,
             pay_to: None,

@@ -43,7 +43,7 @@
 mod error;
 mod raw;
 mod resolve;
-mod secrets;
+pub(crate) mod secrets;
 mod validate;
 
 use std::{

@@ -34,6 +34,26 @@ impl HexKey for SecretsKey {
     }
 }
 
+/// The hex digits of a key of `len` bytes: `0x` prefix optional, surrounding whitespace
+/// ignored. Errors never contain the input.
+pub(crate) fn key_digits(s: &str, len: usize) -> Result<&str, KeyError> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(KeyError::Empty);
+    }
+    let digits = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(KeyError::NotHex);
+    }
+    if digits.len() != 2 * len {
+        return Err(KeyError::Length(digits.len()));
+    }
+    Ok(digits)
+}
+
 /// Where a key comes from, as written in `[keys]`.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -154,21 +174,7 @@ pub struct Secret {
 impl Secret {
     /// Parses 64 hex digits, `0x` prefix optional, surrounding whitespace ignored.
     pub fn from_hex(s: &str) -> Result<Self, KeyError> {
-        let s = s.trim();
-        if s.is_empty() {
-            return Err(KeyError::Empty);
-        }
-        let digits = s
-            .strip_prefix("0x")
-            .or_else(|| s.strip_prefix("0X"))
-            .unwrap_or(s);
-        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(KeyError::NotHex);
-        }
-        if digits.len() != 64 {
-            return Err(KeyError::Length(digits.len()));
-        }
-        let bytes: B256 = digits.parse().map_err(|_| KeyError::NotHex)?;
+        let bytes: B256 = key_digits(s, 32)?.parse().map_err(|_| KeyError::NotHex)?;
         Self::from_bytes(&bytes)
     }
 

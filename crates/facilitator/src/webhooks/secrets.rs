@@ -57,20 +57,7 @@ impl SecretsKey {
     /// Parses 64 hex digits, `0x` prefix optional, surrounding whitespace ignored. Errors never
     /// contain the input.
     pub fn from_hex(s: &str) -> Result<Self, KeyError> {
-        let s = s.trim();
-        if s.is_empty() {
-            return Err(KeyError::Empty);
-        }
-        let digits = s
-            .strip_prefix("0x")
-            .or_else(|| s.strip_prefix("0X"))
-            .unwrap_or(s);
-        if !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(KeyError::NotHex);
-        }
-        if digits.len() != 2 * SECRETS_KEY_LEN {
-            return Err(KeyError::Length(digits.len()));
-        }
+        let digits = crate::config::secrets::key_digits(s, SECRETS_KEY_LEN)?;
         let mut bytes = SecretSlice::from(vec![0u8; SECRETS_KEY_LEN]);
         hex::decode_to_slice(digits, bytes.expose_secret_mut()).map_err(|_| KeyError::NotHex)?;
         Ok(Self::from_secret(bytes))

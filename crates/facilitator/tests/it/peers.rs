@@ -22,8 +22,8 @@ const ON_POSTGRES: &[&str] = &[
     "store::postgres_schema_names_are_checked",
     "usdc_subscriptions::renewals_that_can_never_succeed_fail_once_and_never_block_the_others_on_postgres",
     "usdc_subscriptions::a_collect_refused_every_time_is_marked_stuck_once_and_left_alone_on_postgres",
-    "webhooks::an_endpoint_down_then_up_gets_every_event_once_in_order_on_postgres",
-    "webhooks::webhook_secrets_are_encrypted_at_rest_in_postgres",
+    "webhooks::delivery::an_endpoint_down_then_up_gets_every_event_once_in_order_on_postgres",
+    "webhooks::secrets::webhook_secrets_are_encrypted_at_rest_in_postgres",
 ];
 
 #[test]

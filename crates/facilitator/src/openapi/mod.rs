@@ -305,7 +305,7 @@ mod tests {
         assert!(event.is_object(), "{:#}", schemas["EventRecord"]);
         let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
         assert_eq!(schemas["EventType"]["enum"], json!(names));
-        let refs: Vec<&str> = event["properties"]["data"]["oneOf"]
+        let refs: Vec<&str> = event["properties"]["data"]["anyOf"]
             .as_array()
             .unwrap()
             .iter()

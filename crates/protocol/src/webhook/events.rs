@@ -613,16 +613,17 @@ impl utoipa::PartialSchema for WebhookEvent {
             ToSchema as _,
             openapi::{
                 Ref,
-                schema::{ObjectBuilder, OneOfBuilder, Type},
+                schema::{AnyOfBuilder, ObjectBuilder, Type},
             },
         };
         let data = EventData::data_refs()
             .into_iter()
-            .fold(OneOfBuilder::new(), OneOfBuilder::item)
+            .fold(AnyOfBuilder::new(), AnyOfBuilder::item)
             .description(Some(
                 "The event's data: the schema named after its type (`payment.settled` and \
                  `payment.failed`: `PaymentEvent`; `subscription.created`: \
-                 `SubscriptionCreated`; …).",
+                 `SubscriptionCreated`; …). `anyOf`, not `oneOf`: the envelope's `type` \
+                 chooses, and one body can fit several shapes.",
             ));
         ObjectBuilder::new()
             .description(Some(

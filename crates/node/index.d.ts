@@ -32,7 +32,7 @@ export interface GateOptions {
   publicUrl?: string
   /** 32 bytes, 0x hex; replicas must share one. Default: random per process. */
   memoSecret?: string
-  /** 'sqlite::memory:' (default) or 'sqlite://path'. */
+  /** 'memory:' (default: this process's memory), 'sqlite::memory:' or 'sqlite://path'. */
   memoStore?: string
   memoTtlSecs?: number
   rpcUrl?: string

@@ -82,6 +82,8 @@ async fn run(n: usize) {
     .await
     .unwrap();
     let mem_gate = build("sqlite::memory:".into()).await.unwrap();
+    // The default store: this process's memory, no database.
+    let default_gate = build("memory:".into()).await.unwrap();
     let pricing = [Pricing::one_time(PRICE)];
     let offer = Offer {
         method: "GET",
@@ -129,7 +131,8 @@ async fn run(n: usize) {
     println!("gate bench (n = {n})");
     for (label, g) in [
         ("1 task, SQLite file memo store", &gate),
-        ("1 task, in-memory memo store", &mem_gate),
+        ("1 task, SQLite in-memory store", &mem_gate),
+        ("1 task, memory: (the default)", &default_gate),
     ] {
         g.verify_payment_proof(&proofs(1)[0], &expected)
             .await
@@ -163,9 +166,15 @@ async fn run(n: usize) {
     // hand-offs to the store's thread and back, without the file's write and WAL sync.
     let memory = verify_concurrently(&mem_gate, &batch).await;
     println!(
-        "  verify_payment_proof/s (64 tasks, in-memory store)    : {:>10.0}  ({:.0} µs CPU each)",
+        "  verify_payment_proof/s (64 tasks, SQLite in memory)   : {:>10.0}  ({:.0} µs CPU each)",
         memory.per_second(),
         memory.cpu_each() * 1e6
+    );
+    let default = verify_concurrently(&default_gate, &batch).await;
+    println!(
+        "  verify_payment_proof/s (64 tasks, memory: default)    : {:>10.0}  ({:.0} µs CPU each)",
+        default.per_second(),
+        default.cpu_each() * 1e6
     );
     // The floor of a verification on this machine: the proof's EIP-712 digest and the
     // recovery of its signer, one after another on one core. Nothing about it can be cached
@@ -202,6 +211,7 @@ async fn run(n: usize) {
             &file,
         ),
         ("in-memory", "sqlite::memory:".to_owned(), &memory),
+        ("memory:", "memory:".to_owned(), &default),
     ] {
         let store = tollgate_gate::store::open(&url).await.unwrap();
         let claims = in_64_tasks(n, move |i| {

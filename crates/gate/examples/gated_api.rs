@@ -25,6 +25,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .token(var("TOLLGATE_TOKEN")?.parse()?, "USD Coin", "2")
         .pay_to(var("TOLLGATE_PAY_TO")?.parse()?)
         .facilitator(var("TOLLGATE_FACILITATOR")?)
+        // A durable memo set, which survives restarts: the crate's feature "sqlite".
         .memo_store_url("sqlite://gated_api.db")
         .build()
         .await?;

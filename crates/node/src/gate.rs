@@ -47,7 +47,8 @@ pub struct GateOptions {
     pub public_url: Option<String>,
     /// The 32-byte memo secret (`0x…`); replicas must share one. Default: random per process.
     pub memo_secret: Option<String>,
-    /// The once-only memo store: `sqlite::memory:` (default), `sqlite://path`.
+    /// The once-only memo store: `memory:` (default: this process's memory), `sqlite::memory:`,
+    /// `sqlite://path`.
     pub memo_store: Option<String>,
     /// How long a 402's terms stay payable, in seconds (default 300).
     pub memo_ttl_secs: Option<u32>,

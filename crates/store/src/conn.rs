@@ -10,10 +10,8 @@
 
 use std::future::Future;
 
-use sqlx::{
-    Arguments, Database, Encode, FromRow, PgConnection, SqliteConnection, Type, postgres::PgRow,
-    sqlite::SqliteRow,
-};
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use sqlx::{Arguments, Database, Encode, Type};
 
 use crate::StoreResult;
 
@@ -28,6 +26,14 @@ pub(crate) enum Arg<'a> {
     OptInt(Option<i64>),
     /// A nullable `TEXT`.
     OptText(Option<&'a str>),
+    /// A `BLOB` (SQLite), `BYTEA` (PostgreSQL).
+    Bytes(&'a [u8]),
+}
+
+impl<'a> From<&'a [u8]> for Arg<'a> {
+    fn from(v: &'a [u8]) -> Self {
+        Self::Bytes(v)
+    }
 }
 
 impl From<i64> for Arg<'_> {
@@ -74,16 +80,30 @@ macro_rules! args {
 }
 pub(crate) use args;
 
-/// A row both drivers decode.
-pub(crate) trait Record:
-    for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
-{
-}
+/// A row both drivers decode (each driver compiled in: features `sqlite`, `postgres`).
+pub(crate) trait Record: FromSqlite + FromPostgres + Send + Unpin + 'static {}
 
-impl<T> Record for T where
-    T: for<'r> FromRow<'r, SqliteRow> + for<'r> FromRow<'r, PgRow> + Send + Unpin + 'static
-{
-}
+impl<T> Record for T where T: FromSqlite + FromPostgres + Send + Unpin + 'static {}
+
+/// A row SQLite's driver decodes (anything, when it is compiled out).
+#[cfg(feature = "sqlite")]
+pub(crate) trait FromSqlite: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
+#[cfg(feature = "sqlite")]
+impl<T> FromSqlite for T where T: for<'r> sqlx::FromRow<'r, sqlx::sqlite::SqliteRow> {}
+#[cfg(not(feature = "sqlite"))]
+pub(crate) trait FromSqlite {}
+#[cfg(not(feature = "sqlite"))]
+impl<T> FromSqlite for T {}
+
+/// A row PostgreSQL's driver decodes (anything, when it is compiled out).
+#[cfg(feature = "postgres")]
+pub(crate) trait FromPostgres: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
+#[cfg(feature = "postgres")]
+impl<T> FromPostgres for T where T: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> {}
+#[cfg(not(feature = "postgres"))]
+pub(crate) trait FromPostgres {}
+#[cfg(not(feature = "postgres"))]
+impl<T> FromPostgres for T {}
 
 /// A database's spelling, for the few statements that differ.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,12 +178,14 @@ pub(crate) trait Conn: Send {
 }
 
 /// `args` as `DB`'s arguments (none of these values fails to encode).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 fn arguments<DB: Database>(args: &[Arg<'_>]) -> Result<DB::Arguments, sqlx::Error>
 where
     for<'t> i64: Encode<'t, DB> + Type<DB>,
     for<'t> &'t str: Encode<'t, DB> + Type<DB>,
     for<'t> Option<i64>: Encode<'t, DB> + Type<DB>,
     for<'t> Option<&'t str>: Encode<'t, DB> + Type<DB>,
+    for<'t> &'t [u8]: Encode<'t, DB> + Type<DB>,
 {
     let mut out = DB::Arguments::default();
     for a in args {
@@ -172,6 +194,7 @@ where
             Arg::Text(v) => out.add(v),
             Arg::OptInt(v) => out.add(v),
             Arg::OptText(v) => out.add(v),
+            Arg::Bytes(v) => out.add(v),
         }
         .map_err(sqlx::Error::Encode)?;
     }
@@ -179,6 +202,7 @@ where
 }
 
 /// `Conn` for one driver's connection: only the driver's types differ.
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 macro_rules! impl_conn {
     ($conn:ty, $db:ty, $dialect:expr) => {
         impl Conn for $conn {
@@ -219,8 +243,10 @@ macro_rules! impl_conn {
     };
 }
 
-impl_conn!(SqliteConnection, sqlx::Sqlite, Dialect::Sqlite);
-impl_conn!(PgConnection, sqlx::Postgres, Dialect::Postgres);
+#[cfg(feature = "sqlite")]
+impl_conn!(sqlx::SqliteConnection, sqlx::Sqlite, Dialect::Sqlite);
+#[cfg(feature = "postgres")]
+impl_conn!(sqlx::PgConnection, sqlx::Postgres, Dialect::Postgres);
 
 /// Most rows one multi-row statement takes ([`MultiRow`]).
 pub(crate) const MAX_ROWS: usize = 64;

@@ -11,6 +11,16 @@
 //! (`settlements`, `providers`, `renewals`, `metering`, `webhooks`, `analytics`), and bound once
 //! through a small connection seam; the two backends (`sqlite`, `postgres`) only open
 //! connections and choose the transaction each operation runs in.
+//!
+//! Each backend is a cargo feature (`sqlite`, `postgres`; both by default): the gate, whose
+//! memo set ([`MemoSet`]) is on this seam too, compiles only the driver its own features ask for.
+
+// With one backend compiled out, its spellings (written beside the other's, as each statement is)
+// are unused.
+#![cfg_attr(
+    not(all(feature = "sqlite", feature = "postgres")),
+    allow(dead_code, unused_imports)
+)]
 
 use std::{fmt, sync::Arc, time::Duration};
 
@@ -25,13 +35,17 @@ mod conn;
 mod error;
 mod group;
 mod leases;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod memos;
 mod metering;
 mod migrations;
+#[cfg(feature = "postgres")]
 mod postgres;
 mod providers;
 mod relays;
 mod renewals;
 mod settlements;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod webhooks;
 
@@ -41,16 +55,20 @@ pub use analytics::{
 };
 pub use error::{StoreError, StoreResult};
 pub use leases::Lease;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use memos::MemoSet;
 pub use metering::{
     AllowanceCycle, ChargeOutcome, ChargeState, DeductOutcome, Deduction, MAX_METERED, NewCharge,
     OverageCharge,
 };
+#[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use relays::{Relay, RelayBounds, RelayOutcome, RelayScope};
 pub use renewals::{
     CollectAttempts, IndexedState, IndexedSubscription, RefusedCollect, Renewal, RenewalIssue,
     RenewalIssueKind, RenewalOutcome, Subject, SubscriptionEvent,
 };
+#[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use webhooks::{
     Attempt, Delivery, DeliveryState, Endpoint, EndpointSecrets, Event, NewEvent, event_id,
@@ -614,12 +632,14 @@ pub trait Store: Send + Sync + fmt::Debug + 'static {
 /// Opens the store named by `url`: `sqlite://PATH` (created if missing; WAL) or
 /// `postgres://...`, then runs the migrations.
 pub async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
-    let store: Arc<dyn Store> = if url.starts_with("sqlite:") {
-        Arc::new(SqliteStore::connect(url).await?)
-    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        Arc::new(PostgresStore::connect(url).await?)
-    } else {
-        return Err(StoreError::UnsupportedUrl(url.to_owned()));
+    let store: Arc<dyn Store> = match url {
+        #[cfg(feature = "sqlite")]
+        _ if url.starts_with("sqlite:") => Arc::new(SqliteStore::connect(url).await?),
+        #[cfg(feature = "postgres")]
+        _ if url.starts_with("postgres:") || url.starts_with("postgresql:") => {
+            Arc::new(PostgresStore::connect(url).await?)
+        }
+        _ => return Err(StoreError::UnsupportedUrl(url.to_owned())),
     };
     store.migrate().await?;
     Ok(store)

@@ -39,7 +39,9 @@ const FILES: (Files, Files) = embedded!(
     "0012_renewal_attempts",
 );
 
+#[cfg(feature = "sqlite")]
 pub(crate) static SQLITE_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(FILES.0));
+#[cfg(feature = "postgres")]
 pub(crate) static POSTGRES_MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| migrator(FILES.1));
 
 /// The migrator of these files, each resolved as `sqlx` resolves a file `NNNN_some_words.sql`:
@@ -70,7 +72,7 @@ fn migration(name: &'static str, sql: &'static str) -> Migration {
     )
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sqlite", feature = "postgres"))]
 mod tests {
     use std::path::Path;
 

@@ -5,7 +5,10 @@
 //!   dependencies at any depth, on the facilitator, its store, the devnet, the testkit or the cli;
 //! - `tollgate-protocol` depends on no other Tollgate crate;
 //! - nothing depends on `tollgate-cli`;
-//! - the agent and the gate compile no EVM (`revm`) and no server framework (`axum`).
+//! - the agent and the gate compile no EVM (`revm`) and no server framework (`axum`);
+//! - the gate reaches the store only through its memo-store features, and compiles no database
+//!   driver unless one of them asks: none by default, only SQLite's with `sqlite`, only
+//!   PostgreSQL's with `postgres`.
 //!
 //! `cargo metadata` resolves features once for the whole workspace, so an optional dependency some
 //! other crate switches on (alloy's GCP signer, which brings tonic's axum) shows under every user
@@ -43,6 +46,32 @@ const NOT_FOR_SDK: &[&str] = &[
 
 /// Crates the SDKs that run inside other people's programs (agent, gate) must not compile.
 const NOT_FOR_EMBEDDING: &[&str] = &["revm", "axum"];
+
+/// Edges an SDK crate may have to a crate of [`NOT_FOR_SDK`] because a feature of its own asks
+/// for them (the gate's durable memo stores, on the store's seam); what the features bring is
+/// checked by [`GATE_DATABASES`].
+const FEATURE_EDGES: &[(&str, &str)] = &[("tollgate-gate", "tollgate-store")];
+
+/// Per feature set of the gate (built alone, without its default features), the database crates
+/// it must not compile.
+const GATE_DATABASES: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "tollgate-store",
+            "sqlx-core",
+            "sqlx-sqlite",
+            "libsqlite3-sys",
+            "sqlx-postgres",
+        ],
+    ),
+    (
+        "default",
+        &["tollgate-store", "sqlx-core", "libsqlite3-sys"],
+    ),
+    ("sqlite", &["sqlx-postgres"]),
+    ("postgres", &["sqlx-sqlite", "libsqlite3-sys"]),
+];
 
 /// The resolved graph: package name → names of its normal (non-dev, non-build) dependencies, and
 /// package name → names of every dependency of any kind.
@@ -90,6 +119,9 @@ impl Graph {
         while let Some(path) = stack.pop() {
             let last = path.last().unwrap();
             for dep in self.normal.get(last).into_iter().flatten() {
+                if FEATURE_EDGES.contains(&(last.as_str(), dep.as_str())) {
+                    continue;
+                }
                 if !seen.contains_key(dep) {
                     let mut next = path.clone();
                     next.push(dep.clone());
@@ -128,9 +160,16 @@ fn cargo(args: &[&str]) -> Vec<u8> {
 
 /// The packages `root` compiles as a dependency of its own (normal edges, its own features).
 fn compiled_by(root: &str) -> BTreeSet<String> {
-    let out = cargo(&[
+    compiled_with(root, &[])
+}
+
+/// [`compiled_by`] with extra arguments choosing the features.
+fn compiled_with(root: &str, features: &[&str]) -> BTreeSet<String> {
+    let mut args = vec![
         "tree", "-p", root, "-e", "normal", "--prefix", "none", "--format", "{p}",
-    ]);
+    ];
+    args.extend(features);
+    let out = cargo(&args);
     String::from_utf8(out)
         .expect("cargo tree output")
         .lines()
@@ -165,6 +204,23 @@ fn dependency_rules_hold() {
             if compiled.contains(*f) {
                 violations.push(format!(
                     "{embedded} compiles {f} (cargo tree -p {embedded} -e normal -i {f})"
+                ));
+            }
+        }
+    }
+    for &(features, forbidden) in GATE_DATABASES {
+        let args: &[&str] = match features {
+            "default" => &[],
+            "" => &["--no-default-features"],
+            f => &["--no-default-features", "--features", f],
+        };
+        let compiled = compiled_with("tollgate-gate", args);
+        for f in forbidden {
+            if compiled.contains(*f) {
+                violations.push(format!(
+                    "tollgate-gate with features [{features}] compiles {f} (cargo tree -p \
+                     tollgate-gate -e normal {} -i {f})",
+                    args.join(" ")
                 ));
             }
         }

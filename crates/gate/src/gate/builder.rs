@@ -196,14 +196,15 @@ impl GateBuilder {
         self
     }
 
-    /// The once-only memo store (default: `sqlite::memory:`, one process only).
+    /// The once-only memo store (default: [`crate::store::MemoryMemoStore`], this process's
+    /// memory).
     pub fn memo_store(mut self, store: Arc<dyn MemoStore>) -> Self {
         self.store = Some(store);
         self
     }
 
-    /// The memo store by URL ([`crate::store::open`]): `sqlite://gate.db`, `sqlite::memory:`,
-    /// `postgres://…` (shared by replicas).
+    /// The memo store by URL ([`crate::store::open`]): `memory:` (the default), `sqlite://gate.db`
+    /// (feature `sqlite`), `postgres://…` (feature `postgres`; shared by replicas).
     pub fn memo_store_url(mut self, url: impl Into<String>) -> Self {
         self.store_url = Some(url.into());
         self
@@ -380,7 +381,7 @@ impl GateBuilder {
         let store = match (self.store, self.store_url) {
             (Some(s), _) => s,
             (None, Some(url)) => store::open(&url).await?,
-            (None, None) => store::open("sqlite::memory:").await?,
+            (None, None) => store::open(store::DEFAULT_URL).await?,
         };
         let subscriptions = match self.subscriptions {
             None => None,

@@ -4,25 +4,34 @@
 //! carries an expiry after which it can never be accepted again anyway (the memo's own expiry, or
 //! the x402 authorization's `validBefore`), so expired entries are pruned.
 //!
-//! Two implementations, each behind a cargo feature of this crate: `SqliteMemoStore` (feature
-//! `sqlite`, on by default; a file, or `sqlite::memory:` for a single process) and
-//! `PostgresMemoStore` (feature `postgres`, off by default; for several gate replicas sharing one
-//! set). [`open`] names the missing feature when a URL needs a store that is compiled out.
+//! Three sets, chosen by URL ([`open`]):
+//!
+//! - `memory:` ([`MemoryMemoStore`], the default): in this process's memory, always compiled in.
+//!   Replays are refused while the process lives; a restart forgets the set, so a gate that
+//!   restarts while proofs are still valid (a memo's lifetime, an x402 authorization's
+//!   `validBefore`) needs a durable set.
+//! - `sqlite://PATH` (feature `sqlite`) and `postgres://…` (feature `postgres`)
+//!   ([`DatabaseMemoStore`]): `tollgate-store`'s [`MemoSet`](tollgate_store::MemoSet), the
+//!   facilitator's own store seam with one implementation for both databases (each statement
+//!   written once, claims group-committed: many concurrent claims share one commit). A file
+//!   survives restarts and serves the gate processes of one machine; PostgreSQL serves replicas
+//!   on several machines.
+//!
+//! Without either feature the gate compiles no database driver at all; [`open`] names the
+//! missing feature when a URL needs a store that is compiled out.
 
-#[cfg(feature = "postgres")]
-mod postgres;
-#[cfg(feature = "sqlite")]
-mod sqlite;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod database;
+mod memory;
 
 use std::{fmt, sync::Arc};
 
 use alloy::primitives::B256;
 use async_trait::async_trait;
 
-#[cfg(feature = "postgres")]
-pub use postgres::PostgresMemoStore;
-#[cfg(feature = "sqlite")]
-pub use sqlite::SqliteMemoStore;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub use database::DatabaseMemoStore;
+pub use memory::MemoryMemoStore;
 
 use crate::StoreError;
 
@@ -46,59 +55,72 @@ pub trait MemoStore: Send + Sync + fmt::Debug + 'static {
     async fn prune(&self, now: u64) -> Result<u64, StoreError>;
 }
 
-/// Opens a memo store by URL: `sqlite::memory:` (one process only), `sqlite://<path>` (created if
-/// missing), or `postgres://…` / `postgresql://…` (table `tollgate_gate_memos`, created if missing).
-/// A URL whose store this build left out (features `sqlite`, `postgres`) is a
-/// [`StoreError::Config`] naming the feature.
+/// The memo store URL of a gate built without one: this process's memory.
+pub const DEFAULT_URL: &str = "memory:";
+
+/// Opens a memo store by URL: `memory:` (this process only), `sqlite::memory:` (SQLite in
+/// memory, this process only), `sqlite://PATH` (created if missing), or `postgres://…` /
+/// `postgresql://…` (table `tollgate_gate_memos`, created if missing). A URL whose store this
+/// build left out (features `sqlite`, `postgres`) is a [`StoreError::Config`] naming the
+/// feature.
 pub async fn open(url: &str) -> Result<Arc<dyn MemoStore>, StoreError> {
-    if url.starts_with("sqlite:") {
+    if url == DEFAULT_URL {
+        Ok(Arc::new(MemoryMemoStore::default()))
+    } else if url.starts_with("sqlite:") {
         #[cfg(feature = "sqlite")]
-        return Ok(Arc::new(sqlite::SqliteMemoStore::open(url).await?));
+        return Ok(Arc::new(DatabaseMemoStore::open(url).await?));
         #[cfg(not(feature = "sqlite"))]
         return Err(compiled_out("sqlite"));
     } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
         #[cfg(feature = "postgres")]
-        return Ok(Arc::new(
-            postgres::PostgresMemoStore::connect(url, "tollgate_").await?,
-        ));
+        return Ok(Arc::new(DatabaseMemoStore::open(url).await?));
         #[cfg(not(feature = "postgres"))]
         return Err(compiled_out("postgres"));
     } else {
         Err(StoreError::Config(format!(
-            "memo store URL must start with sqlite: or postgres://, got {:?}",
+            "memo store URL must be memory:, or start with sqlite: or postgres://, got {:?}",
             url.split(':').next().unwrap_or_default()
         )))
     }
 }
 
 /// The error for a URL whose store was compiled out of this build.
-#[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+#[cfg_attr(all(feature = "sqlite", feature = "postgres"), allow(dead_code))]
 fn compiled_out(feature: &str) -> StoreError {
     StoreError::Config(format!(
-        "this build of tollgate-gate has no {feature} memo store: enable the cargo feature \"{feature}\""
+        "this build of tollgate-gate has no {feature} memo store: enable the cargo feature \
+         \"{feature}\" (or use memory:, this process's memory)"
     ))
 }
 
-/// Clamps a unix-seconds expiry into the `BIGINT` both databases store.
-#[cfg(any(feature = "sqlite", feature = "postgres"))]
-pub(crate) fn as_i64(secs: u64) -> i64 {
-    i64::try_from(secs).unwrap_or(i64::MAX)
-}
-
-#[cfg(all(test, not(feature = "postgres")))]
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Without the `postgres` feature, a PostgreSQL URL is refused up front, naming the feature
-    /// (not a connection attempt, nor a "must start with sqlite:" puzzle).
+    /// A URL of a store compiled out is refused up front (not a connection attempt, nor a "must
+    /// start with sqlite:" puzzle), naming the feature to enable and the store that needs none.
+    #[test]
+    fn a_compiled_out_store_names_its_feature() {
+        let StoreError::Config(m) = compiled_out("postgres") else {
+            panic!("a configuration error");
+        };
+        assert!(m.contains("cargo feature \"postgres\""), "{m}");
+        assert!(m.contains("memory:"), "{m}");
+    }
+
     #[tokio::test]
-    async fn a_compiled_out_store_names_its_feature() {
-        let err = open("postgres://postgres@127.0.0.1:5432/test")
-            .await
-            .expect_err("no postgres store in this build");
+    async fn an_unknown_scheme_is_a_config_error() {
+        let err = open("redis://127.0.0.1").await.expect_err("no such store");
         assert!(
-            matches!(&err, StoreError::Config(m) if m.contains("feature \"postgres\"")),
+            matches!(&err, StoreError::Config(m) if m.contains("\"redis\"")),
             "{err}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_default_is_this_process_memory() {
+        let s = open(DEFAULT_URL).await.unwrap();
+        assert!(s.claim(B256::repeat_byte(1), 10).await.unwrap());
+        assert!(!s.claim(B256::repeat_byte(1), 10).await.unwrap());
     }
 }

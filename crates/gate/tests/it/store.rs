@@ -4,25 +4,34 @@
 use std::sync::Arc;
 
 use alloy::primitives::B256;
-use tollgate_gate::{MemoStore, store::PostgresMemoStore};
+use tollgate_gate::{MemoStore, store::DatabaseMemoStore};
 
 use tollgate_testkit::peer::database_url;
 
 use crate::support::{App, Harness};
 
-fn prefix() -> String {
+/// A schema of this test's own, created empty.
+async fn schema(url: &str) -> String {
     use std::sync::atomic::{AtomicU32, Ordering};
     static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "tg_gate_it_{}_{}_",
+    let schema = format!(
+        "tg_gate_it_{}_{}",
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
-    )
+    );
+    let pool = sqlx::PgPool::connect(url).await.unwrap();
+    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&pool)
+        .await
+        .unwrap();
+    schema
 }
 
-async fn drop_table(url: &str, table: &str) {
+async fn drop_schema(url: &str, schema: &str) {
     let pool = sqlx::PgPool::connect(url).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
+    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
         .execute(&pool)
         .await
         .unwrap();
@@ -31,7 +40,12 @@ async fn drop_table(url: &str, table: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn postgres_claims_are_atomic_and_pruned() {
     let url = database_url();
-    let store = Arc::new(PostgresMemoStore::connect(&url, &prefix()).await.unwrap());
+    let schema = schema(&url).await;
+    let store = Arc::new(
+        DatabaseMemoStore::open_in_schema(&url, &schema)
+            .await
+            .unwrap(),
+    );
     let key = B256::repeat_byte(1);
     let tasks: Vec<_> = (0..50)
         .map(|_| {
@@ -52,9 +66,10 @@ async fn postgres_claims_are_atomic_and_pruned() {
     );
     store.release(key).await.unwrap();
     assert!(store.claim(key, 1_000).await.unwrap());
-    let table = store.table().to_owned();
+    assert!(store.take(key).await.unwrap());
+    assert!(!store.take(key).await.unwrap(), "taken once");
     store.close().await;
-    drop_table(&url, &table).await;
+    drop_schema(&url, &schema).await;
 }
 
 /// Replicas starting at once on a fresh database all open the memo store (each creates the
@@ -62,21 +77,16 @@ async fn postgres_claims_are_atomic_and_pruned() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicas_starting_at_once_all_open_the_store() {
     let url = database_url();
-    // A few rounds, each on a fresh table: the race is a matter of timing.
+    // A few rounds, each on a fresh schema: the race is a matter of timing.
     for _ in 0..5 {
-        let prefix = prefix();
+        let schema = schema(&url).await;
         let barrier = Arc::new(tokio::sync::Barrier::new(12));
         let opens: Vec<_> = (0..12)
             .map(|_| {
-                let (url, prefix, barrier) = (url.clone(), prefix.clone(), Arc::clone(&barrier));
+                let (url, schema, barrier) = (url.clone(), schema.clone(), Arc::clone(&barrier));
                 tokio::spawn(async move {
-                    let pool = sqlx::postgres::PgPoolOptions::new()
-                        .max_connections(1)
-                        .connect(&url)
-                        .await
-                        .unwrap();
                     barrier.wait().await;
-                    PostgresMemoStore::with_pool(pool, &prefix).await
+                    DatabaseMemoStore::open_in_schema(&url, &schema).await
                 })
             })
             .collect();
@@ -84,11 +94,10 @@ async fn replicas_starting_at_once_all_open_the_store() {
         for o in opens {
             stores.push(o.await.unwrap().expect("every replica opens the store"));
         }
-        let table = stores[0].table().to_owned();
         for s in stores {
             s.close().await;
         }
-        drop_table(&url, &table).await;
+        drop_schema(&url, &schema).await;
     }
 }
 
@@ -96,7 +105,12 @@ async fn replicas_starting_at_once_all_open_the_store() {
 async fn two_replicas_share_one_memo_set() {
     let url = database_url();
     let h = Harness::new().await;
-    let store = Arc::new(PostgresMemoStore::connect(&url, &prefix()).await.unwrap());
+    let schema = schema(&url).await;
+    let store = Arc::new(
+        DatabaseMemoStore::open_in_schema(&url, &schema)
+            .await
+            .unwrap(),
+    );
     let replica = || {
         h.gate_builder()
             .memo_secret([0x77; 32])
@@ -113,7 +127,6 @@ async fn two_replicas_share_one_memo_set() {
     assert_eq!(again.status, 402);
     assert_eq!(again.body["reason"], "replayed");
     assert_eq!(app_a.hits() + app_b.hits(), 1);
-    let table = store.table().to_owned();
     store.close().await;
-    drop_table(&url, &table).await;
+    drop_schema(&url, &schema).await;
 }

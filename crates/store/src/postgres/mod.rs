@@ -59,8 +59,13 @@ impl PostgresStore {
         }
         let options = PgConnectOptions::from_str(url)?;
         let mut conn = PgConnection::connect_with(&options).await?;
-        // Identifier checked above, so quoting cannot be escaped.
-        let create = format!("CREATE SCHEMA IF NOT EXISTS \"{schema}\"");
+        // Identifier checked above, so quoting cannot be escaped. Processes starting at once
+        // would race `CREATE SCHEMA IF NOT EXISTS` into a unique violation in the catalog: the
+        // two statements (one implicit transaction) take a transaction advisory lock first.
+        let create = format!(
+            "SELECT pg_advisory_xact_lock(hashtext('tollgate:create schema'));
+             CREATE SCHEMA IF NOT EXISTS \"{schema}\""
+        );
         sqlx::raw_sql(sqlx::AssertSqlSafe(create))
             .execute(&mut conn)
             .await?;

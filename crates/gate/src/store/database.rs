@@ -179,18 +179,17 @@ mod tests {
         assert!(s.claim(B256::repeat_byte(8), 1_000).await.unwrap());
     }
 
-    #[tokio::test]
-    async fn claim_once_release_prune() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn sqlite_in_memory_behaves_as_a_once_only_set() {
         let s = DatabaseMemoStore::open("sqlite::memory:").await.unwrap();
-        let k = B256::repeat_byte(1);
-        assert!(s.claim(k, 100).await.unwrap());
-        assert!(!s.claim(k, 100).await.unwrap());
-        s.release(k).await.unwrap();
-        assert!(s.claim(k, 100).await.unwrap());
-        assert!(s.claim(B256::repeat_byte(2), 200).await.unwrap());
-        assert_eq!(s.prune(100).await.unwrap(), 1);
-        assert!(!s.claim(B256::repeat_byte(2), 200).await.unwrap());
-        assert!(s.claim(k, u64::MAX).await.unwrap());
+        crate::store::tests::behaves_as_a_once_only_set(Arc::new(s)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_sqlite_file_behaves_as_a_once_only_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = DatabaseMemoStore::open(&file_url(&dir)).await.unwrap();
+        crate::store::tests::behaves_as_a_once_only_set(Arc::new(s)).await;
     }
 
     #[cfg(unix)]
@@ -205,45 +204,5 @@ mod tests {
             let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode, 0o600, "{}: {mode:03o}", file.display());
         }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn concurrent_claims_on_a_file_one_wins() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Arc::new(DatabaseMemoStore::open(&file_url(&dir)).await.unwrap());
-        let k = B256::repeat_byte(3);
-        let tasks: Vec<_> = (0..50)
-            .map(|_| {
-                let s = Arc::clone(&s);
-                tokio::spawn(async move { s.claim(k, 1_000).await.unwrap() })
-            })
-            .collect();
-        let mut wins = 0;
-        for t in tasks {
-            wins += usize::from(t.await.unwrap());
-        }
-        assert_eq!(wins, 1);
-    }
-
-    /// Claims of several keys at once, some repeated within one batch and one recorded before:
-    /// each new key has exactly one winner, the old one none.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn a_batch_of_mixed_claims_has_one_winner_per_new_key() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Arc::new(DatabaseMemoStore::open(&file_url(&dir)).await.unwrap());
-        assert!(s.claim(B256::repeat_byte(0), 1_000).await.unwrap());
-        let tasks: Vec<_> = (0..200u8)
-            .map(|i| {
-                let s = Arc::clone(&s);
-                let k = B256::repeat_byte(i % 8);
-                tokio::spawn(async move { (i % 8, s.claim(k, 1_000).await.unwrap()) })
-            })
-            .collect();
-        let mut wins = [0; 8];
-        for t in tasks {
-            let (k, won) = t.await.unwrap();
-            wins[usize::from(k)] += usize::from(won);
-        }
-        assert_eq!(wins, [0, 1, 1, 1, 1, 1, 1, 1]);
     }
 }

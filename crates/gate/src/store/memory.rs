@@ -78,37 +78,11 @@ impl MemoStore for MemoryMemoStore {
 mod tests {
     use super::*;
 
-    #[tokio::test]
-    async fn claim_once_release_take_prune() {
-        let s = MemoryMemoStore::new();
-        let k = B256::repeat_byte(1);
-        assert!(s.claim(k, 100).await.unwrap());
-        assert!(!s.claim(k, 100).await.unwrap(), "a replay");
-        s.release(k).await.unwrap();
-        assert!(s.claim(k, 100).await.unwrap(), "released, so claimable");
-        assert!(s.claim(B256::repeat_byte(2), 200).await.unwrap());
-        assert_eq!(s.prune(100).await.unwrap(), 1);
-        assert_eq!(s.len(), 1);
-        assert!(!s.claim(B256::repeat_byte(2), 200).await.unwrap());
-        assert!(s.take(B256::repeat_byte(2)).await.unwrap());
-        assert!(!s.take(B256::repeat_byte(2)).await.unwrap(), "taken once");
-        assert!(s.is_empty());
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-    async fn concurrent_claims_one_wins() {
+    async fn behaves_as_a_once_only_set() {
         let s = MemoryMemoStore::new();
-        let k = B256::repeat_byte(3);
-        let tasks: Vec<_> = (0..50)
-            .map(|_| {
-                let s = s.clone();
-                tokio::spawn(async move { s.claim(k, 1_000).await.unwrap() })
-            })
-            .collect();
-        let mut wins = 0;
-        for t in tasks {
-            wins += usize::from(t.await.unwrap());
-        }
-        assert_eq!(wins, 1);
+        super::super::tests::behaves_as_a_once_only_set(Arc::new(s.clone())).await;
+        s.prune(u64::MAX).await.unwrap();
+        assert!(s.is_empty(), "every key pruned");
     }
 }

@@ -94,8 +94,53 @@ fn compiled_out(feature: &str) -> StoreError {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// What every store must do, checked on `s` (empty): a key is claimed once until released,
+    /// taken or pruned; a take answers `true` once; of 50 concurrent claims of one key one wins;
+    /// of concurrent claims of 8 keys, some recorded before, each new key has one winner.
+    pub(crate) async fn behaves_as_a_once_only_set(s: Arc<dyn MemoStore>) {
+        let k = B256::repeat_byte(1);
+        assert!(s.claim(k, 100).await.unwrap());
+        assert!(!s.claim(k, 100).await.unwrap(), "a replay");
+        s.release(k).await.unwrap();
+        assert!(s.claim(k, 100).await.unwrap(), "released, so claimable");
+        assert!(s.claim(B256::repeat_byte(2), 200).await.unwrap());
+        assert_eq!(s.prune(100).await.unwrap(), 1);
+        assert!(!s.claim(B256::repeat_byte(2), 200).await.unwrap());
+        assert!(s.take(B256::repeat_byte(2)).await.unwrap());
+        assert!(!s.take(B256::repeat_byte(2)).await.unwrap(), "taken once");
+        assert!(s.claim(k, u64::MAX).await.unwrap(), "pruned, so claimable");
+
+        let one_key = B256::repeat_byte(3);
+        let tasks: Vec<_> = (0..50)
+            .map(|_| {
+                let s = Arc::clone(&s);
+                tokio::spawn(async move { s.claim(one_key, 1_000).await.unwrap() })
+            })
+            .collect();
+        let mut wins = 0;
+        for t in tasks {
+            wins += usize::from(t.await.unwrap());
+        }
+        assert_eq!(wins, 1, "one of 50 concurrent claims");
+
+        let key = |i: u8| B256::repeat_byte(0x10 + i % 8);
+        assert!(s.claim(key(0), 1_000).await.unwrap());
+        let tasks: Vec<_> = (0..200u8)
+            .map(|i| {
+                let s = Arc::clone(&s);
+                tokio::spawn(async move { (i % 8, s.claim(key(i), 1_000).await.unwrap()) })
+            })
+            .collect();
+        let mut wins = [0; 8];
+        for t in tasks {
+            let (k, won) = t.await.unwrap();
+            wins[usize::from(k)] += usize::from(won);
+        }
+        assert_eq!(wins, [0, 1, 1, 1, 1, 1, 1, 1], "one winner per new key");
+    }
 
     /// A URL of a store compiled out is refused up front (not a connection attempt, nor a "must
     /// start with sqlite:" puzzle), naming the feature to enable and the store that needs none.

@@ -19,22 +19,25 @@ async fn schema(url: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     );
-    let pool = sqlx::PgPool::connect(url).await.unwrap();
-    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}");
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&pool)
-        .await
-        .unwrap();
+    run_sql(
+        url,
+        format!("DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"),
+    )
+    .await;
     schema
 }
 
 async fn drop_schema(url: &str, schema: &str) {
+    run_sql(url, format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).await;
+}
+
+async fn run_sql(url: &str, sql: String) {
     let pool = sqlx::PgPool::connect(url).await.unwrap();
-    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
     sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
         .execute(&pool)
         .await
         .unwrap();
+    pool.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -37,9 +37,12 @@ pub use tollgate_protocol::api::analytics::{
     SubscriptionPoint, SubscriptionReport, VolumePoint, VolumeReport, VolumeView,
 };
 
+use std::sync::Arc;
+
 use crate::{
     error::{Error, Result},
-    facilitator::{Facilitator, unix_now},
+    facilitator::Core,
+    facilitator::unix_now,
     store::{AnalyticsData, AnalyticsQuery, RevenueKind, Volume},
 };
 
@@ -485,11 +488,22 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
     }
 }
 
-impl Facilitator {
+/// A provider's analytics report over a time range. A service of the
+/// [`Facilitator`](crate::Facilitator).
+#[derive(Clone, Debug)]
+pub struct Analytics {
+    pub(crate) core: Arc<Core>,
+}
+
+impl Analytics {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Self { core }
+    }
+
     /// `provider`'s report for `params` at the current time.
-    pub async fn analytics(&self, provider: Address, params: &ReportParams) -> Result<Report> {
+    pub async fn report(&self, provider: Address, params: &ReportParams) -> Result<Report> {
         let (q, bucket) = report_query(params, provider, unix_now())?;
-        let data = self.store().analytics(&q).await?;
+        let data = self.core.store().analytics(&q).await?;
         Ok(report(&q, bucket, &data))
     }
 }

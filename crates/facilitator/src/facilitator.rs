@@ -1,5 +1,12 @@
-//! The facilitator's state: its networks (each a chain backend plus the contract addresses), the
-//! store, the proof key and the relayer keys, and the settings that bound what it accepts.
+//! The facilitator's state: [`Facilitator`], the handle on its services (one per area:
+//! [`Settlements`], [`X402`], [`Subscriptions`], [`Plans`], [`Webhooks`], [`Analytics`]), and
+//! [`Core`], what they share: the networks (each a chain backend plus the contract addresses),
+//! the store, the proof key and the relayer keys, and the settings that bound what it accepts.
+//!
+//! A new endpoint's domain logic is one method of its area's service (in the area's module:
+//! `settle`, `x402`, `subscriptions`, `plans`/`providers`, `webhooks`, `analytics`), called by
+//! its handler in `api/<area>.rs`; state only that area uses is a field of its service, state
+//! several share is in [`Core`].
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -18,7 +25,10 @@ use alloy::{
 };
 use tollgate_chain::{Chain, authorization::token_domain};
 
-use crate::{metrics::Metrics, store::Store};
+use crate::{
+    analytics::Analytics, metrics::Metrics, plans::Plans, settle::Settlements, store::Store,
+    subscriptions::Subscriptions, webhooks::Webhooks, x402::X402,
+};
 
 /// One network the facilitator settles on.
 #[derive(Clone, Debug)]
@@ -288,13 +298,41 @@ pub enum BuildError {
     Http,
 }
 
-/// The facilitator. Cheap to clone; all clones share state.
+/// The facilitator: a handle on its services, one per area, which share the facilitator's
+/// core (networks, store, keys, settings, metrics, leases, relayer funds). Cheap to clone;
+/// all clones share state.
+///
+/// The HTTP handlers ([`crate::router`]) call a service: [`settlements`](Self::settlements)
+/// (`/authorize`, status, proofs), [`x402`](Self::x402) (`/verify`, `/settle`, `/supported`),
+/// [`subscriptions`](Self::subscriptions) (relayed subscriptions, their lifecycle and metered
+/// usage, and the keeper), [`plans`](Self::plans) (plans, provider registration and API keys),
+/// [`webhooks`](Self::webhooks) (endpoints, deliveries, events) and
+/// [`analytics`](Self::analytics). A new endpoint is a protocol type, one handler with its route
+/// and OpenAPI operation in `api/<area>.rs`, one method of the area's service and the client's
+/// method in `tollgate-client`. This type keeps construction, the accessors and the background
+/// tasks' entry points.
 #[derive(Clone)]
 pub struct Facilitator {
-    pub(crate) inner: Arc<Inner>,
+    inner: Arc<Services>,
 }
 
-pub(crate) struct Inner {
+/// The services, each holding the shared [`Core`].
+struct Services {
+    core: Arc<Core>,
+    settlements: Settlements,
+    x402: X402,
+    subscriptions: Subscriptions,
+    plans: Plans,
+    webhooks: Webhooks,
+    analytics: Analytics,
+}
+
+/// What every service shares: the networks, the store, the proof key and the relayer accounts
+/// (with this replica's leases on them and their funds), the settings, the per-key locks and the
+/// metrics. Its methods are the ones several areas use: [`network`](Self::network) and
+/// [`relayer`](Self::relayer) here, the relayer funds in [`crate::funds`], the leases in
+/// [`crate::replica`].
+pub(crate) struct Core {
     pub(crate) networks: HashMap<String, Network>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) proof_signer: Secp256k1Signer,
@@ -303,18 +341,27 @@ pub(crate) struct Inner {
     pub(crate) settings: Settings,
     pub(crate) locks: KeyLocks,
     pub(crate) metrics: Metrics,
-    pub(crate) heads: crate::metering::Heads,
-    pub(crate) webhook_http: reqwest::Client,
     pub(crate) leases: crate::replica::Leases,
     pub(crate) funds: Arc<crate::funds::Funds>,
 }
 
+impl fmt::Debug for Core {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Core")
+            .field("networks", &self.networks.keys().collect::<Vec<_>>())
+            .field("relayers", &self.relayers)
+            .field("proof_signer", &self.proof_signer.address())
+            .finish_non_exhaustive()
+    }
+}
+
 impl fmt::Debug for Facilitator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let core = &self.inner.core;
         f.debug_struct("Facilitator")
-            .field("networks", &self.inner.networks.keys().collect::<Vec<_>>())
-            .field("relayers", &self.inner.relayers)
-            .field("proof_signer", &self.inner.proof_signer.address())
+            .field("networks", &core.networks.keys().collect::<Vec<_>>())
+            .field("relayers", &core.relayers)
+            .field("proof_signer", &core.proof_signer.address())
             .finish_non_exhaustive()
     }
 }
@@ -343,7 +390,7 @@ impl Facilitator {
         }
         let metrics = Metrics::new(
             networks.iter().map(|(s, _)| s.name.clone()),
-            crate::openapi::PATHS.iter().copied(),
+            crate::openapi::paths().iter().copied(),
         );
         let mut map = HashMap::new();
         for (spec, chain) in networks {
@@ -424,68 +471,199 @@ impl Facilitator {
         let mut names: Vec<String> = map.keys().cloned().collect();
         names.sort();
         funds.register_gauges(&metrics, &names, &relayers);
+        let core = Arc::new(Core {
+            funds,
+            networks: map,
+            store,
+            proof_signer,
+            relayers,
+            next_relayer: AtomicUsize::new(0),
+            settings,
+            locks: KeyLocks::default(),
+            metrics,
+            leases,
+        });
         Ok(Self {
-            inner: Arc::new(Inner {
-                funds,
-                networks: map,
-                store,
-                proof_signer,
-                relayers,
-                next_relayer: AtomicUsize::new(0),
-                settings,
-                locks: KeyLocks::default(),
-                metrics,
-                heads: Default::default(),
-                webhook_http,
-                leases,
+            inner: Arc::new(Services {
+                settlements: Settlements::new(Arc::clone(&core)),
+                x402: X402::new(Arc::clone(&core)),
+                subscriptions: Subscriptions::new(Arc::clone(&core)),
+                plans: Plans::new(Arc::clone(&core)),
+                webhooks: Webhooks::new(Arc::clone(&core), webhook_http),
+                analytics: Analytics::new(Arc::clone(&core)),
+                core,
             }),
         })
     }
 
+    /// Settlement with a proof: `/authorize`, the status URL, proof verification and the
+    /// reconciliation of unfinished settlements.
+    pub fn settlements(&self) -> &Settlements {
+        &self.inner.settlements
+    }
+
+    /// The x402 facilitator API, V1 and V2: verify, settle, supported.
+    pub fn x402(&self) -> &X402 {
+        &self.inner.x402
+    }
+
+    /// Subscriptions: relayed subscribe and lifecycle actions, metered usage, and the keeper.
+    pub fn subscriptions(&self) -> &Subscriptions {
+        &self.inner.subscriptions
+    }
+
+    /// Plans and providers: publishing plans, provider registration and API keys.
+    pub fn plans(&self) -> &Plans {
+        &self.inner.plans
+    }
+
+    /// Webhooks: providers' endpoints, the delivery of their events, the event log.
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.inner.webhooks
+    }
+
+    /// A provider's analytics.
+    pub fn analytics(&self) -> &Analytics {
+        &self.inner.analytics
+    }
+
+    /// The core the services share.
+    pub(crate) fn core(&self) -> &Arc<Core> {
+        &self.inner.core
+    }
+
     /// The proof-signing address gates verify against.
     pub fn proof_signer(&self) -> Address {
-        self.inner.proof_signer.address()
+        self.inner.core.proof_signer()
     }
 
     /// The store.
     pub fn store(&self) -> &Arc<dyn Store> {
-        &self.inner.store
+        &self.inner.core.store
     }
 
     /// The settings.
     pub fn settings(&self) -> &Settings {
-        &self.inner.settings
+        &self.inner.core.settings
     }
 
     /// The metrics registry.
     pub fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
+        &self.inner.core.metrics
     }
 
     /// The configured networks' specs, sorted by name.
     pub fn networks(&self) -> Vec<NetworkSpec> {
-        let mut v: Vec<_> = self
-            .inner
-            .networks
-            .values()
-            .map(|n| n.spec.clone())
-            .collect();
-        v.sort_by(|a, b| a.name.cmp(&b.name));
-        v
-    }
-
-    pub(crate) fn network(&self, name: &str) -> Option<&Network> {
-        let canonical = tollgate_protocol::network::canonical_name(name).unwrap_or(name);
-        self.inner
-            .networks
-            .get(canonical)
-            .or_else(|| self.inner.networks.get(name))
+        self.inner.core.networks()
     }
 
     /// The addresses that send settlement transactions (every replica's configuration lists
     /// them all; each replica sends from those it holds: [`Facilitator::held_relayers`]).
     pub fn relayers(&self) -> &[Address] {
-        &self.inner.relayers
+        &self.inner.core.relayers
+    }
+
+    /// This replica's id: the holder name of its leases in the store.
+    pub fn replica_id(&self) -> &str {
+        self.inner.core.replica_id()
+    }
+
+    /// The relayer accounts this replica sends from now (those whose lease it holds), in
+    /// configuration order.
+    pub fn held_relayers(&self) -> Vec<Address> {
+        self.inner.core.held_relayers()
+    }
+
+    /// Renews this replica's relayer leases and evens them out across the live replicas (see
+    /// [`crate::replica`]); the accounts held afterwards.
+    pub async fn hold_relayers(&self) -> Vec<Address> {
+        self.inner.core.hold_relayers().await
+    }
+
+    /// Gives up every lease this replica holds, for good (at shutdown: the others take them over
+    /// at once instead of after the TTL; this replica sends nothing more).
+    pub async fn release_leases(&self) {
+        self.inner.core.release_leases().await;
+    }
+
+    /// Runs the renewal keeper once ([`Subscriptions::run_keeper_once`]).
+    pub async fn run_keeper_once(&self) -> crate::KeeperReport {
+        self.inner.subscriptions.run_keeper_once().await
+    }
+
+    /// Spawns the renewal keeper ([`Subscriptions::spawn_keeper`]).
+    pub fn spawn_keeper(&self) -> crate::KeeperHandle {
+        self.inner.subscriptions.spawn_keeper()
+    }
+
+    /// Delivers the due webhooks until nothing is due ([`Webhooks::deliver_once`]).
+    pub async fn deliver_webhooks_once(&self) -> crate::DeliveryReport {
+        self.inner.webhooks.deliver_once().await
+    }
+
+    /// Spawns the webhook delivery worker ([`Webhooks::spawn`]).
+    pub fn spawn_webhooks(&self) -> crate::WebhookHandle {
+        self.inner.webhooks.spawn()
+    }
+
+    /// Seals the webhook secrets still stored in the clear or under a previous key
+    /// ([`Webhooks::seal_secrets`]).
+    pub async fn seal_webhook_secrets(&self) -> Result<usize, crate::webhooks::SecretsError> {
+        self.inner.webhooks.seal_secrets().await
+    }
+
+    /// Issues an API key for `provider` ([`Plans::issue_api_key`]).
+    pub async fn issue_api_key(
+        &self,
+        provider: Address,
+        label: &str,
+    ) -> crate::error::Result<String> {
+        self.inner.plans.issue_api_key(provider, label).await
+    }
+
+    /// Stores an API key issued earlier ([`Plans::restore_api_key`]).
+    pub async fn restore_api_key(
+        &self,
+        api_key: &str,
+        provider: Address,
+        label: &str,
+    ) -> crate::error::Result<()> {
+        self.inner
+            .plans
+            .restore_api_key(api_key, provider, label)
+            .await
+    }
+}
+
+impl Core {
+    /// The proof-signing address.
+    pub(crate) fn proof_signer(&self) -> Address {
+        self.proof_signer.address()
+    }
+
+    /// The store.
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// The settings.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The configured networks' specs, sorted by name.
+    pub(crate) fn networks(&self) -> Vec<NetworkSpec> {
+        let mut v: Vec<_> = self.networks.values().map(|n| n.spec.clone()).collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    /// The network named `name` (an x402 V1 alias or its canonical name).
+    pub(crate) fn network(&self, name: &str) -> Option<&Network> {
+        let canonical = tollgate_protocol::network::canonical_name(name).unwrap_or(name);
+        self.networks
+            .get(canonical)
+            .or_else(|| self.networks.get(name))
     }
 
     /// The next relayer this replica holds, round robin; when it holds none, it tries to take
@@ -498,12 +676,10 @@ impl Facilitator {
         if held.is_empty() {
             return Err(crate::replica::NoRelayer);
         }
-        let i = self.inner.next_relayer.fetch_add(1, Ordering::Relaxed);
+        let i = self.next_relayer.fetch_add(1, Ordering::Relaxed);
         Ok(held[i % held.len()])
     }
-}
 
-impl Facilitator {
     /// After a simulation refused an authorization as already used: waits (within the
     /// confirmation timeout) until the latest block shows it used. A simulation runs on the
     /// node's pending state, which runs ahead of its blocks and logs: the transaction that used
@@ -516,7 +692,7 @@ impl Facilitator {
         from: Address,
         nonce: B256,
     ) -> tollgate_chain::Result<bool> {
-        let deadline = Instant::now() + self.inner.settings.confirmation_timeout;
+        let deadline = Instant::now() + self.settings.confirmation_timeout;
         loop {
             let used = tollgate_chain::contracts::read(
                 &*net.chain,

@@ -35,7 +35,7 @@ use tollgate_protocol::webhook::{EventData, EventType, events::RelayerLowBalance
 
 use crate::{
     error::{Error, Result},
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::{Core, Network, unix_now},
     store::{NewEvent, event_id},
 };
 
@@ -136,7 +136,7 @@ impl Funds {
     }
 }
 
-impl Facilitator {
+impl Core {
     /// The relayer a payment on `net` goes out from: one this replica holds (in turn) that can
     /// pay one settlement's gas now. None can: `503` ([`Error::RelayersDry`]) before anything is
     /// written; the fee market above the network's cap: the chain's `Unavailable`.
@@ -213,7 +213,7 @@ impl Facilitator {
             return Ok(true);
         }
         let key = (net.spec.name.clone(), relayer);
-        if let Some(k) = lock(&self.inner.funds.known).get_mut(&key) {
+        if let Some(k) = lock(&self.funds.known).get_mut(&key) {
             k.balance = k.balance.saturating_sub(settlement);
         }
         Ok(true)
@@ -230,7 +230,7 @@ impl Facilitator {
     ) -> tollgate_chain::Result<Known> {
         let key = (net.spec.name.clone(), relayer);
         let current = || {
-            lock(&self.inner.funds.known)
+            lock(&self.funds.known)
                 .get(&key)
                 .copied()
                 .filter(|k| !fresh && k.read_at.elapsed() < FUNDS_TTL)
@@ -240,13 +240,9 @@ impl Facilitator {
         }
         // One reading at a time per relayer: a request that waited for another's takes it.
         let asked = Instant::now();
-        let gate = Arc::clone(
-            lock(&self.inner.funds.reading)
-                .entry(key.clone())
-                .or_default(),
-        );
+        let gate = Arc::clone(lock(&self.funds.reading).entry(key.clone()).or_default());
         let _reading = gate.lock().await;
-        let before = lock(&self.inner.funds.known).get(&key).copied();
+        let before = lock(&self.funds.known).get(&key).copied();
         if let Some(k) = before
             && (k.read_at >= asked || current().is_some())
         {
@@ -254,7 +250,7 @@ impl Facilitator {
         }
         let balance = net.chain.balance(relayer).await?;
         let settlement = U256::from(crate::check::SETTLEMENT_GAS) * price;
-        let floor = settlement * U256::from(self.inner.settings.relayer_floor_settlements);
+        let floor = settlement * U256::from(self.settings.relayer_floor_settlements);
         let known = Known {
             balance,
             read_at: Instant::now(),
@@ -262,7 +258,7 @@ impl Facilitator {
             settlement,
             low: balance < floor,
         };
-        lock(&self.inner.funds.known).insert(key, known);
+        lock(&self.funds.known).insert(key, known);
         // Judged by readings only: a known balance lowered by the payments given out since
         // (`take_gas`) is an estimate, not a fall.
         let was_low = before.is_some_and(|b| b.low);
@@ -287,7 +283,7 @@ impl Facilitator {
             floor = %ether(known.floor), settlements_left = %left,
             "relayer below the floor: fund it before it runs dry (payments it cannot pay are refused with 503)"
         );
-        let Some(operator) = self.inner.settings.operator else {
+        let Some(operator) = self.settings.operator else {
             return;
         };
         let now = unix_now();
@@ -308,7 +304,7 @@ impl Facilitator {
             &hour,
         ]);
         let event = NewEvent::new(id, operator, &data, now);
-        if let Err(e) = self.inner.store.record_event(&event).await {
+        if let Err(e) = self.store.record_event(&event).await {
             tracing::warn!(error = %e, "could not record the relayer.low_balance event");
         }
     }
@@ -337,7 +333,7 @@ impl Facilitator {
     /// Reads every held relayer's funds on every network afresh (reporting falls below the
     /// floor), so that a quiet facilitator still notices; run periodically by [`crate::serve`].
     pub(crate) async fn watch_funds(&self) {
-        for net in self.inner.networks.values() {
+        for net in self.networks.values() {
             let Ok(price) = net.chain.max_fee_per_gas().await else {
                 continue;
             };

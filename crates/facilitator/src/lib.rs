@@ -6,11 +6,12 @@
 //! Entry points: [`start::build`] from a [`config::Config`] (or [`Facilitator::new`] from parts), then [`router`] for tests
 //! (`ServiceExt::oneshot`) or [`serve`] on a listener.
 //!
-//! Layout: the HTTP surface (the router, the handlers and the mapping between the wire and the
-//! domain, the one `IntoResponse` of errors) is in a private `api` module; the domain modules
-//! ([`Facilitator`]'s methods: settlement, x402, subscriptions, metering, plans, providers,
-//! webhooks, analytics, the keeper) return [`error::Error`] and know nothing of HTTP; [`metrics`]
-//! and [`dashboard`] are the operations side.
+//! Layout: the HTTP surface (the routes, each declared once with its OpenAPI operation, the
+//! handlers and the mapping between the wire and the domain, the one `IntoResponse` of errors)
+//! is in a private `api` module; the domain is one service per area, reached from the
+//! [`Facilitator`] handle ([`Settlements`], [`X402`], [`Subscriptions`] with metering and the
+//! keeper, [`Plans`] with providers, [`Webhooks`], [`Analytics`]), which return [`error::Error`]
+//! and know nothing of HTTP; [`metrics`] and [`dashboard`] are the operations side.
 #![cfg_attr(not(test), warn(unused_crate_dependencies))]
 
 pub mod analytics;
@@ -39,10 +40,14 @@ pub mod webhooks;
 mod x402;
 mod x402_v2;
 
+pub use analytics::Analytics;
 pub use api::{DEFAULT_MAX_BODY, router, serve};
 pub use facilitator::{BuildError, Facilitator, NetworkSpec, Settings};
 pub use keeper::{KeeperHandle, KeeperReport};
 pub use metering::MeteringReport;
 pub use ops::{dashboard, metrics};
-pub use settle::{Outcome, settlement_key};
-pub use webhooks::{DeliveryReport, WebhookHandle};
+pub use plans::Plans;
+pub use settle::{Outcome, Settlements, settlement_key};
+pub use subscriptions::Subscriptions;
+pub use webhooks::{DeliveryReport, WebhookHandle, Webhooks};
+pub use x402::X402;

@@ -21,9 +21,12 @@ use tollgate_protocol::{
     api::plans::{CreatePlanRequest, Plan},
 };
 
+use std::sync::Arc;
+
 use crate::{
     error::{Error, Result},
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::Core,
+    facilitator::{Network, unix_now},
     store::PlanOwner,
 };
 
@@ -45,18 +48,30 @@ fn no_plan(plan_id: B256, net: &Network) -> Error {
     Error::NotFound(format!("no plan {plan_id} on {}", net.spec.name))
 }
 
-impl Facilitator {
+/// Plans and providers: publishing and deprecating plans on-chain through the facilitator's
+/// relayer, provider self-registration with a signed challenge, and API keys. A service of the
+/// [`Facilitator`](crate::Facilitator).
+#[derive(Clone, Debug)]
+pub struct Plans {
+    pub(crate) core: Arc<Core>,
+}
+
+impl Plans {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Self { core }
+    }
+
     /// The network named (or the only one, when `name` is `None`) with its Subscriptions contract.
     fn plan_network(&self, name: Option<&str>) -> Result<(&Network, Address)> {
         let net = match name {
-            Some(name) => self.network(name).ok_or_else(|| {
+            Some(name) => self.core.network(name).ok_or_else(|| {
                 Error::invalid(
                     ApiErrorCode::UnknownNetwork,
                     format!("network: {name:?} is not served by this facilitator"),
                 )
             })?,
-            None if self.inner.networks.len() == 1 => self
-                .inner
+            None if self.core.networks.len() == 1 => self
+                .core
                 .networks
                 .values()
                 .next()
@@ -95,7 +110,11 @@ impl Facilitator {
         if p.provider == Address::ZERO {
             return Ok(None);
         }
-        let owner = self.store().plan_owner(&net.spec.name, plan_id).await?;
+        let owner = self
+            .core
+            .store()
+            .plan_owner(&net.spec.name, plan_id)
+            .await?;
         Ok(Some(Plan {
             plan_id,
             network: net.spec.name.clone(),
@@ -117,7 +136,7 @@ impl Facilitator {
     ) -> Result<(), Result<Revert, Error>> {
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
-            timeout: self.settings().confirmation_timeout,
+            timeout: self.core.settings().confirmation_timeout,
         };
         match net.chain.send_and_wait(tx, opts).await {
             Ok(Confirmation::Confirmed(_)) => Ok(()),
@@ -133,7 +152,7 @@ impl Facilitator {
     /// Publishes a plan for `provider` (`POST /plans`): idempotent by the request's idempotency
     /// key. The plan, and whether this call created it (`false`: an earlier call with the same
     /// key did).
-    pub(crate) async fn create_plan(
+    pub(crate) async fn create(
         &self,
         provider: Address,
         req: &CreatePlanRequest,
@@ -165,19 +184,20 @@ impl Facilitator {
         let (net, subscriptions) = self.plan_network(Some(&req.network))?;
         // The first relayer creates every plan, so the id is stable across retries.
         let relayer = *self
-            .inner
+            .core
             .relayers
             .first()
             .ok_or_else(|| Error::internal("no relayer"))?;
         // Its nonces are the lease holder's to use: another replica creates the plan.
-        if !self.holds_relayer(relayer).await {
+        if !self.core.holds_relayer(relayer).await {
             return Err(crate::replica::NoRelayer.into());
         }
         let salt = plan_salt(provider, &req.idempotency_key);
         let plan_id = plan_id_for(relayer, salt);
-        let _guard = self.inner.locks.lock(plan_id).await;
+        let _guard = self.core.locks.lock(plan_id).await;
 
         let owner = self
+            .core
             .store()
             .insert_plan(&PlanOwner {
                 network: net.spec.name.clone(),
@@ -217,7 +237,7 @@ impl Facilitator {
     }
 
     /// The plan `plan_id` on the named network (or the only one); 404 when there is none.
-    pub(crate) async fn plan_by_id(&self, network: Option<&str>, plan_id: B256) -> Result<Plan> {
+    pub(crate) async fn get(&self, network: Option<&str>, plan_id: B256) -> Result<Plan> {
         let (net, subscriptions) = self.plan_network(network)?;
         self.read_plan(net, subscriptions, plan_id)
             .await?
@@ -225,7 +245,7 @@ impl Facilitator {
     }
 
     /// Deprecates `provider`'s plan (`POST /plans/{id}/deprecate`): owner only; idempotent.
-    pub(crate) async fn deprecate_plan(
+    pub(crate) async fn deprecate(
         &self,
         provider: Address,
         network: Option<&str>,
@@ -235,7 +255,11 @@ impl Facilitator {
         let Some(plan) = self.read_plan(net, subscriptions, plan_id).await? else {
             return Err(no_plan(plan_id, net));
         };
-        let owner = self.store().plan_owner(&net.spec.name, plan_id).await?;
+        let owner = self
+            .core
+            .store()
+            .plan_owner(&net.spec.name, plan_id)
+            .await?;
         let Some(owner) = owner.filter(|o| o.provider == provider) else {
             return Err(Error::Forbidden(
                 "only the provider that created this plan may deprecate it".into(),
@@ -244,7 +268,7 @@ impl Facilitator {
         if plan.deprecated {
             return Ok(plan);
         }
-        let _guard = self.inner.locks.lock(plan_id).await;
+        let _guard = self.core.locks.lock(plan_id).await;
         let tx = TxRequest::call(
             owner.relayer,
             subscriptions,

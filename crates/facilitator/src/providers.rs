@@ -12,7 +12,7 @@
 //!    returned once; only its keccak-256 is stored.
 //!
 //! Authenticated endpoints take `Authorization: Bearer <key>`
-//! ([`Facilitator::authenticate`]); `POST /providers/keys/revoke` revokes the presented key.
+//! ([`Plans::authenticate`](crate::Plans::authenticate)); `POST /providers/keys/revoke` revokes the presented key.
 
 use alloy::primitives::{Address, B256, Signature, hex, keccak256};
 use tollgate_protocol::{
@@ -22,7 +22,8 @@ use tollgate_protocol::{
 
 use crate::{
     error::{Error, Result},
-    facilitator::{Facilitator, unix_now},
+    facilitator::unix_now,
+    plans::Plans,
 };
 
 /// How long a registration challenge stays valid (seconds).
@@ -62,9 +63,9 @@ pub(crate) struct Provider {
     pub(crate) key_hash: B256,
 }
 
-impl Facilitator {
+impl Plans {
     /// Issues a registration challenge for `address` (step 1), stored hashed until it expires.
-    pub(crate) async fn provider_challenge(&self, address: Address) -> Result<ChallengeResponse> {
+    pub(crate) async fn challenge(&self, address: Address) -> Result<ChallengeResponse> {
         if address == Address::ZERO {
             return Err(Error::invalid(
                 ApiErrorCode::InvalidField,
@@ -74,12 +75,13 @@ impl Facilitator {
         let now = unix_now();
         let expires_at = now + CHALLENGE_TTL_SECS;
         let text = challenge_text(
-            &self.settings().public_url,
+            &self.core.settings().public_url,
             address,
             B256::random(),
             expires_at,
         );
-        self.store()
+        self.core
+            .store()
             .insert_provider_challenge(keccak256(text.as_bytes()), address, expires_at, now)
             .await?;
         Ok(ChallengeResponse {
@@ -90,10 +92,7 @@ impl Facilitator {
 
     /// Registers a provider that signed its challenge (step 2): consumes the challenge and
     /// issues an API key.
-    pub(crate) async fn register_provider(
-        &self,
-        req: &RegisterRequest,
-    ) -> Result<RegisterResponse> {
+    pub(crate) async fn register(&self, req: &RegisterRequest) -> Result<RegisterResponse> {
         let bad_signature = || {
             unauthorized(
                 "signature: not a personal_sign signature of the challenge by this address",
@@ -109,6 +108,7 @@ impl Facilitator {
         }
         let now = unix_now();
         let consumed = self
+            .core
             .store()
             .consume_provider_challenge(keccak256(req.challenge.as_bytes()), req.address, now)
             .await?;
@@ -118,7 +118,8 @@ impl Facilitator {
             ));
         }
         let api_key = format!("{API_KEY_PREFIX}{}", hex::encode(B256::random()));
-        self.store()
+        self.core
+            .store()
             .insert_api_key(key_hash(&api_key), req.address, SELF_REGISTERED, now)
             .await?;
         tracing::info!(provider = %req.address, "provider registered");
@@ -131,7 +132,7 @@ impl Facilitator {
     /// The provider of an API key; 401 when it is unknown or revoked.
     pub(crate) async fn authenticate(&self, api_key: &str) -> Result<Provider> {
         let key_hash = key_hash(api_key);
-        match self.store().api_key_provider(key_hash).await? {
+        match self.core.store().api_key_provider(key_hash).await? {
             Some(address) => Ok(Provider { address, key_hash }),
             None => Err(unauthorized("unknown or revoked API key")),
         }
@@ -140,6 +141,7 @@ impl Facilitator {
     /// Revokes the key `provider` presented; whether it was still valid.
     pub(crate) async fn revoke_api_key(&self, provider: Provider) -> Result<bool> {
         let revoked = self
+            .core
             .store()
             .revoke_api_key(provider.key_hash, unix_now())
             .await?;
@@ -166,6 +168,7 @@ impl Facilitator {
         label: &str,
     ) -> Result<()> {
         Ok(self
+            .core
             .store()
             .insert_api_key(key_hash(api_key), provider, label, unix_now())
             .await?)

@@ -25,13 +25,13 @@
 
 use std::{
     collections::HashMap,
-    sync::Mutex,
+    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
 use alloy::primitives::Address;
 
-use crate::{facilitator::Facilitator, store::StoreResult};
+use crate::{facilitator::Core, store::StoreResult};
 
 /// Default [`Settings::lease_ttl`](crate::Settings::lease_ttl).
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(15);
@@ -183,18 +183,14 @@ impl Leases {
 
     /// Takes or renews `name`; its token when this replica holds it afterwards, and whether the
     /// tenure is new (the lease changed hands or lapsed since this replica last held it).
-    pub(crate) async fn take(
-        &self,
-        f: &Facilitator,
-        name: &str,
-    ) -> StoreResult<Option<(u64, bool)>> {
+    pub(crate) async fn take(&self, f: &Core, name: &str) -> StoreResult<Option<(u64, bool)>> {
         self.take_for(f, name, self.ttl).await
     }
 
     /// [`take`](Self::take) for `ttl` rather than the replica's lease TTL.
     pub(crate) async fn take_for(
         &self,
-        f: &Facilitator,
+        f: &Core,
         name: &str,
         ttl: Duration,
     ) -> StoreResult<Option<(u64, bool)>> {
@@ -235,11 +231,7 @@ impl Leases {
     }
 
     /// [`take`](Self::take) only when the lease is not held or due for renewal.
-    pub(crate) async fn keep(
-        &self,
-        f: &Facilitator,
-        name: &str,
-    ) -> StoreResult<Option<(u64, bool)>> {
+    pub(crate) async fn keep(&self, f: &Core, name: &str) -> StoreResult<Option<(u64, bool)>> {
         if !self.due_for_renewal(name)
             && let Some(token) = self.token(name)
         {
@@ -254,7 +246,7 @@ impl Leases {
     }
 
     /// Gives `name` up (another replica may take it at once).
-    pub(crate) async fn give_up(&self, f: &Facilitator, name: &str) {
+    pub(crate) async fn give_up(&self, f: &Core, name: &str) {
         let held = self.map().remove(name);
         if let Some(h) = held
             && let Err(e) = f.store().release_lease(name, &self.id, h.token).await
@@ -265,7 +257,7 @@ impl Leases {
 
     /// Gives every lease up, for good: none is taken again (background tasks still running
     /// while the replica shuts down would otherwise take them back).
-    pub(crate) async fn give_up_all(&self, f: &Facilitator) {
+    pub(crate) async fn give_up_all(&self, f: &Core) {
         self.closed
             .store(true, std::sync::atomic::Ordering::Release);
         let names: Vec<String> = self.map().keys().cloned().collect();
@@ -275,20 +267,19 @@ impl Leases {
     }
 }
 
-impl Facilitator {
+impl Core {
     /// This replica's id: the holder name of its leases in the store.
-    pub fn replica_id(&self) -> &str {
-        &self.inner.leases.id
+    pub(crate) fn replica_id(&self) -> &str {
+        &self.leases.id
     }
 
     /// The relayer accounts this replica sends from now (those whose lease it holds), in
     /// configuration order.
-    pub fn held_relayers(&self) -> Vec<Address> {
-        self.inner
-            .relayers
+    pub(crate) fn held_relayers(&self) -> Vec<Address> {
+        self.relayers
             .iter()
             .copied()
-            .filter(|r| self.inner.leases.token(&relayer_lease(*r)).is_some())
+            .filter(|r| self.leases.token(&relayer_lease(*r)).is_some())
             .collect()
     }
 
@@ -298,7 +289,7 @@ impl Facilitator {
         if self.held_relayers().is_empty() {
             self.hold_relayers().await;
         }
-        self.inner.leases.token(&relayer_lease(relayer)).is_some()
+        self.leases.token(&relayer_lease(relayer)).is_some()
     }
 
     /// Renews this replica's relayer leases and evens them out across the live replicas: each
@@ -307,8 +298,8 @@ impl Facilitator {
     /// first account, which creates plans and charges overage). Replicas count themselves by a
     /// `replica:<id>` lease each. An account newly held starts from the node's pending nonce.
     /// The accounts held afterwards.
-    pub async fn hold_relayers(&self) -> Vec<Address> {
-        let leases = &self.inner.leases;
+    pub(crate) async fn hold_relayers(&self) -> Vec<Address> {
+        let leases = &self.leases;
         let me = format!("{REPLICA_PREFIX}{}", leases.id);
         let live = match async {
             leases.keep(self, &me).await?;
@@ -334,9 +325,9 @@ impl Facilitator {
                 return self.held_relayers();
             }
         };
-        let share = self.inner.relayers.len().div_ceil(live);
+        let share = self.relayers.len().div_ceil(live);
         let mut held = 0;
-        for (i, r) in self.inner.relayers.clone().into_iter().enumerate() {
+        for (i, r) in self.relayers.clone().into_iter().enumerate() {
             let name = relayer_lease(r);
             let mine = leases.token(&name).is_some();
             if mine && held >= share && i > 0 {
@@ -354,7 +345,7 @@ impl Facilitator {
                     held += 1;
                     if fresh {
                         tracing::info!(relayer = %r, token, replica = %leases.id, "relayer account taken");
-                        for n in self.inner.networks.values() {
+                        for n in self.networks.values() {
                             n.chain.forget_nonce(r);
                         }
                     }
@@ -372,10 +363,10 @@ impl Facilitator {
     /// operator of every plan it created, which sends their overage charges) and the `keeper`
     /// lease.
     pub(crate) async fn leads_keeper(&self) -> bool {
-        let first = self.inner.relayers[0];
+        let first = self.relayers[0];
         if !self.holds_relayer(first).await {
-            if self.inner.leases.token(KEEPER).is_some() {
-                self.inner.leases.give_up(self, KEEPER).await;
+            if self.leases.token(KEEPER).is_some() {
+                self.leases.give_up(self, KEEPER).await;
             }
             return false;
         }
@@ -384,7 +375,7 @@ impl Facilitator {
 
     /// Whether this replica holds the lease `name` now, taking or renewing it when due.
     pub(crate) async fn lead(&self, name: &str) -> bool {
-        match self.inner.leases.keep(self, name).await {
+        match self.leases.keep(self, name).await {
             Ok(held) => held.is_some(),
             Err(e) => {
                 tracing::warn!(lease = name, error = %e, "lease: store unavailable");
@@ -395,14 +386,14 @@ impl Facilitator {
 
     /// Gives up every lease this replica holds, for good (at shutdown: the others take them over
     /// at once instead of after the TTL; this replica sends nothing more).
-    pub async fn release_leases(&self) {
-        self.inner.leases.give_up_all(self).await;
+    pub(crate) async fn release_leases(&self) {
+        self.leases.give_up_all(self).await;
     }
 
     /// Renews this replica's leases until dropped: relayer accounts, and the keeper's while it
     /// runs (the keeper and reconciler take theirs themselves).
-    pub(crate) async fn keep_leases(self) {
-        let mut tick = tokio::time::interval(self.inner.leases.ttl / 3);
+    pub(crate) async fn keep_leases(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.leases.ttl / 3);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;

@@ -6,7 +6,7 @@
 //! relayer: the payer signed the transfer to the payee, so no fee can be taken on this path (the
 //! relayer pays the gas).
 //!
-//! The money rules of `/settle` ([`Facilitator::x402_settle`]): one authorization (chain, token,
+//! The money rules of `/settle` ([`X402::settle`]): one authorization (chain, token,
 //! payer, nonce) moves money once and is answered `success` once; a repeat is
 //! `duplicate_settlement` naming the original transaction (unless it comes from the first
 //! settler, named by its `Idempotency-Key`); a payload differing from the settled one in any
@@ -39,9 +39,12 @@ use tollgate_protocol::{
     },
 };
 
+use std::sync::Arc;
+
 use crate::{
     batch::{Batched, Ticket},
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::Core,
+    facilitator::{Network, unix_now},
     metrics::{SettlementOutcome, SettlementPath},
     settle::settlement_key,
     store::{NewSettlement, Settlement, SettlementKind, StoreError},
@@ -129,9 +132,21 @@ struct Verified<'a> {
     plain: bool,
 }
 
-impl Facilitator {
+/// The x402 facilitator API, V1 and V2: verify a payment against its requirements, settle it
+/// (`transferWithAuthorization` to `payTo`, once per authorization), and what is supported. A
+/// service of the [`Facilitator`](crate::Facilitator).
+#[derive(Clone, Debug)]
+pub struct X402 {
+    pub(crate) core: Arc<Core>,
+}
+
+impl X402 {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Self { core }
+    }
+
     /// Verifies an x402 V1 `exact` payment without settling it.
-    pub async fn x402_verify(&self, req: &VerifyRequest) -> VerifyResponse {
+    pub async fn verify(&self, req: &VerifyRequest) -> VerifyResponse {
         let payer = Some(req.payment_payload.payload.authorization.from);
         match self
             .x402_check(&req.payment_payload, &req.payment_requirements, true)
@@ -152,6 +167,7 @@ impl Facilitator {
             return Err(ErrorReason::InvalidX402Version);
         }
         let net = self
+            .core
             .network(&req.network)
             .ok_or(ErrorReason::InvalidNetwork)?;
         if req.asset != net.spec.token {
@@ -162,7 +178,7 @@ impl Facilitator {
         let auth = &payload.payload.authorization;
         // As `/authorize` does: an authorization valid for longer than the configured bound is
         // refused (x402 clients sign `maxTimeoutSeconds` ahead).
-        let max = self.inner.settings.max_validity_secs;
+        let max = self.core.settings.max_validity_secs;
         if auth.valid_before.get() > U256::from(now.saturating_add(max)) {
             return Err(ErrorReason::InvalidExactEvmPayloadAuthorizationValidBefore);
         }
@@ -236,14 +252,14 @@ impl Facilitator {
     /// `settler` (the hash of the caller's `Idempotency-Key`) makes retries of the first settler
     /// safe: a repeat with the same payload and the same key gets the first outcome again (the
     /// Tollgate gate sends one derived from its secret, so a lost answer costs nothing).
-    pub async fn x402_settle(&self, req: &SettleRequest, settler: Option<B256>) -> SettleResponse {
-        self.x402_settle_bound(req, settler, None).await
+    pub async fn settle(&self, req: &SettleRequest, settler: Option<B256>) -> SettleResponse {
+        self.settle_bound(req, settler, None).await
     }
 
-    /// [`x402_settle`](Self::x402_settle) that first binds the V2 `payment-identifier`
+    /// [`settle`](Self::settle) that first binds the V2 `payment-identifier`
     /// `id_hash` to this payment, once the payment passed its checks (see
     /// [`crate::x402_v2`]).
-    pub(crate) async fn x402_settle_bound(
+    pub(crate) async fn settle_bound(
         &self,
         req: &SettleRequest,
         settler: Option<B256>,
@@ -258,7 +274,7 @@ impl Facilitator {
         } else {
             SettlementOutcome::Failed
         };
-        self.inner
+        self.core
             .metrics
             .settlement(SettlementPath::X402, outcome, started.elapsed());
         response
@@ -324,8 +340,8 @@ impl Facilitator {
             claim_hash: settler,
             created_at: unix_now(),
         };
-        let _guard = self.inner.locks.lock(new.key).await;
-        let row = match self.inner.store.settlement(new.key).await {
+        let _guard = self.core.locks.lock(new.key).await;
+        let row = match self.core.store.settlement(new.key).await {
             Ok(row) => row,
             Err(e) => {
                 tracing::error!(error = %e, "store unavailable during /settle");
@@ -353,7 +369,7 @@ impl Facilitator {
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         // A replica without a relayer account records nothing: the payment stays free for a
         // replica that can send it.
-        let relayer = match self.funded_relayer(net).await {
+        let relayer = match self.core.funded_relayer(net).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "/settle on a replica that cannot send");
@@ -371,7 +387,7 @@ impl Facilitator {
         // (it goes only once it is: an insert that fails or finds another payment's row
         // withdraws it).
         let ticket = plain.then(|| net.batches.enqueue(relayer, router_transfer(payload)));
-        match self.inner.store.insert_settlement(new).await {
+        match self.core.store.insert_settlement(new).await {
             // Another payload with this payer and nonce recorded first (at another replica,
             // which holds no lock of ours): not this payment, and nothing is sent for it.
             Ok(recorded)
@@ -410,6 +426,7 @@ impl Facilitator {
         let relayer = match simulated {
             Some(r) => r,
             None => self
+                .core
                 .relayer()
                 .await
                 .map_err(|_| (ErrorReason::UnexpectedSettleError, None))?,
@@ -517,7 +534,7 @@ impl Facilitator {
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
-            timeout: self.inner.settings.confirmation_timeout,
+            timeout: self.core.settings.confirmation_timeout,
         };
         match net.chain.wait(tx_hash, opts).await {
             Ok(confirmation) => {
@@ -729,6 +746,7 @@ impl Facilitator {
         // The transfer that used it may still be on its way into a block (a simulation sees
         // the node's pending state, its logs only blocks).
         let mined = self
+            .core
             .used_at_latest(net, new.payer, new.nonce)
             .await
             .map_err(|e| (verify_chain_error(&e), None))?;
@@ -773,7 +791,7 @@ impl Facilitator {
         net: &Network,
         new: &NewSettlement,
     ) -> Result<B256, (ErrorReason, Option<B256>)> {
-        match self.inner.store.settlement(new.key).await {
+        match self.core.store.settlement(new.key).await {
             Ok(Some(row)) => return Box::pin(self.x402_resume(net, new, row)).await,
             Ok(None) => {}
             Err(e) => {
@@ -782,7 +800,7 @@ impl Facilitator {
             }
         }
         // The transfer that used it may still be only in the node's pending block.
-        match self.used_at_latest(net, new.payer, new.nonce).await {
+        match self.core.used_at_latest(net, new.payer, new.nonce).await {
             Ok(true) => {}
             Ok(false) => return Err((ErrorReason::InvalidTransactionState, None)),
             Err(e) => return Err((verify_chain_error(&e), None)),

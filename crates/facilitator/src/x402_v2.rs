@@ -1,7 +1,7 @@
 //! The x402 V2 facilitator API beside V1 (`POST /verify`, `POST /settle` with V2 bodies), so that
 //! V2 resource servers such as `@x402/express` settle through a Tollgate facilitator.
 //!
-//! A V2 request is mapped onto its V1 twin ([`Facilitator::x402_v1_twin`]): its CAIP-2 network
+//! A V2 request is mapped onto its V1 twin ([`X402::x402_v1_twin`]): its CAIP-2 network
 //! onto the configured network of that chain, its requirements and payload onto V1's, once the
 //! payload's `accepted` is found to be the server's requirement. It then runs through the V1 path
 //! unchanged ([`crate::x402`]): the same checks, the same settlement rows and locks, the same
@@ -23,28 +23,28 @@ use tollgate_protocol::{
     },
 };
 
-use crate::facilitator::{Facilitator, Network, unix_now};
 use tollgate_protocol::SettlementStatus;
 
-impl Facilitator {
-    /// Verifies an x402 V2 `exact` payment without settling it ([`Facilitator::x402_verify`] on
+use crate::{
+    facilitator::{Network, unix_now},
+    x402::X402,
+};
+
+impl X402 {
+    /// Verifies an x402 V2 `exact` payment without settling it ([`X402::verify`] on
     /// its V1 twin).
-    pub async fn x402_verify_v2(&self, req: &VerifyRequestV2) -> VerifyResponse {
+    pub async fn verify_v2(&self, req: &VerifyRequestV2) -> VerifyResponse {
         let payer = Some(req.payment_payload.payload.authorization.from);
         match self.x402_v1_twin(req) {
-            Ok(v1) => self.x402_verify(&v1).await,
+            Ok(v1) => self.verify(&v1).await,
             Err(reason) => VerifyResponse::invalid(reason, payer),
         }
     }
 
-    /// Settles an x402 V2 `exact` payment ([`Facilitator::x402_settle`] on its V1 twin), with
+    /// Settles an x402 V2 `exact` payment ([`X402::settle`] on its V1 twin), with
     /// its `payment-identifier` as an idempotency key; `settler` (the `Idempotency-Key` header's
     /// hash) takes precedence.
-    pub async fn x402_settle_v2(
-        &self,
-        req: &VerifyRequestV2,
-        settler: Option<B256>,
-    ) -> SettleResponse {
+    pub async fn settle_v2(&self, req: &VerifyRequestV2, settler: Option<B256>) -> SettleResponse {
         let caip2 = req.payment_requirements.network.clone();
         let auth = &req.payment_payload.payload.authorization;
         let fail = |reason| SettleResponse::failure(reason, caip2.clone(), Some(auth.from), None);
@@ -67,7 +67,7 @@ impl Facilitator {
             )
         });
         let settler = settler.or(id_hash);
-        let mut answer = self.x402_settle_bound(&v1, settler, id_hash).await;
+        let mut answer = self.settle_bound(&v1, settler, id_hash).await;
         answer.network = caip2;
         answer
     }
@@ -81,7 +81,7 @@ impl Facilitator {
         id_hash: B256,
         key: B256,
     ) -> Result<(), ErrorReason> {
-        let store = &self.inner.store;
+        let store = &self.core.store;
         let unavailable = |e: tollgate_store::StoreError| {
             tracing::error!(error = %e, "store unavailable binding a payment identifier");
             ErrorReason::UnexpectedSettleError
@@ -129,23 +129,23 @@ impl Facilitator {
 
     /// Whether this replica can send the settlement of `req` now: it holds a relayer, and (on
     /// a network it serves) one with a settlement's gas at fees under the cap
-    /// ([`Facilitator::funded_relayer`]). A network it does not serve is left to the settlement
+    /// ([`Core::funded_relayer`](crate::facilitator::Core::funded_relayer)). A network it does not serve is left to the settlement
     /// to refuse.
-    pub(crate) async fn x402_can_send(
+    pub(crate) async fn can_send(
         &self,
         req: &tollgate_protocol::x402::v2::AnyVerifyRequest,
     ) -> crate::error::Result<()> {
         use tollgate_protocol::x402::v2::AnyVerifyRequest;
         let net = match req {
-            AnyVerifyRequest::V1(r) => self.network(&r.payment_requirements.network),
+            AnyVerifyRequest::V1(r) => self.core.network(&r.payment_requirements.network),
             AnyVerifyRequest::V2(r) => self.network_by_caip2(
                 &r.payment_requirements.network,
                 r.payment_requirements.asset,
             ),
         };
         match net {
-            Some(net) => self.check_funded(net).await,
-            None => self.relayer().await.map(|_| ()).map_err(Into::into),
+            Some(net) => self.core.check_funded(net).await,
+            None => self.core.relayer().await.map(|_| ()).map_err(Into::into),
         }
     }
 
@@ -157,14 +157,14 @@ impl Facilitator {
         }
         let chain_id = network::chain_id_of(caip2).ok()?;
         if let Some(known) = network::by_chain_id(chain_id)
-            && let Some(net) = self.network(known.name)
+            && let Some(net) = self.core.network(known.name)
             && net.spec.chain_id == chain_id
             && net.spec.token == asset
         {
             return Some(net);
         }
         let mut candidates: Vec<&Network> = self
-            .inner
+            .core
             .networks
             .values()
             .filter(|n| n.spec.chain_id == chain_id && n.spec.token == asset)

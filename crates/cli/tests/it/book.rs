@@ -548,7 +548,7 @@ fn api_reference(doc: &Value) -> String {
         .collect();
     for (tag, description) in &tags {
         let _ = writeln!(out, "## {tag}\n\n{}\n", one_line(description));
-        for path in tollgate_facilitator::openapi::PATHS {
+        for path in tollgate_facilitator::openapi::paths() {
             for method in methods {
                 let op = &doc["paths"][*path][method];
                 if op.is_null()

@@ -16,8 +16,64 @@ use tollgate_protocol::{
         health::{Health, Readiness},
     },
 };
+use utoipa::openapi::schema::{ObjectBuilder, Type};
 
-use crate::facilitator::{Facilitator, unix_now};
+use crate::{
+    api::Routes,
+    facilitator::{Facilitator, unix_now},
+    openapi::builder::{json_response, op, text},
+};
+
+/// The routes of discovery, health, readiness, metrics and the OpenAPI document, each with its
+/// OpenAPI operation.
+pub(super) fn routes(r: &mut Routes) {
+    r.get("/.well-known/tollgate", well_known, op("discovery", "tollgate", "Discovery: per network the chain id, token, router, subscriptions contract, fee and confirmation depth; the proof-signer addresses gates verify proofs against offline.")
+        .ok::<WellKnown>(200, "The facilitator's public parameters.")
+        .errors(&[]));
+    r.get(
+        "/healthz",
+        healthz,
+        op("health", "operations", "Liveness: the process answers.")
+            .ok::<Health>(200, "Alive.")
+            .errors(&[]),
+    );
+    r.get(
+        "/readyz",
+        readyz,
+        op(
+            "ready",
+            "operations",
+            "Readiness: every chain answers and the store takes a write.",
+        )
+        .ok::<Readiness>(200, "Ready.")
+        .ok::<Readiness>(503, "Not ready; `checks` says what failed.")
+        .errors(&[]),
+    );
+    r.get(
+        "/metrics",
+        metrics,
+        op(
+            "metrics",
+            "operations",
+            "Prometheus metrics (text exposition format 0.0.4).",
+        )
+        .respond(200, text("text/plain", "The metrics."))
+        .errors(&[]),
+    );
+    r.get(
+        "/openapi.json",
+        openapi,
+        op("openapi", "operations", "This document.")
+            .respond(
+                200,
+                json_response(
+                    "The OpenAPI 3.1 document.",
+                    ObjectBuilder::new().schema_type(Type::Object).build(),
+                ),
+            )
+            .errors(&[]),
+    );
+}
 
 /// `GET /.well-known/tollgate`.
 pub(super) async fn well_known(State(f): State<Facilitator>) -> Json<WellKnown> {
@@ -25,7 +81,7 @@ pub(super) async fn well_known(State(f): State<Facilitator>) -> Json<WellKnown> 
     for n in f.networks() {
         // The chain's clock, read now (devnets travel in time): clients sign validity windows
         // by it, since this facilitator and the token check them by it.
-        let chain_time = match f.network(&n.name) {
+        let chain_time = match f.core().network(&n.name) {
             Some(net) => match net.chain.timestamp().await {
                 Ok(t) => t.max(unix_now()),
                 Err(_) => net.now().await,
@@ -67,7 +123,7 @@ pub(super) async fn healthz() -> Json<Health> {
 pub(super) async fn readyz(State(f): State<Facilitator>) -> Response {
     let mut checks = BTreeMap::new();
     let mut ready = true;
-    for n in f.inner.networks.values() {
+    for n in f.core().networks.values() {
         let ok = n.chain.block_number().await;
         ready &= ok.is_ok();
         checks.insert(
@@ -98,8 +154,8 @@ pub(super) async fn readyz(State(f): State<Facilitator>) -> Response {
     // Relayer funds (see `crate::funds`): one below the floor is named; a network none of
     // whose held relayers can pay one settlement makes the replica not ready.
     if !held.is_empty() {
-        for n in f.inner.networks.values() {
-            let standing = f.standing(n).await;
+        for n in f.core().networks.values() {
+            let standing = f.core().standing(n).await;
             if standing.is_empty() {
                 continue;
             }

@@ -1,23 +1,36 @@
-//! The HTTP surface: the router and the server, and per area the handlers that map the wire
-//! (`tollgate-protocol` types, path and query parameters, headers) to the domain
-//! ([`Facilitator`] methods) and back. The one place a domain [`Error`](crate::error::Error)
+//! The HTTP surface: the router and the server, and per area (`settlements`, `x402`,
+//! `subscriptions`, `plans`, `providers`, `webhooks`, `analytics`, `health`, and the dashboard's
+//! in [`crate::dashboard`]) the handlers that map the wire (`tollgate-protocol` types, path and
+//! query parameters, headers) to a call of the area's service ([`Facilitator::settlements`],
+//! [`Facilitator::plans`], …) and back. The one place a domain [`Error`](crate::error::Error)
 //! becomes a response is [`error`]; the extractors that answer malformed requests in the same
 //! shape are in [`extract`].
+//!
+//! Each area's module declares its routes once, in its `routes` function: method, path
+//! template, handler and OpenAPI operation together ([`Routes`]). [`routes`] collects the areas
+//! in order, and from that one list come the router, the OpenAPI document
+//! ([`crate::openapi`]) and the path templates the metrics are labelled with
+//! ([`crate::openapi::paths`]).
+//!
+//! A new endpoint: its request and response types in `tollgate-protocol`; one handler in
+//! `api/<area>.rs`, with its `r.get(path, handler, op(…)…)` line in that module's `routes`; one
+//! method of the area's service (`Plans`, `Subscriptions`, …); and the client's method in
+//! `tollgate-client`.
 
-use std::{future::Future, time::Instant};
+use std::{future::Future, sync::Arc, time::Instant};
 
 use axum::{
     Router,
     extract::{DefaultBodyLimit, MatchedPath, Request, State},
     middleware::{self, Next},
     response::Response,
-    routing::{get, post},
 };
 
 use tower::{Layer as _, ServiceExt as _};
 use tower_http::cors::{Any, CorsLayer};
 
 use crate::{api::error::ApiError, error::Error, facilitator::Facilitator};
+pub(crate) use routes::Routes;
 
 mod analytics;
 pub(crate) mod error;
@@ -25,6 +38,7 @@ pub(crate) mod extract;
 mod health;
 mod plans;
 pub(crate) mod providers;
+mod routes;
 mod settlements;
 mod subscriptions;
 mod webhooks;
@@ -33,67 +47,27 @@ mod x402;
 /// Default request body limit (64 KiB).
 pub const DEFAULT_MAX_BODY: usize = 64 * 1024;
 
+/// Every route of the facilitator with its OpenAPI operation, area by area; the one list the
+/// router, the OpenAPI document ([`crate::openapi`]) and the metrics' route labels are built
+/// from.
+pub(crate) fn routes() -> Routes {
+    let mut r = Routes::new();
+    settlements::routes(&mut r);
+    subscriptions::routes(&mut r);
+    webhooks::routes(&mut r);
+    analytics::routes(&mut r);
+    crate::dashboard::routes(&mut r);
+    providers::routes(&mut r);
+    plans::routes(&mut r);
+    x402::routes(&mut r);
+    health::routes(&mut r);
+    r
+}
+
 /// The facilitator's router.
 pub fn router(f: Facilitator) -> Router {
-    let app = Router::new()
-        .route("/authorize", post(settlements::authorize))
-        .route("/settlements/{key}", get(settlements::status))
-        .route(
-            "/subscriptions",
-            get(subscriptions::list).post(subscriptions::create),
-        )
-        .route("/subscriptions/quote", get(subscriptions::quote))
-        .route("/subscriptions/{id}", get(subscriptions::show))
-        .route(
-            "/subscriptions/{id}/usage",
-            get(subscriptions::usage).post(subscriptions::deduct),
-        )
-        .route("/subscriptions/{id}/allowance", post(subscriptions::raise))
-        .route("/subscriptions/{id}/pause", post(subscriptions::pause))
-        .route("/subscriptions/{id}/resume", post(subscriptions::resume))
-        .route("/subscriptions/{id}/cancel", post(subscriptions::cancel))
-        .route(
-            "/webhooks/endpoints",
-            get(webhooks::list).post(webhooks::create),
-        )
-        .route(
-            "/webhooks/endpoints/{id}",
-            get(webhooks::show)
-                .patch(webhooks::update)
-                .delete(webhooks::delete),
-        )
-        .route("/webhooks/endpoints/{id}/rotate", post(webhooks::rotate))
-        .route(
-            "/webhooks/endpoints/{id}/deliveries",
-            get(webhooks::deliveries),
-        )
-        .route(
-            "/webhooks/endpoints/{id}/deliveries/{event_id}/redeliver",
-            post(webhooks::redeliver),
-        )
-        .route("/events", get(webhooks::events))
-        .route("/analytics", get(analytics::show))
-        .route("/dashboard", get(crate::dashboard::show))
-        .route(
-            "/dashboard/login",
-            get(crate::dashboard::login_form).post(crate::dashboard::login),
-        )
-        .route("/dashboard/logout", post(crate::dashboard::logout))
-        .route("/providers/challenge", post(providers::challenge))
-        .route("/providers/register", post(providers::register))
-        .route("/providers/keys/revoke", post(providers::revoke))
-        .route("/plans", post(plans::create))
-        .route("/plans/{id}", get(plans::show))
-        .route("/plans/{id}/deprecate", post(plans::deprecate))
-        .route("/proofs/verify", post(settlements::verify_proof))
-        .route("/verify", post(x402::verify))
-        .route("/settle", post(x402::settle))
-        .route("/supported", get(x402::supported))
-        .route("/.well-known/tollgate", get(health::well_known))
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz))
-        .route("/metrics", get(health::metrics))
-        .route("/openapi.json", get(health::openapi))
+    let app = routes()
+        .router()
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .fallback(|| async { Error::NotFound("no such endpoint; see /openapi.json".into()) });
     // Inside the metrics layer, so that rate-limited and timed-out requests are counted too.
@@ -125,7 +99,7 @@ pub async fn serve(
         of = f.relayers().len(),
         "relayer accounts held"
     );
-    let _keep_leases = AbortOnDrop(tokio::spawn(f.clone().keep_leases()));
+    let _keep_leases = AbortOnDrop(tokio::spawn(Arc::clone(f.core()).keep_leases()));
     // Unfinished `/authorize` settlements (a crash, a slow chain, a replica that died) are driven
     // to their end in the background, by one replica of a fleet at a time; the task stops with
     // the server.
@@ -134,8 +108,8 @@ pub async fn serve(
         async move {
             loop {
                 tokio::time::sleep(RECONCILE_EVERY).await;
-                if f.lead(crate::replica::RECONCILER).await {
-                    f.reconcile().await;
+                if f.core().lead(crate::replica::RECONCILER).await {
+                    f.settlements().reconcile().await;
                 }
             }
         }
@@ -147,7 +121,7 @@ pub async fn serve(
         let f = f.clone();
         async move {
             loop {
-                f.watch_funds().await;
+                f.core().watch_funds().await;
                 tokio::time::sleep(FUNDS_WATCH_EVERY).await;
             }
         }

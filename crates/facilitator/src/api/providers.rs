@@ -12,11 +12,38 @@ use tollgate_protocol::api::providers::{
 
 pub(crate) use crate::providers::Provider;
 use crate::{
-    api::extract::ApiJson,
+    api::{Routes, extract::ApiJson},
     error::{Error, Result},
     facilitator::Facilitator,
+    openapi::builder::op,
     providers::unauthorized,
 };
+
+/// The routes of provider registration and API keys, each with its OpenAPI operation.
+pub(super) fn routes(r: &mut Routes) {
+    r.post("/providers/challenge", challenge, op("providerChallenge", "providers", "Get a registration challenge to sign with the provider's wallet.")
+        .description("An EIP-191 `personal_sign` text naming this facilitator, the address, a random nonce and the expiry (5 minutes). Sign it and post it to `/providers/register`.")
+        .body::<ChallengeRequest>()
+        .ok::<ChallengeResponse>(200, "The challenge.")
+        .errors(&[422, 503]));
+    r.post("/providers/register", register, op("providerRegister", "providers", "Register with a signed challenge and get an API key (returned once).")
+        .description("The signature must recover `address`; the challenge must be one this facilitator issued to that address, unexpired and unused (it is consumed). The key (`tg_` + 64 hex digits) is shown once; only its hash is stored.")
+        .body::<RegisterRequest>()
+        .ok::<RegisterResponse>(201, "Registered: the API key.")
+        .errors(&[401, 503]));
+    r.post(
+        "/providers/keys/revoke",
+        revoke,
+        op(
+            "providerRevokeKey",
+            "providers",
+            "Revoke the presented API key.",
+        )
+        .secured()
+        .ok::<RevokeResponse>(200, "Revoked.")
+        .errors(&[503]),
+    );
+}
 
 /// `Authorization: Bearer <API key>` naming an unrevoked key; rejects with 401 `Unauthorized`.
 impl FromRequestParts<Facilitator> for Provider {
@@ -42,7 +69,7 @@ pub(crate) async fn bearer_provider(f: &Facilitator, headers: &HeaderMap) -> Res
         })
         .map(str::trim)
         .ok_or_else(|| unauthorized("send Authorization: Bearer <API key>"))?;
-    f.authenticate(key).await
+    f.plans().authenticate(key).await
 }
 
 /// `POST /providers/challenge`.
@@ -50,7 +77,7 @@ pub(super) async fn challenge(
     State(f): State<Facilitator>,
     ApiJson(req): ApiJson<ChallengeRequest>,
 ) -> Result<Json<ChallengeResponse>> {
-    f.provider_challenge(req.address).await.map(Json)
+    f.plans().challenge(req.address).await.map(Json)
 }
 
 /// `POST /providers/register`.
@@ -58,7 +85,7 @@ pub(super) async fn register(
     State(f): State<Facilitator>,
     ApiJson(req): ApiJson<RegisterRequest>,
 ) -> Result<(StatusCode, Json<RegisterResponse>)> {
-    let registered = f.register_provider(&req).await?;
+    let registered = f.plans().register(&req).await?;
     Ok((StatusCode::CREATED, Json(registered)))
 }
 
@@ -67,7 +94,7 @@ pub(super) async fn revoke(
     State(f): State<Facilitator>,
     provider: Provider,
 ) -> Result<Json<RevokeResponse>> {
-    let revoked = f.revoke_api_key(provider).await?;
+    let revoked = f.plans().revoke_api_key(provider).await?;
     Ok(Json(RevokeResponse {
         provider: provider.address,
         revoked,

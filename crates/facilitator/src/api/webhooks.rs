@@ -10,13 +10,118 @@ use tollgate_protocol::api::webhooks::{
 
 use crate::{
     api::{
+        Routes,
         extract::{ApiJson, ApiPath, ApiQuery, NOT_AN_OBJECT, is_json_object},
         providers::Provider,
     },
     error::{Error, Result},
     facilitator::{Facilitator, unix_now},
+    openapi::builder::{op, string},
     store::{Delivery, DeliveryState, Endpoint, Event},
 };
+
+/// The routes of webhook endpoints, their deliveries and the event log, each with its OpenAPI
+/// operation.
+pub(super) fn routes(r: &mut Routes) {
+    let endpoint_id = || string("The endpoint id (`we_…`).");
+    r.get(
+        "/webhooks/endpoints",
+        list,
+        op(
+            "listWebhookEndpoints",
+            "webhooks",
+            "The provider's webhook endpoints (secrets are not shown).",
+        )
+        .secured()
+        .ok_list::<EndpointView>(200, "The endpoints.")
+        .errors(&[503]),
+    );
+    r.post(
+        "/webhooks/endpoints",
+        create,
+        op(
+            "createWebhookEndpoint",
+            "webhooks",
+            "Add an endpoint; answers 201 with its `secret` (`whsec_…`), shown this once.",
+        )
+        .description("Loopback and private targets are refused outside dev mode.")
+        .secured()
+        .body::<CreateEndpoint>()
+        .ok::<EndpointView>(201, "Created, with its secret.")
+        .errors(&[422, 503]),
+    );
+    r.get(
+        "/webhooks/endpoints/{id}",
+        show,
+        op("showWebhookEndpoint", "webhooks", "One endpoint.")
+            .secured()
+            .path("id", "The endpoint id.", endpoint_id())
+            .ok::<EndpointView>(200, "The endpoint.")
+            .errors(&[503]),
+    );
+    r.patch(
+        "/webhooks/endpoints/{id}",
+        update,
+        op(
+            "updateWebhookEndpoint",
+            "webhooks",
+            "Change `url`, `events`, `description` or `enabled` (re-enabling a disabled endpoint).",
+        )
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .body::<UpdateEndpoint>()
+        .ok::<EndpointView>(200, "The endpoint.")
+        .errors(&[422, 503]),
+    );
+    r.delete(
+        "/webhooks/endpoints/{id}",
+        delete,
+        op(
+            "deleteWebhookEndpoint",
+            "webhooks",
+            "Delete the endpoint and its pending deliveries.",
+        )
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .empty(204, "Deleted.")
+        .errors(&[503]),
+    );
+    r.post("/webhooks/endpoints/{id}/rotate", rotate, op("rotateWebhookSecret", "webhooks", "A new secret (shown once); the previous one keeps signing deliveries, beside it, for `overlapSecs` (default 86400, at most 7 days).")
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .optional_body::<Rotate>()
+        .ok::<EndpointView>(200, "The endpoint with its new secret.")
+        .errors(&[422, 503]));
+    r.get("/webhooks/endpoints/{id}/deliveries", deliveries, op("listWebhookDeliveries", "webhooks", "The endpoint's latest deliveries: event, state (pending, delivered, dead), attempts, next attempt, last status and error.")
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .query::<Page>()
+        .ok_list::<DeliveryView>(200, "The deliveries.")
+        .errors(&[503]));
+    r.post(
+        "/webhooks/endpoints/{id}/deliveries/{event_id}/redeliver",
+        redeliver,
+        op(
+            "redeliverWebhook",
+            "webhooks",
+            "Put a delivery (dead or delivered) back to pending, due now.",
+        )
+        .secured()
+        .path("id", "The endpoint id.", endpoint_id())
+        .path(
+            "event_id",
+            "The event id (`evt_…`).",
+            string("The event id (`evt_…`)."),
+        )
+        .empty(202, "Due now.")
+        .errors(&[503]),
+    );
+    r.get("/events", events, op("listEvents", "webhooks", "The provider's events, oldest first, after `after` (a `seq`), at most `limit` (default 100).")
+        .secured()
+        .query::<Page>()
+        .ok_list::<EventRecord>(200, "The events.")
+        .errors(&[503]));
+}
 
 /// An endpoint as the API shows it, with `secret` (its plaintext: only when created or rotated).
 fn endpoint_view(e: &Endpoint, secret: Option<String>) -> EndpointView {
@@ -71,7 +176,7 @@ pub(super) async fn create(
     provider: Provider,
     ApiJson(req): ApiJson<CreateEndpoint>,
 ) -> Result<(StatusCode, Json<EndpointView>)> {
-    let (endpoint, secret) = f.create_webhook_endpoint(provider.address, req).await?;
+    let (endpoint, secret) = f.webhooks().create_endpoint(provider.address, req).await?;
     Ok((
         StatusCode::CREATED,
         Json(endpoint_view(&endpoint, Some(secret))),
@@ -83,7 +188,7 @@ pub(super) async fn list(
     State(f): State<Facilitator>,
     provider: Provider,
 ) -> Result<Json<Vec<EndpointView>>> {
-    let all = f.webhook_endpoints(provider.address).await?;
+    let all = f.webhooks().endpoints(provider.address).await?;
     Ok(Json(all.iter().map(|e| endpoint_view(e, None)).collect()))
 }
 
@@ -93,7 +198,7 @@ pub(super) async fn show(
     ApiPath(id): ApiPath<String>,
     provider: Provider,
 ) -> Result<Json<EndpointView>> {
-    let e = f.owned_webhook_endpoint(provider.address, &id).await?;
+    let e = f.webhooks().owned_endpoint(provider.address, &id).await?;
     Ok(Json(endpoint_view(&e, None)))
 }
 
@@ -106,7 +211,8 @@ pub(super) async fn update(
     ApiJson(req): ApiJson<UpdateEndpoint>,
 ) -> Result<Json<EndpointView>> {
     let e = f
-        .update_webhook_endpoint(provider.address, &id, req)
+        .webhooks()
+        .update_endpoint(provider.address, &id, req)
         .await?;
     Ok(Json(endpoint_view(&e, None)))
 }
@@ -117,7 +223,7 @@ pub(super) async fn delete(
     ApiPath(id): ApiPath<String>,
     provider: Provider,
 ) -> Result<StatusCode> {
-    f.delete_webhook_endpoint(provider.address, &id).await?;
+    f.webhooks().delete_endpoint(provider.address, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -139,7 +245,8 @@ pub(super) async fn rotate(
         serde_json::from_slice(&body).map_err(|e| Error::InvalidField(e.to_string()))?
     };
     let (e, secret) = f
-        .rotate_webhook_secret(provider.address, &id, req.overlap_secs)
+        .webhooks()
+        .rotate_secret(provider.address, &id, req.overlap_secs)
         .await?;
     Ok(Json(endpoint_view(&e, Some(secret))))
 }
@@ -152,7 +259,10 @@ pub(super) async fn deliveries(
     provider: Provider,
 ) -> Result<Json<Vec<DeliveryView>>> {
     let (_, limit) = parse_page(&p);
-    let all = f.webhook_deliveries(provider.address, &id, limit).await?;
+    let all = f
+        .webhooks()
+        .deliveries(provider.address, &id, limit)
+        .await?;
     Ok(Json(all.iter().map(delivery_view).collect()))
 }
 
@@ -162,7 +272,8 @@ pub(super) async fn redeliver(
     ApiPath((id, event_id)): ApiPath<(String, String)>,
     provider: Provider,
 ) -> Result<StatusCode> {
-    f.redeliver_webhook(provider.address, &id, &event_id)
+    f.webhooks()
+        .redeliver(provider.address, &id, &event_id)
         .await?;
     Ok(StatusCode::ACCEPTED)
 }
@@ -174,6 +285,6 @@ pub(super) async fn events(
     provider: Provider,
 ) -> Result<Json<Vec<EventRecord>>> {
     let (after, limit) = parse_page(&p);
-    let all = f.webhook_events(provider.address, after, limit).await?;
+    let all = f.webhooks().events(provider.address, after, limit).await?;
     Ok(Json(all.iter().map(event_record).collect()))
 }

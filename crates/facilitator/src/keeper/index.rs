@@ -5,7 +5,7 @@ use alloy::{
     primitives::{Address, B256, U256},
     sol_types::SolEvent,
 };
-use tollgate_chain::{LogFilter, contracts::Subscriptions};
+use tollgate_chain::{LogFilter, contracts};
 use tollgate_protocol::{
     Amount,
     webhook::{
@@ -16,18 +16,19 @@ use tollgate_protocol::{
 
 use super::{KeeperError, LOG_RANGE};
 use crate::{
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::{Network, unix_now},
     store::{Renewal, RenewalOutcome, Subject, SubscriptionEvent, event_id},
+    subscriptions::Subscriptions,
 };
 
-impl Facilitator {
+impl Subscriptions {
     /// Indexes subscription events from the stored cursor up to the confirmed head.
     pub(super) async fn index_subscriptions(
         &self,
         net: &Network,
         subs: Address,
     ) -> Result<usize, KeeperError> {
-        let store = &self.inner.store;
+        let store = &self.core.store;
         let name = net.spec.name.as_str();
         let latest = net.chain.block_number().await?;
         let head = latest.saturating_sub(net.spec.confirmations.max(1) - 1);
@@ -70,7 +71,7 @@ impl Facilitator {
 /// The Subscriptions events the keeper reads: those that index subscriptions and those that
 /// become webhook events.
 fn indexed_topics() -> Vec<B256> {
-    use Subscriptions as S;
+    use contracts::Subscriptions as S;
     vec![
         S::SubscriptionCreated::SIGNATURE_HASH,
         S::SubscriptionResumed::SIGNATURE_HASH,
@@ -96,7 +97,7 @@ fn first_cycle(
     logs.iter()
         .filter(|l| l.tx_hash == created.tx_hash && l.log.address == created.log.address)
         .find_map(|l| {
-            Subscriptions::SubscriptionRenewed::decode_log(&l.log)
+            contracts::Subscriptions::SubscriptionRenewed::decode_log(&l.log)
                 .ok()
                 .filter(|ev| ev.id == id && ev.cycle == 1)
         })
@@ -110,7 +111,7 @@ fn decode_indexed(
     l: &tollgate_chain::ChainLog,
     logs: &[tollgate_chain::ChainLog],
 ) -> Vec<SubscriptionEvent> {
-    use Subscriptions as S;
+    use contracts::Subscriptions as S;
     let id = event_id(&[
         network.as_bytes(),
         l.tx_hash.as_slice(),
@@ -318,7 +319,7 @@ mod tests {
     /// Every event the keeper indexes is its golden vector's `data`, field for field.
     #[test]
     fn indexed_events_match_the_golden_vectors() {
-        use Subscriptions as S;
+        use contracts::Subscriptions as S;
         let (sub, plan) = (B256::repeat_byte(0x22), B256::repeat_byte(0x33));
         let created = S::SubscriptionCreated {
             id: sub,

@@ -68,15 +68,15 @@ use alloy::{
     sol_types::{SolCall, SolEvent},
 };
 use tollgate_chain::{
-    Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions,
-    contracts::{self, Subscriptions},
+    Confirmation, Error as ChainError, Receipt, Revert, TxRequest, WaitOptions, contracts,
 };
 
 use crate::{
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::{Network, unix_now},
     store::{
         IndexedState, IndexedSubscription, RefusedCollect, Renewal, RenewalOutcome, StoreError,
     },
+    subscriptions::Subscriptions,
 };
 
 mod index;
@@ -191,17 +191,17 @@ fn keeper_lock_key() -> B256 {
     keccak256(b"tollgate.keeper.run")
 }
 
-impl Facilitator {
+impl Subscriptions {
     /// Runs the renewal keeper once over every network (see [`crate::keeper`]): indexes new
     /// subscriptions, then collects each one that is due, one cycle each. Runs of one facilitator
     /// are serialised. Never fails: errors are logged, counted and retried by the next run.
     pub async fn run_keeper_once(&self) -> KeeperReport {
-        let _guard = self.inner.locks.lock(keeper_lock_key()).await;
-        let mut names: Vec<&String> = self.inner.networks.keys().collect();
+        let _guard = self.core.locks.lock(keeper_lock_key()).await;
+        let mut names: Vec<&String> = self.core.networks.keys().collect();
         names.sort();
         let mut report = KeeperReport::default();
         for name in names {
-            let net = &self.inner.networks[name];
+            let net = &self.core.networks[name];
             let Some(subs) = net.spec.subscriptions else {
                 continue;
             };
@@ -226,7 +226,7 @@ impl Facilitator {
     /// dropped. A zero interval spawns nothing useful: the task returns at once.
     pub fn spawn_keeper(&self) -> KeeperHandle {
         let f = self.clone();
-        let every = f.settings().keeper_interval;
+        let every = f.core.settings().keeper_interval;
         KeeperHandle(tokio::spawn(async move {
             if every.is_zero() {
                 return;
@@ -236,7 +236,7 @@ impl Facilitator {
             loop {
                 tick.tick().await;
                 // One keeper in a fleet of replicas: the one holding its lease.
-                if !f.leads_keeper().await {
+                if !f.core.leads_keeper().await {
                     continue;
                 }
                 let r = f.run_keeper_once().await;
@@ -266,7 +266,7 @@ impl Facilitator {
         let tokens = Tokens::default();
         loop {
             let due = match self
-                .inner
+                .core
                 .store
                 .due_subscriptions(&name, now, DUE_BATCH)
                 .await
@@ -310,12 +310,16 @@ impl Facilitator {
         tokens: &Tokens,
         overage: &mut crate::metering::MeteringReport,
     ) -> Result<Step, KeeperError> {
-        let net = &self.inner.networks[&sub.network];
-        let store = &self.inner.store;
+        let net = &self.core.networks[&sub.network];
+        let store = &self.core.store;
         let chain = net.chain.as_ref();
         let id = sub.id;
-        let onchain =
-            contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
+        let onchain = contracts::read(
+            chain,
+            subs,
+            &contracts::Subscriptions::subscriptionsCall { id },
+        )
+        .await?;
         let state = match onchain.state {
             1 => IndexedState::Active,
             2 => IndexedState::Paused,
@@ -354,8 +358,8 @@ impl Facilitator {
             return Ok(Step::Pending);
         }
         let cycle = onchain.cycle + 1;
-        let call = Subscriptions::collectCall { id, cycle };
-        let tx = TxRequest::call(self.relayer().await?, subs, call.abi_encode());
+        let call = contracts::Subscriptions::collectCall { id, cycle };
+        let tx = TxRequest::call(self.core.relayer().await?, subs, call.abi_encode());
         let hash = match chain.send(tx).await {
             Ok(hash) => hash,
             Err(ChainError::Revert(
@@ -374,7 +378,7 @@ impl Facilitator {
         crate::fault::hit("renew.after-broadcast");
         let opts = WaitOptions {
             confirmations: net.spec.confirmations.max(1),
-            timeout: self.inner.settings.confirmation_timeout,
+            timeout: self.core.settings.confirmation_timeout,
         };
         let receipt = match chain.wait(hash, opts).await? {
             Confirmation::Confirmed(r) => r,
@@ -409,7 +413,7 @@ impl Facilitator {
         store
             .record_renewal(&renewal, state, next_due.unwrap_or(onchain.paidThrough))
             .await?;
-        self.inner.heads.forget(&sub.network, id);
+        self.heads.forget(&sub.network, id);
         match outcome {
             RenewalOutcome::Renewed => tracing::info!(
                 network = %sub.network, %id, cycle, subscriber = %onchain.subscriber,
@@ -426,7 +430,7 @@ impl Facilitator {
     }
 }
 
-impl Facilitator {
+impl Subscriptions {
     /// Whether the token of `plan_id` is paused as a whole (FiatToken's `paused()`; a token
     /// without it is not pausable). Read once per token per run, and logged once when paused.
     async fn token_paused(
@@ -441,9 +445,12 @@ impl Facilitator {
         let token = match known.plans.get(&plan_id) {
             Some(token) => *token,
             None => {
-                let plan =
-                    contracts::read(chain, subs, &Subscriptions::plansCall { planId: plan_id })
-                        .await?;
+                let plan = contracts::read(
+                    chain,
+                    subs,
+                    &contracts::Subscriptions::plansCall { planId: plan_id },
+                )
+                .await?;
                 known.plans.insert(plan_id, plan.token);
                 plan.token
             }
@@ -481,7 +488,7 @@ impl Facilitator {
             at: unix_now(),
         };
         let count = self
-            .inner
+            .core
             .store
             .count_refused_collect(&refused, MAX_REFUSED_COLLECTS)
             .await?;
@@ -509,13 +516,13 @@ fn outcome(
         .iter()
         .filter(|l| l.address == subs)
         .find_map(|l| {
-            if let Ok(ev) = Subscriptions::SubscriptionRenewed::decode_log(l)
+            if let Ok(ev) = contracts::Subscriptions::SubscriptionRenewed::decode_log(l)
                 && ev.id == id
                 && ev.cycle == cycle
             {
                 return Some((RenewalOutcome::Renewed, Some(ev.paidThrough)));
             }
-            if let Ok(ev) = Subscriptions::RenewalFailed::decode_log(l)
+            if let Ok(ev) = contracts::Subscriptions::RenewalFailed::decode_log(l)
                 && ev.id == id
                 && ev.cycle == cycle
             {

@@ -7,13 +7,13 @@ use alloy::{
     sol_types::{SolCall, SolValue},
 };
 use tollgate_chain::{
-    Confirmation, Error as ChainError, Revert, TxRequest, WaitOptions,
-    contracts::{self, Subscriptions},
+    Confirmation, Error as ChainError, Revert, TxRequest, WaitOptions, contracts,
 };
 
 use crate::{
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::{Network, unix_now},
     store::{AllowanceCycle, ChargeOutcome, MAX_METERED, NewCharge, OverageCharge, StoreError},
+    subscriptions::Subscriptions,
 };
 
 /// Cycles billed per keeper run and network.
@@ -61,19 +61,20 @@ impl From<MeteringError> for crate::error::Error {
     }
 }
 
-impl Facilitator {
+impl Subscriptions {
     /// The keeper's metering pass over one network: sends pending charges again (after a crash
     /// or a slow confirmation), then bills every cycle due a batch.
     pub(crate) async fn settle_overage(&self, net: &Network, subs: Address) -> MeteringReport {
         let mut report = MeteringReport::default();
         let name = net.spec.name.as_str();
-        let settings = self.settings();
+        let settings = self.core.settings();
         let result: Result<(), MeteringError> = async {
-            for charge in self.store().pending_charges(name, BILL_BATCH).await? {
+            for charge in self.core.store().pending_charges(name, BILL_BATCH).await? {
                 self.tally(&mut report, self.send_charge(net, subs, &charge).await);
             }
             let cutoff = unix_now().saturating_sub(settings.overage_batch_interval.as_secs());
             let due = self
+                .core
                 .store()
                 .cycles_to_bill(name, settings.overage_batch_amount, cutoff, BILL_BATCH)
                 .await?;
@@ -124,11 +125,12 @@ impl Facilitator {
         let name = net.spec.name.as_str();
         let cap = u64::try_from(cap).unwrap_or(MAX_METERED);
         let row = self
+            .core
             .store()
             .upsert_allowance_cycle(name, id, cycle, cap, true, unix_now())
             .await?;
         let mut settled = true;
-        for charge in self.store().overage_charges(name, id, cycle).await? {
+        for charge in self.core.store().overage_charges(name, id, cycle).await? {
             if charge.state == crate::store::ChargeState::Pending {
                 let sent = self.send_charge(net, subs, &charge).await?;
                 settled &= !matches!(sent, Some(Sent::Pending));
@@ -141,6 +143,7 @@ impl Facilitator {
         if row.unbilled() > 0 {
             // Re-read: a deduction may have landed between the select and the close.
             let row = self
+                .core
                 .store()
                 .allowance_cycle(name, id, cycle)
                 .await?
@@ -172,10 +175,10 @@ impl Facilitator {
         let sub = contracts::read(
             chain,
             subs,
-            &Subscriptions::subscriptionsCall { id: row.id },
+            &contracts::Subscriptions::subscriptionsCall { id: row.id },
         )
         .await?;
-        let owner = self.store().plan_owner(name, sub.planId).await?;
+        let owner = self.core.store().plan_owner(name, sub.planId).await?;
         let reference = charge_reference(row.id, row.cycle, row.charges);
         let charge = NewCharge {
             network: name.to_owned(),
@@ -187,7 +190,7 @@ impl Facilitator {
             relayer: owner.as_ref().map_or(Address::ZERO, |o| o.relayer),
             at: unix_now(),
         };
-        if !self.store().begin_charge(&charge).await? {
+        if !self.core.store().begin_charge(&charge).await? {
             return Ok(None);
         }
         crate::fault::hit("charge.after-begin");
@@ -232,11 +235,11 @@ impl Facilitator {
         let name = net.spec.name.as_str();
         // Sent from the plan's operator only, whose nonces are its lease holder's to use; the
         // keeper runs where that lease is held, so a charge skipped here is sent there.
-        if !self.holds_relayer(c.relayer).await {
+        if !self.core.holds_relayer(c.relayer).await {
             tracing::warn!(relayer = %c.relayer, "overage charge left to the replica holding its relayer");
             return Ok(None);
         }
-        let call = Subscriptions::chargeOverageCall {
+        let call = contracts::Subscriptions::chargeOverageCall {
             id: c.id,
             cycle: c.cycle,
             amount: U256::from(c.amount),
@@ -245,7 +248,7 @@ impl Facilitator {
         let tx = TxRequest::call(c.relayer, subs, call.abi_encode());
         let opts = WaitOptions {
             confirmations: net.spec.confirmations.max(1),
-            timeout: self.settings().confirmation_timeout,
+            timeout: self.core.settings().confirmation_timeout,
         };
         let outcome = match net.chain.send_and_wait(tx, opts).await {
             Ok(Confirmation::Confirmed(r)) if r.success => {
@@ -275,7 +278,8 @@ impl Facilitator {
         c: &OverageCharge,
         outcome: ChargeOutcome,
     ) -> Result<Sent, MeteringError> {
-        self.store()
+        self.core
+            .store()
             .finish_charge(network, c.reference, &outcome, unix_now())
             .await?;
         let ok = matches!(outcome, ChargeOutcome::Confirmed { .. });

@@ -38,7 +38,7 @@ use alloy::{
 use tollgate_chain::{
     Confirmation, LogFilter, TxRequest, WaitOptions,
     authorization::{Action, ActionKind, recover, subscriptions_domain},
-    contracts::{self, Subscriptions},
+    contracts,
 };
 use tollgate_protocol::{
     AllowanceUsage, Amount, ApiErrorCode, DeductRequest, RaiseAllowanceRequest, SubscriptionView,
@@ -46,8 +46,9 @@ use tollgate_protocol::{
 
 use crate::{
     error::{Error, Relayed, Result},
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::{Network, unix_now},
     store::{AllowanceCycle, DeductOutcome, Deduction, MAX_METERED, PlanOwner},
+    subscriptions::Subscriptions,
 };
 
 mod billing;
@@ -130,7 +131,7 @@ fn not_active(id: B256, why: &'static str) -> Error {
     Error::SubscriptionNotActive { id, why }
 }
 
-impl Facilitator {
+impl Subscriptions {
     /// The subscription's head, from the cache when younger than `max_age`, else from the chain
     /// (then `fresh` is set); `None` for an unknown id.
     async fn head(
@@ -141,15 +142,20 @@ impl Facilitator {
         max_age: Duration,
     ) -> Result<Option<Head>> {
         let name = &net.spec.name;
-        if let Some(h) = self.inner.heads.get(name, id, max_age) {
+        if let Some(h) = self.heads.get(name, id, max_age) {
             return Ok(Some(Head { fresh: false, ..h }));
         }
         let chain = net.chain.as_ref();
-        let s = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
+        let s = contracts::read(
+            chain,
+            subs,
+            &contracts::Subscriptions::subscriptionsCall { id },
+        )
+        .await?;
         if s.state == 0 {
             return Ok(None);
         }
-        let owner = self.store().plan_owner(name, s.planId).await?;
+        let owner = self.core.store().plan_owner(name, s.planId).await?;
         let head = Head {
             state: s.state,
             cycle: s.cycle,
@@ -159,7 +165,7 @@ impl Facilitator {
             read_at: Instant::now(),
             fresh: true,
         };
-        self.inner.heads.put(name, id, head.clone());
+        self.heads.put(name, id, head.clone());
         Ok(Some(head))
     }
 
@@ -232,7 +238,7 @@ impl Facilitator {
                 provider: Some(provider),
                 at: unix_now(),
             };
-            match self.store().deduct_allowance(&d).await? {
+            match self.core.store().deduct_allowance(&d).await? {
                 DeductOutcome::Applied(row) | DeductOutcome::Replayed(row) => {
                     crate::fault::hit("deduct.after-commit");
                     return Ok(usage(id, &row));
@@ -277,6 +283,7 @@ impl Facilitator {
             .owned_head(net, subs, id, provider, Duration::ZERO)
             .await?;
         let row = self
+            .core
             .store()
             .allowance_cycle(&net.spec.name, id, head.cycle)
             .await?
@@ -306,7 +313,7 @@ impl Facilitator {
     ) -> Result<SubscriptionView> {
         let (net, subs) = self.subscriptions_network(Some(&req.network))?;
         let name = net.spec.name.clone();
-        let _guard = self.inner.locks.lock(keccak256(id)).await;
+        let _guard = self.core.locks.lock(keccak256(id)).await;
         let head = self
             .head(net, subs, id, Duration::ZERO)
             .await?
@@ -316,16 +323,16 @@ impl Facilitator {
         // the contract's logs.
         let mut raised_in = None;
         if head.cap != wanted {
-            let call = Subscriptions::raiseAllowanceWithSigCall {
+            let call = contracts::Subscriptions::raiseAllowanceWithSigCall {
                 id,
                 newMaxOverage: wanted,
                 deadline: U256::from(req.deadline),
                 signature: req.signature.clone(),
             };
-            let tx = TxRequest::call(self.relayer().await?, subs, call.abi_encode());
+            let tx = TxRequest::call(self.core.relayer().await?, subs, call.abi_encode());
             let opts = WaitOptions {
                 confirmations: net.spec.confirmations,
-                timeout: self.settings().confirmation_timeout,
+                timeout: self.core.settings().confirmation_timeout,
             };
             // Counted against the lifecycle relay bounds, as pause and resume are, once the
             // signature is the subscriber's (else the simulation refuses it, and nobody's budget
@@ -356,7 +363,7 @@ impl Facilitator {
             }
             tracing::info!(network = %name, %id, max_overage = %wanted, "allowance raised");
         }
-        self.inner.heads.forget(&name, id);
+        self.heads.forget(&name, id);
         let mut view = self
             .subscription_view(net, subs, id)
             .await?
@@ -373,14 +380,15 @@ impl Facilitator {
                 }),
         };
         let cap = u64::try_from(view.allowance.cap.get()).unwrap_or(MAX_METERED);
-        self.store()
+        self.core
+            .store()
             .upsert_allowance_cycle(&name, id, view.cycle, cap, false, unix_now())
             .await?;
         Ok(view)
     }
 }
 
-impl Facilitator {
+impl Subscriptions {
     /// The last transaction that raised `id`'s cap to `cap` (`AllowanceRaised`), within the
     /// lookback window.
     async fn raise_tx(
@@ -392,11 +400,13 @@ impl Facilitator {
     ) -> Result<Option<B256>> {
         let latest = net.chain.block_number().await?;
         let filter = LogFilter {
-            from_block: latest.saturating_sub(self.settings().log_lookback_blocks),
+            from_block: latest.saturating_sub(self.core.settings().log_lookback_blocks),
             to_block: Some(latest),
             addresses: vec![subs],
             topics: [
-                Some(vec![Subscriptions::AllowanceRaised::SIGNATURE_HASH]),
+                Some(vec![
+                    contracts::Subscriptions::AllowanceRaised::SIGNATURE_HASH,
+                ]),
                 Some(vec![id]),
                 None,
                 None,
@@ -407,7 +417,7 @@ impl Facilitator {
             .iter()
             .rev()
             .find(|l| {
-                Subscriptions::AllowanceRaised::decode_log(&l.log)
+                contracts::Subscriptions::AllowanceRaised::decode_log(&l.log)
                     .is_ok_and(|e| e.maxOverage == cap)
             })
             .map(|l| l.tx_hash))

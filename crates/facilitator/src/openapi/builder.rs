@@ -16,19 +16,18 @@ use utoipa::{
     },
 };
 
-use super::{API_KEY, PATHS, SESSION, errors::error_name, integers};
+use super::{API_KEY, SESSION, errors::error_name, integers};
 
 /// The paths and the schemas they refer to, as they are collected.
 #[derive(Default)]
-pub(super) struct Doc {
-    pub(super) paths: Paths,
-    pub(super) schemas: Vec<(String, RefOr<Schema>)>,
+pub(crate) struct Doc {
+    pub(crate) paths: Paths,
+    pub(crate) schemas: Vec<(String, RefOr<Schema>)>,
 }
 
 impl Doc {
     /// Adds `op` at `method path`, with the schemas it refers to.
-    pub(super) fn add(&mut self, method: HttpMethod, path: &'static str, op: Op) {
-        debug_assert!(PATHS.contains(&path), "{path} is not in PATHS");
+    pub(crate) fn add(&mut self, method: HttpMethod, path: &'static str, op: Op) {
         self.schemas.extend(op.schemas);
         self.paths
             .add_path_operation(path, vec![method], op.operation.build());
@@ -37,14 +36,14 @@ impl Doc {
 
 /// One operation under construction: its statuses are added in order, and the schemas it
 /// refers to are collected for the components.
-pub(super) struct Op {
+pub(crate) struct Op {
     operation: OperationBuilder,
     schemas: Vec<(String, RefOr<Schema>)>,
 }
 
 /// An operation with an id, a tag and a summary; every operation can be refused by the server's
 /// limits (408, 429).
-pub(super) fn op(id: &str, tag: &str, summary: &str) -> Op {
+pub(crate) fn op(id: &str, tag: &str, summary: &str) -> Op {
     Op {
         operation: OperationBuilder::new()
             .operation_id(Some(id))
@@ -56,13 +55,13 @@ pub(super) fn op(id: &str, tag: &str, summary: &str) -> Op {
 
 impl Op {
     /// A longer description than the summary.
-    pub(super) fn description(mut self, description: &str) -> Self {
+    pub(crate) fn description(mut self, description: &str) -> Self {
         self.operation = self.operation.description(Some(description));
         self
     }
 
     /// A `$ref` to `T`, collecting `T` and what it refers to.
-    pub(super) fn schema<T: ToSchema>(&mut self) -> RefOr<Schema> {
+    pub(crate) fn schema<T: ToSchema>(&mut self) -> RefOr<Schema> {
         let from = self.schemas.len();
         self.schemas.push((T::name().into_owned(), T::schema()));
         T::schemas(&mut self.schemas);
@@ -73,13 +72,13 @@ impl Op {
     }
 
     /// A required JSON body of type `T` (400 for malformed JSON or a bad field, 413, 415).
-    pub(super) fn body<T: ToSchema>(self) -> Self {
+    pub(crate) fn body<T: ToSchema>(self) -> Self {
         self.json_body::<T>(Required::True).errors(&[400, 413, 415])
     }
 
     /// An optional JSON body of type `T`, read whatever its content type (400 for malformed
     /// JSON or a bad field, 413).
-    pub(super) fn optional_body<T: ToSchema>(self) -> Self {
+    pub(crate) fn optional_body<T: ToSchema>(self) -> Self {
         self.json_body::<T>(Required::False).errors(&[400, 413])
     }
 
@@ -98,7 +97,7 @@ impl Op {
     }
 
     /// The query parameters of `T` (400 when they do not parse).
-    pub(super) fn query<T: IntoParams>(mut self) -> Self {
+    pub(crate) fn query<T: IntoParams>(mut self) -> Self {
         let mut parameters = T::into_params(|| Some(ParameterIn::Query));
         for schema in parameters.iter_mut().filter_map(|p| p.schema.as_mut()) {
             integers::bound(schema);
@@ -108,7 +107,7 @@ impl Op {
     }
 
     /// A path parameter (400 when it does not decode, 404 when nothing has it).
-    pub(super) fn path(
+    pub(crate) fn path(
         mut self,
         name: &str,
         description: &str,
@@ -126,24 +125,24 @@ impl Op {
     }
 
     /// A 32-byte path parameter.
-    pub(super) fn hash_path(self, name: &str, description: &str) -> Self {
+    pub(crate) fn hash_path(self, name: &str, description: &str) -> Self {
         self.path(name, description, Ref::from_schema_name(Hash32::name()))
             .with_schema::<Hash32>()
     }
 
-    pub(super) fn with_schema<T: ToSchema>(mut self) -> Self {
+    pub(crate) fn with_schema<T: ToSchema>(mut self) -> Self {
         self.schema::<T>();
         self
     }
 
     /// A header parameter.
-    pub(super) fn header(mut self, parameter: Parameter) -> Self {
+    pub(crate) fn header(mut self, parameter: Parameter) -> Self {
         self.operation = self.operation.parameter(parameter);
         self
     }
 
     /// Needs a provider API key (401 without a valid one).
-    pub(super) fn secured(mut self) -> Self {
+    pub(crate) fn secured(mut self) -> Self {
         self.operation = self
             .operation
             .security(SecurityRequirement::new::<_, _, String>(API_KEY, []));
@@ -152,7 +151,7 @@ impl Op {
 
     /// Needs a provider API key or the dashboard's session cookie (401 for an unknown key; the
     /// caller answers the absence of both).
-    pub(super) fn secured_or_session(mut self) -> Self {
+    pub(crate) fn secured_or_session(mut self) -> Self {
         self.operation = self
             .operation
             .security(SecurityRequirement::new::<_, _, String>(API_KEY, []))
@@ -161,34 +160,34 @@ impl Op {
     }
 
     /// A JSON answer of type `T` with this status.
-    pub(super) fn ok<T: ToSchema>(mut self, status: u16, description: &str) -> Self {
+    pub(crate) fn ok<T: ToSchema>(mut self, status: u16, description: &str) -> Self {
         let schema = self.schema::<T>();
         self.respond(status, json_response(description, schema))
     }
 
     /// A JSON answer that is an array of `T`.
-    pub(super) fn ok_list<T: ToSchema>(mut self, status: u16, description: &str) -> Self {
+    pub(crate) fn ok_list<T: ToSchema>(mut self, status: u16, description: &str) -> Self {
         let item = self.schema::<T>();
         let schema: Schema = ArrayBuilder::new().items(item).into();
         self.respond(status, json_response(description, schema))
     }
 
     /// An answer without a body.
-    pub(super) fn empty(self, status: u16, description: &str) -> Self {
+    pub(crate) fn empty(self, status: u16, description: &str) -> Self {
         self.respond(
             status,
             ResponseBuilder::new().description(description).build(),
         )
     }
 
-    pub(super) fn respond(mut self, status: u16, response: Response) -> Self {
+    pub(crate) fn respond(mut self, status: u16, response: Response) -> Self {
         self.operation = self.operation.response(status.to_string(), response);
         self
     }
 
     /// The error responses with these statuses, in the [`ApiErrorBody`] shape; the server's
     /// limits (408, 429) always apply.
-    pub(super) fn errors(mut self, statuses: &[u16]) -> Self {
+    pub(crate) fn errors(mut self, statuses: &[u16]) -> Self {
         self.schema::<ApiErrorBody>();
         for status in statuses.iter().chain(&[408, 429]) {
             self.operation = self.operation.response(
@@ -200,7 +199,7 @@ impl Op {
     }
 
     /// The 202 of a settlement broadcast but not yet confirmed (with `Location` on `/authorize`).
-    pub(super) fn pending(mut self, location: bool) -> Self {
+    pub(crate) fn pending(mut self, location: bool) -> Self {
         let schema = self.schema::<PendingResponse>();
         let mut response = ResponseBuilder::new()
             .description("Broadcast but not yet confirmed: poll `statusUrl`.")
@@ -220,7 +219,7 @@ impl Op {
     }
 
     /// The dashboard login form's body.
-    pub(super) fn form_body(mut self) -> Self {
+    pub(crate) fn form_body(mut self) -> Self {
         let schema: Schema = ObjectBuilder::new()
             .property("apiKey", string("The provider API key."))
             .required("apiKey")
@@ -239,7 +238,7 @@ impl Op {
 }
 
 /// A JSON answer with this schema.
-pub(super) fn json_response(description: &str, schema: impl Into<RefOr<Schema>>) -> Response {
+pub(crate) fn json_response(description: &str, schema: impl Into<RefOr<Schema>>) -> Response {
     ResponseBuilder::new()
         .description(description)
         .content(
@@ -250,12 +249,12 @@ pub(super) fn json_response(description: &str, schema: impl Into<RefOr<Schema>>)
 }
 
 /// An HTML answer.
-pub(super) fn html(description: &str) -> Response {
+pub(crate) fn html(description: &str) -> Response {
     text("text/html", description)
 }
 
 /// A text answer of this content type.
-pub(super) fn text(content_type: &str, description: &str) -> Response {
+pub(crate) fn text(content_type: &str, description: &str) -> Response {
     ResponseBuilder::new()
         .description(description)
         .content(
@@ -268,7 +267,7 @@ pub(super) fn text(content_type: &str, description: &str) -> Response {
 }
 
 /// `{"type": "string"}` with a description.
-pub(super) fn string(description: &str) -> Schema {
+pub(crate) fn string(description: &str) -> Schema {
     ObjectBuilder::new()
         .schema_type(Type::String)
         .description(Some(description))

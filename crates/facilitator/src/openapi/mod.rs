@@ -3,8 +3,9 @@
 //! Derived, so that it cannot drift from what the server speaks: every request and response
 //! schema is `utoipa::ToSchema` derived from the `tollgate-protocol` type the handler
 //! (de)serializes (their serde attributes included), every query string from the query type's
-//! `utoipa::IntoParams`; this module lists the routes (the router's, [`PATHS`]), their path
-//! parameters, headers and statuses. Every error, from the handlers and from the server's limits
+//! `utoipa::IntoParams`; each route's operation (its path parameters, headers and statuses) is
+//! declared beside its handler, in the `routes` of its area's module in `api`, the same list
+//! the router is built from ([`paths`] gives its path templates). Every error, from the handlers and from the server's limits
 //! alike, is `application/json` [`ApiErrorBody`] (`{"error": {"code", "message"}}`); the x402
 //! V1 endpoints keep x402's own `isValid`/`success` bodies for payment failures and use the
 //! error body only for malformed requests.
@@ -13,14 +14,16 @@
 //! decimal strings of integers in the token's smallest unit; addresses are 0x-hex (checksummed on
 //! output, any case on input); hashes, nonces and memos are 0x-hex 32-byte values.
 //!
-//! Built in four parts: `operations` lists the routes with their parameters, bodies and
-//! statuses through the `builder`'s small vocabulary; `errors` holds the error responses, one
-//! component per status; `integers` writes out the bounds of the unsigned integer formats.
+//! Built from the routes' operations, written in the `builder`'s small vocabulary (`op(…)`
+//! with its parameters, bodies and statuses); `errors` holds the error responses, one component
+//! per status; `integers` writes out the bounds of the unsigned integer formats. A new endpoint's
+//! operation goes beside its handler, in its area's `routes` (see `crate::api`).
 
-mod builder;
+pub(crate) mod builder;
 mod errors;
 mod integers;
-mod operations;
+
+use std::sync::LazyLock;
 
 use serde_json::Value;
 #[cfg(doc)]
@@ -32,48 +35,14 @@ use utoipa::openapi::{
 };
 
 use crate::dashboard::SESSION_COOKIE;
-use builder::Doc;
 use errors::{ERRORS, error_response};
 
 /// Every path the document describes, in the router's order (also the route templates the
-/// metrics are labelled with).
-pub const PATHS: &[&str] = &[
-    "/authorize",
-    "/settlements/{key}",
-    "/subscriptions",
-    "/subscriptions/quote",
-    "/subscriptions/{id}",
-    "/subscriptions/{id}/usage",
-    "/subscriptions/{id}/allowance",
-    "/subscriptions/{id}/pause",
-    "/subscriptions/{id}/resume",
-    "/subscriptions/{id}/cancel",
-    "/webhooks/endpoints",
-    "/webhooks/endpoints/{id}",
-    "/webhooks/endpoints/{id}/rotate",
-    "/webhooks/endpoints/{id}/deliveries",
-    "/webhooks/endpoints/{id}/deliveries/{event_id}/redeliver",
-    "/events",
-    "/analytics",
-    "/dashboard",
-    "/dashboard/login",
-    "/dashboard/logout",
-    "/providers/challenge",
-    "/providers/register",
-    "/providers/keys/revoke",
-    "/plans",
-    "/plans/{id}",
-    "/plans/{id}/deprecate",
-    "/proofs/verify",
-    "/verify",
-    "/settle",
-    "/supported",
-    "/.well-known/tollgate",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/openapi.json",
-];
+/// metrics are labelled with): those of the routes the router is built from.
+pub fn paths() -> &'static [&'static str] {
+    static PATHS: LazyLock<Vec<&'static str>> = LazyLock::new(|| crate::api::routes().paths());
+    &PATHS
+}
 
 /// The name of the API-key security scheme.
 const API_KEY: &str = "apiKey";
@@ -88,8 +57,7 @@ pub fn document(public_url: &str) -> Value {
 
 /// The OpenAPI 3.1 document, with `public_url` as its server.
 pub fn openapi(public_url: &str) -> OpenApi {
-    let mut doc = Doc::default();
-    operations::operations(&mut doc);
+    let mut doc = crate::api::routes().doc();
     let mut components = ComponentsBuilder::new()
         .security_scheme(
             API_KEY,
@@ -221,8 +189,8 @@ mod tests {
         assert_eq!(doc["openapi"], "3.1.0");
         assert_eq!(doc["servers"][0]["url"], "http://127.0.0.1:8402");
         let paths = doc["paths"].as_object().unwrap();
-        assert_eq!(paths.len(), PATHS.len());
-        for path in PATHS {
+        assert_eq!(paths.len(), super::paths().len());
+        for path in super::paths() {
             let item = paths.get(*path).unwrap_or_else(|| panic!("{path} missing"));
             for (method, op) in item.as_object().unwrap() {
                 assert!(["get", "post", "patch", "delete"].contains(&method.as_str()));
@@ -236,7 +204,7 @@ mod tests {
         check_refs(&doc, &doc);
         // Every operation that takes a path or query parameter documents the 400 its parsing
         // answers (in the error shape, like every 4xx).
-        for path in PATHS {
+        for path in super::paths() {
             for (method, op) in paths[*path].as_object().unwrap() {
                 let takes_params = path.contains('{')
                     || op["parameters"]

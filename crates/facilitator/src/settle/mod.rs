@@ -21,9 +21,12 @@ use tollgate_protocol::{
     Amount, ApiErrorCode, AuthorizeRequest, PaymentProof, SettlementStatus, SignedPayment,
 };
 
+use std::sync::Arc;
+
 use crate::{
     error::{Error, Relayed, Result},
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::Core,
+    facilitator::{Network, unix_now},
     metrics::{SettlementOutcome, SettlementPath},
     store::{NewSettlement, Settlement, SettlementKind},
 };
@@ -139,7 +142,20 @@ fn u64_of(a: Amount) -> u64 {
     a.get().try_into().unwrap_or(u64::MAX)
 }
 
-impl Facilitator {
+/// Settlement with a proof (the spec's `POST /authorize`): validates a signed payment, settles
+/// it through the network's PaymentRouter and answers the signed proof; the status URL of one
+/// still pending ([`status`](Self::status)), proof verification, and the reconciliation of the
+/// unfinished ones ([`reconcile`](Self::reconcile)). A service of the [`Facilitator`](crate::Facilitator).
+#[derive(Clone, Debug)]
+pub struct Settlements {
+    pub(crate) core: Arc<Core>,
+}
+
+impl Settlements {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Self { core }
+    }
+
     /// Settles a signed payment (the spec's `/authorize`). Idempotent: the same payment again,
     /// also concurrently, yields the same proof and one transfer. `req.resource` (the URL paid
     /// for, as the client reports it) labels the settlement in analytics; the first one recorded
@@ -154,7 +170,7 @@ impl Facilitator {
             Err(e) if e.is_server_error() => SettlementOutcome::Failed,
             Err(_) => SettlementOutcome::Rejected,
         };
-        self.inner
+        self.core
             .metrics
             .settlement(SettlementPath::Router, outcome, started.elapsed());
         result
@@ -162,7 +178,7 @@ impl Facilitator {
 
     async fn authorize_inner(&self, req: &AuthorizeRequest) -> Result<Outcome> {
         let sp = &req.signed_payment;
-        let net = self.network(&sp.network).ok_or_else(|| {
+        let net = self.core.network(&sp.network).ok_or_else(|| {
             Error::invalid(
                 ApiErrorCode::UnknownNetwork,
                 field(
@@ -177,13 +193,13 @@ impl Facilitator {
             .as_deref()
             .and_then(crate::analytics::resource_label);
         new.claim_hash = req.claim.map(keccak256);
-        let _guard = self.inner.locks.lock(new.key).await;
+        let _guard = self.core.locks.lock(new.key).await;
 
         // A fresh payment, the common case, is simulated and recorded without reading its row
         // first: the insert says whether the key was taken. A payment seen before is answered
         // from its row, found by the insert, or read when a check refuses it (a settled one
         // is refused as used).
-        let relayer = match self.funded_relayer(net).await {
+        let relayer = match self.core.funded_relayer(net).await {
             Ok(relayer) => relayer,
             // A replica that cannot send (no relayer held, none with a settlement's gas, fees
             // above the cap) records nothing: the payment goes to one that can, or comes back.
@@ -206,7 +222,7 @@ impl Facilitator {
             Err(e) => return self.seen_before_or(net, &new, e.into()).await,
         };
         if let Some(revert) = refusal {
-            if let Some(row) = self.inner.store.settlement(new.key).await? {
+            if let Some(row) = self.core.store.settlement(new.key).await? {
                 return self.seen_before(net, row, &new).await;
             }
             match self.named_refusal(net, sp, revert).await? {
@@ -215,7 +231,7 @@ impl Facilitator {
                     // nonce: if the settlement is on-chain (or about to be), it is this payment.
                     return match self.find_settlement_event(net, &new).await? {
                         Some(receipt) => {
-                            let row = self.inner.store.insert_settlement(&new).await?.row;
+                            let row = self.core.store.insert_settlement(&new).await?.row;
                             check_claim(&row, new.claim_hash)?;
                             self.confirm(net, &row.new, &receipt).await
                         }
@@ -251,12 +267,12 @@ impl Facilitator {
                 }
                 Refusal::Other(revert) => {
                     // Refused for another reason: recorded as failed, as a refused broadcast is.
-                    let row = self.inner.store.insert_settlement(&new).await?.row;
+                    let row = self.core.store.insert_settlement(&new).await?.row;
                     return self.refused(net, &row.new, revert).await;
                 }
             }
         }
-        let recorded = self.inner.store.insert_settlement(&new).await?;
+        let recorded = self.core.store.insert_settlement(&new).await?;
         if !recorded.inserted {
             // Recorded meanwhile (another replica) or before (a payment whose settlement has
             // not used its nonce yet): driven on from its row, never sent twice from here.
@@ -275,7 +291,7 @@ impl Facilitator {
         new: &NewSettlement,
         err: Error,
     ) -> Result<Outcome> {
-        match self.inner.store.settlement(new.key).await? {
+        match self.core.store.settlement(new.key).await? {
             Some(row) => self.seen_before(net, row, new).await,
             None => Err(err),
         }
@@ -348,7 +364,7 @@ impl Facilitator {
     async fn validate(&self, net: &Network, sp: &SignedPayment) -> Result<NewSettlement> {
         let spec = &net.spec;
         let auth = &sp.authorization;
-        let fee = self.inner.settings.fee;
+        let fee = self.core.settings.fee;
         if sp.token != spec.token {
             return Err(Error::invalid(
                 ApiErrorCode::UnsupportedToken,
@@ -431,7 +447,7 @@ impl Facilitator {
                 ),
             ));
         }
-        let max = self.inner.settings.max_validity_secs;
+        let max = self.core.settings.max_validity_secs;
         if valid_before - now > max {
             return Err(Error::invalid(
                 ApiErrorCode::ValidityTooLong,
@@ -502,7 +518,7 @@ impl Facilitator {
         let call = settle_call(sp, new.fee);
         let relayer = match simulated {
             Some(r) => r,
-            None => self.relayer().await?,
+            None => self.core.relayer().await?,
         };
         let mut tx = TxRequest::call(relayer, net.spec.router, call.abi_encode());
         if simulated.is_some() && signed_by_own_key(net, sp) {
@@ -532,7 +548,7 @@ impl Facilitator {
             // deep enough, or not yet mined (another transaction carrying the same authorization:
             // one this facilitator sent before it was reorged out, another replica's, one of a
             // replica that died): pending, not failed.
-            if !self.used_at_latest(net, new.payer, new.nonce).await? {
+            if !self.core.used_at_latest(net, new.payer, new.nonce).await? {
                 // Still only in the node's pending state after the whole wait: neither
                 // settled nor refused. The row stays as it is; the status URL and the
                 // reconciler drive it on (found mined, or sent again if the node dropped it).
@@ -546,11 +562,11 @@ impl Facilitator {
             }
             if let Some(shallow) = self.settlement_event_at(net, new, 1).await? {
                 let at = unix_now();
-                self.inner
+                self.core
                     .store
                     .mark_submitted(new.key, shallow.tx_hash, at)
                     .await?;
-                self.inner.store.mark_pending(new.key, at).await?;
+                self.core.store.mark_pending(new.key, at).await?;
                 return Ok(Outcome::Pending {
                     key: new.key,
                     tx_hash: Some(shallow.tx_hash),
@@ -559,7 +575,7 @@ impl Facilitator {
         }
         let error = Error::Revert(revert);
         let answer = error.to_api();
-        self.inner
+        self.core
             .store
             .mark_failed(
                 new.key,
@@ -578,7 +594,7 @@ impl Facilitator {
     ) -> Result<Outcome> {
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
-            timeout: self.inner.settings.confirmation_timeout,
+            timeout: self.core.settings.confirmation_timeout,
         };
         match net.chain.wait(tx_hash, opts).await? {
             Confirmation::Confirmed(receipt) if receipt.success => {
@@ -589,7 +605,7 @@ impl Facilitator {
                 if let Some(r) = self.find_settlement_event(net, new).await? {
                     return self.confirm(net, new, &r).await;
                 }
-                self.inner
+                self.core
                     .store
                     .mark_failed(
                         new.key,
@@ -607,11 +623,8 @@ impl Facilitator {
             }
             Confirmation::Pending { tx_hash } => {
                 let at = unix_now();
-                self.inner
-                    .store
-                    .mark_submitted(new.key, tx_hash, at)
-                    .await?;
-                self.inner.store.mark_pending(new.key, at).await?;
+                self.core.store.mark_submitted(new.key, tx_hash, at).await?;
+                self.core.store.mark_pending(new.key, at).await?;
                 Ok(Outcome::Pending {
                     key: new.key,
                     tx_hash: Some(tx_hash),
@@ -666,7 +679,7 @@ impl Facilitator {
     async fn send_again(&self, net: &Network, row: &Settlement) -> Result<Outcome> {
         let sp: SignedPayment = serde_json::from_str(&row.new.request).map_err(Error::internal)?;
         if net.now().await >= row.new.valid_before {
-            self.inner
+            self.core
                 .store
                 .mark_failed(
                     row.new.key,

@@ -8,11 +8,12 @@ use tollgate_protocol::{PaymentProof, SettlementStatus, api::authorize::VerifyPr
 use super::{Outcome, settlement_key};
 use crate::{
     error::{Error, Result},
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::{Network, unix_now},
+    settle::Settlements,
     store::{NewSettlement, Settlement},
 };
 
-impl Facilitator {
+impl Settlements {
     /// Checks the receipt carries this payment's `PaymentSettled`, issues and stores the proof.
     pub(super) async fn confirm(
         &self,
@@ -54,15 +55,15 @@ impl Facilitator {
             tx_hash: receipt.tx_hash,
             block: receipt.block_number,
             issued_at,
-            expiry: issued_at + self.inner.settings.proof_ttl_secs,
+            expiry: issued_at + self.core.settings.proof_ttl_secs,
             signer: alloy::primitives::Address::ZERO,
             signature: Default::default(),
         };
-        tollgate_chain::proof::sign(&self.inner.proof_signer, &mut proof)
+        tollgate_chain::proof::sign(&self.core.proof_signer, &mut proof)
             .map_err(Error::internal)?;
         let encoded = proof.encode();
         let stored = self
-            .inner
+            .core
             .store
             .mark_confirmed(
                 new,
@@ -91,7 +92,7 @@ impl Facilitator {
             Err(e) => return Ok(invalid(e.to_string(), None)),
         };
         match tollgate_chain::proof::recover(&proof) {
-            Ok(signer) if signer == self.proof_signer() && proof.signer == signer => {}
+            Ok(signer) if signer == self.core.proof_signer() && proof.signer == signer => {}
             Ok(_) => {
                 return Ok(invalid(
                     "not signed by this facilitator's proof key".into(),
@@ -109,7 +110,7 @@ impl Facilitator {
             proof.payer,
             tollgate_chain::authorization::router_nonce(proof.pay_to, proof.memo, proof.fee.get()),
         );
-        match self.store().settlement(key).await? {
+        match self.core.store().settlement(key).await? {
             Some(row)
                 if row.status == SettlementStatus::Confirmed
                     && row.tx_hash == Some(proof.tx_hash) =>

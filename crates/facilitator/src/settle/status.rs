@@ -8,18 +8,19 @@ use tollgate_protocol::SettlementStatus;
 use super::{Outcome, check_claim, proofs::stored_proof};
 use crate::{
     error::{Error, Result},
-    facilitator::{Facilitator, Network, unix_now},
+    facilitator::{Network, unix_now},
+    settle::Settlements,
     store::{NewSettlement, Settlement, SettlementKind},
 };
 
-impl Facilitator {
+impl Settlements {
     /// The status URL: the proof once confirmed, pending otherwise (driving it forward). A
     /// settlement bound to a claim answers only with its `token` (`keccak256(claim)`). Only
     /// `/authorize` (router) settlements have one: any other key (an x402 `/settle`, which has
     /// no proof) is answered 404 as an unknown key is, so the answer tells nothing apart.
-    pub async fn settlement_status(&self, key: B256, token: Option<B256>) -> Result<Outcome> {
+    pub async fn status(&self, key: B256, token: Option<B256>) -> Result<Outcome> {
         let row = self
-            .inner
+            .core
             .store
             .settlement(key)
             .await?
@@ -39,13 +40,14 @@ impl Facilitator {
             return stored_proof(&row);
         }
         let net = self
+            .core
             .network(&row.new.network)
             .ok_or_else(|| Error::internal("stored settlement names an unconfigured network"))?;
         let key = row.new.key;
-        let _guard = self.inner.locks.lock(key).await;
+        let _guard = self.core.locks.lock(key).await;
         // Another request (or the reconciler) may have moved it on while this one waited: a
         // dropped transaction is sent again once, not once per waiter.
-        let row = self.inner.store.settlement(key).await?.unwrap_or(row);
+        let row = self.core.store.settlement(key).await?.unwrap_or(row);
         match row.status {
             SettlementStatus::Submitted | SettlementStatus::Pending => {
                 if let Some(receipt) = self.find_settlement_event(net, &row.new).await? {
@@ -64,14 +66,14 @@ impl Facilitator {
     /// confirmed with a proof, or failed once their authorization expired unused. Rows younger
     /// than twice the confirmation timeout are left to their request. Returns how many finished.
     pub async fn reconcile(&self) -> usize {
-        let rows = match self.inner.store.unfinished(100).await {
+        let rows = match self.core.store.unfinished(100).await {
             Ok(rows) => rows,
             Err(e) => {
                 tracing::warn!(error = %e, "reconcile: store unavailable");
                 return 0;
             }
         };
-        let settle_after = 2 * self.inner.settings.confirmation_timeout.as_secs().max(1);
+        let settle_after = 2 * self.core.settings.confirmation_timeout.as_secs().max(1);
         let mut finished = 0;
         for row in rows {
             if row.new.kind != SettlementKind::Router
@@ -126,7 +128,7 @@ impl Facilitator {
         net.find_at_depth(
             net.spec.router,
             topics,
-            self.inner.settings.log_lookback_blocks,
+            self.core.settings.log_lookback_blocks,
             depth,
             same_terms,
         )

@@ -40,7 +40,7 @@ use alloy::{
 use tollgate_chain::{
     Confirmation, Error as ChainError, TxRequest, WaitOptions,
     authorization::{Action, ActionKind, recover, subscriptions_domain},
-    contracts::{self, Subscriptions},
+    contracts,
 };
 use tollgate_protocol::{
     ApiErrorCode, SubscriptionStatus, SubscriptionView,
@@ -50,12 +50,13 @@ use tollgate_protocol::{
 use super::{REPLAY_WINDOW, status};
 use crate::{
     error::{Error, Relayed, Result},
-    facilitator::{Facilitator, Network},
+    facilitator::Network,
     metering::MeteringReport,
     store::ChargeState,
+    subscriptions::Subscriptions,
 };
 
-impl Facilitator {
+impl Subscriptions {
     /// Relays the subscriber's signed `action` on subscription `id` (see [`self`]).
     pub(crate) async fn subscriber_action(
         &self,
@@ -64,7 +65,7 @@ impl Facilitator {
         req: &ActionRequest,
     ) -> Result<SubscriptionView> {
         let (net, subs) = self.subscriptions_network(Some(&req.network))?;
-        let _guard = self.inner.locks.lock(keccak256(id)).await;
+        let _guard = self.core.locks.lock(keccak256(id)).await;
         let chain = net.chain.as_ref();
         let (sub, nonce) = super::with_nonce(chain, subs, id).await?;
         let state = status(sub.state).ok_or_else(|| not_found(id))?;
@@ -120,7 +121,7 @@ impl Facilitator {
                 format!("deadline {} has passed (now {now})", req.deadline),
             ));
         }
-        let relayer = self.relayer().await?;
+        let relayer = self.core.relayer().await?;
         // From here on a transaction is sent: counted first, refused beyond the bounds.
         let slot = self
             .take_relay(
@@ -161,7 +162,7 @@ impl Facilitator {
         let tx = TxRequest::call(relayer, subs, data);
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
-            timeout: self.settings().confirmation_timeout,
+            timeout: self.core.settings().confirmation_timeout,
         };
         // A call that would revert is refused here, before broadcast (the simulation).
         let sent = match net.chain.send_and_wait(tx, opts).await {
@@ -174,7 +175,7 @@ impl Facilitator {
                 let used = contracts::read(
                     chain,
                     subs,
-                    &Subscriptions::noncesCall {
+                    &contracts::Subscriptions::noncesCall {
                         subscriber: sub.subscriber,
                     },
                 )
@@ -188,14 +189,14 @@ impl Facilitator {
         };
         match sent {
             Confirmation::Confirmed(r) if r.success => {
-                self.inner.heads.forget(&net.spec.name, id);
+                self.heads.forget(&net.spec.name, id);
                 tracing::info!(network = %net.spec.name, %id, %action, tx = %r.tx_hash, "subscriber action relayed");
                 let mut view = self.current(net, subs, id).await?;
                 view.tx_hash = Some(r.tx_hash);
                 Ok(view)
             }
             Confirmation::Confirmed(r) => {
-                self.inner.heads.forget(&net.spec.name, id);
+                self.heads.forget(&net.spec.name, id);
                 // Perhaps someone relayed the same signature first: then its effect holds.
                 let view = self.current(net, subs, id).await?;
                 if view.status == action.target() {
@@ -225,6 +226,7 @@ impl Facilitator {
     /// 503 `Pending` for a cycle whose last overage charge is still confirming.
     async fn charge_pending(&self, net: &Network, id: B256, cycle: u32) -> Error {
         let pending = self
+            .core
             .store()
             .overage_charges(&net.spec.name, id, cycle)
             .await
@@ -267,19 +269,19 @@ fn relayed(action: SubscriberAction) -> Relayed {
 /// `pauseWithSig`, `resumeWithSig` or `cancelWithSig`, encoded.
 fn call_data(action: SubscriberAction, id: B256, deadline: U256, signature: Bytes) -> Vec<u8> {
     match action {
-        SubscriberAction::Pause => Subscriptions::pauseWithSigCall {
+        SubscriberAction::Pause => contracts::Subscriptions::pauseWithSigCall {
             id,
             deadline,
             signature,
         }
         .abi_encode(),
-        SubscriberAction::Resume => Subscriptions::resumeWithSigCall {
+        SubscriberAction::Resume => contracts::Subscriptions::resumeWithSigCall {
             id,
             deadline,
             signature,
         }
         .abi_encode(),
-        SubscriberAction::Cancel => Subscriptions::cancelWithSigCall {
+        SubscriberAction::Cancel => contracts::Subscriptions::cancelWithSigCall {
             id,
             deadline,
             signature,

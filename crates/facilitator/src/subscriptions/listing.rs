@@ -13,7 +13,7 @@ use alloy::{
     primitives::{Address, B256, Bytes, Signature},
     sol_types::SolEvent,
 };
-use tollgate_chain::{LogFilter, contracts::Subscriptions};
+use tollgate_chain::{LogFilter, contracts};
 use tollgate_protocol::{
     ApiErrorCode, SubscriptionView,
     api::subscriptions::{LIST_MAX_VALIDITY_SECS, ListSubscriptionsQuery},
@@ -21,16 +21,14 @@ use tollgate_protocol::{
 
 use crate::{
     error::{Error, Result},
-    facilitator::{Facilitator, Network},
+    facilitator::Network,
     keeper::LOG_RANGE,
+    subscriptions::Subscriptions,
 };
 
-impl Facilitator {
+impl Subscriptions {
     /// The subscriptions of the subscriber who signed `q` (see [`self`]), by id.
-    pub(crate) async fn subscriptions_of(
-        &self,
-        q: &ListSubscriptionsQuery,
-    ) -> Result<Vec<SubscriptionView>> {
+    pub(crate) async fn list(&self, q: &ListSubscriptionsQuery) -> Result<Vec<SubscriptionView>> {
         let subscriber: Address = q
             .subscriber
             .parse()
@@ -85,8 +83,9 @@ impl Facilitator {
     ) -> Result<BTreeMap<B256, Option<B256>>> {
         let name = net.spec.name.as_str();
         // The cursor first: the index holds everything below it, even if the keeper moves on.
-        let mut from = self.store().keeper_cursor(name).await?;
+        let mut from = self.core.store().keeper_cursor(name).await?;
         let mut ids: BTreeMap<B256, Option<B256>> = self
+            .core
             .store()
             .subscriptions_of(name, subscriber)
             .await?
@@ -101,7 +100,9 @@ impl Facilitator {
                 to_block: Some(to),
                 addresses: vec![subs],
                 topics: [
-                    Some(vec![Subscriptions::SubscriptionCreated::SIGNATURE_HASH]),
+                    Some(vec![
+                        contracts::Subscriptions::SubscriptionCreated::SIGNATURE_HASH,
+                    ]),
                     None,
                     None,
                     Some(vec![subscriber.into_word()]),
@@ -111,7 +112,7 @@ impl Facilitator {
                 if l.log.address != subs {
                     continue;
                 }
-                if let Ok(ev) = Subscriptions::SubscriptionCreated::decode_log(&l.log)
+                if let Ok(ev) = contracts::Subscriptions::SubscriptionCreated::decode_log(&l.log)
                     && ev.subscriber == subscriber
                 {
                     ids.insert(ev.id, Some(l.tx_hash));

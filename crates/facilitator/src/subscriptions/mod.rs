@@ -23,16 +23,19 @@ use alloy::{
 use tollgate_chain::{
     Confirmation, LogFilter, TxRequest, WaitOptions,
     authorization::{Subscribe, recover, subscriptions_domain},
-    contracts::{self, Subscriptions, Token},
+    contracts::{self, Token},
 };
 use tollgate_protocol::{
     AllowanceView, Amount, ApiErrorCode, PlanView, SubscribeRequest, SubscriptionQuote,
     SubscriptionStatus, SubscriptionView,
 };
 
+use std::sync::Arc;
+
 use crate::{
     error::{Error, Relayed, Result},
-    facilitator::{Facilitator, Network},
+    facilitator::Core,
+    facilitator::Network,
 };
 
 mod lifecycle;
@@ -43,7 +46,24 @@ mod relays;
 /// since is beyond idempotent replay and gets `InvalidSignature`).
 const REPLAY_WINDOW: u64 = 16;
 
-impl Facilitator {
+/// Subscriptions: the relayed `subscribeWithSig` and the subscriber's lifecycle actions, reading
+/// subscriptions and quotes from the chain, metered usage against the overage allowance
+/// ([`crate::metering`]) and the renewal keeper ([`crate::keeper`]). Owns the cache of
+/// subscriptions' heads the metering reads. A service of the [`Facilitator`](crate::Facilitator).
+#[derive(Clone, Debug)]
+pub struct Subscriptions {
+    pub(crate) core: Arc<Core>,
+    pub(crate) heads: Arc<crate::metering::Heads>,
+}
+
+impl Subscriptions {
+    pub(crate) fn new(core: Arc<Core>) -> Self {
+        Self {
+            core,
+            heads: Arc::default(),
+        }
+    }
+
     /// The subscription `id` as the chain shows it (`GET /subscriptions/{id}`); 404 when there
     /// is none.
     pub(crate) async fn subscription(
@@ -60,7 +80,7 @@ impl Facilitator {
 
     /// What `subscriber` signs against to subscribe to `plan_id` (`GET /subscriptions/quote`):
     /// the plan's terms, the subscriber's nonces and allowance, and the chain's clock.
-    pub(crate) async fn subscription_quote(
+    pub(crate) async fn quote(
         &self,
         network: Option<&str>,
         plan_id: B256,
@@ -69,7 +89,12 @@ impl Facilitator {
         let (net, subs) = self.subscriptions_network(network)?;
         let plan = self.plan(net, subs, plan_id).await?;
         let chain = net.chain.as_ref();
-        let nonce = contracts::read(chain, subs, &Subscriptions::noncesCall { subscriber }).await?;
+        let nonce = contracts::read(
+            chain,
+            subs,
+            &contracts::Subscriptions::noncesCall { subscriber },
+        )
+        .await?;
         let permit_nonce =
             contracts::read(chain, plan.token, &Token::noncesCall { owner: subscriber }).await?;
         let allowance = contracts::read(
@@ -96,7 +121,7 @@ impl Facilitator {
     /// The network (by name, or the only one with a subscriptions contract) and its contract.
     pub(crate) fn subscriptions_network(&self, name: Option<&str>) -> Result<(&Network, Address)> {
         let net = match name {
-            Some(name) => self.network(name).ok_or_else(|| {
+            Some(name) => self.core.network(name).ok_or_else(|| {
                 Error::invalid(
                     ApiErrorCode::UnsupportedNetwork,
                     format!("network {name} is not served"),
@@ -104,7 +129,7 @@ impl Facilitator {
             })?,
             None => {
                 let mut with = self
-                    .inner
+                    .core
                     .networks
                     .values()
                     .filter(|n| n.spec.subscriptions.is_some());
@@ -132,7 +157,7 @@ impl Facilitator {
         let plan = contracts::read(
             net.chain.as_ref(),
             subs,
-            &Subscriptions::plansCall { planId: plan_id },
+            &contracts::Subscriptions::plansCall { planId: plan_id },
         )
         .await?;
         if plan.provider == Address::ZERO {
@@ -143,7 +168,11 @@ impl Facilitator {
         }
         // A plan published through `POST /plans` is created by the relayer: its provider is
         // the owner recorded then, as `GET /plans/{id}` says.
-        let owner = self.store().plan_owner(&net.spec.name, plan_id).await?;
+        let owner = self
+            .core
+            .store()
+            .plan_owner(&net.spec.name, plan_id)
+            .await?;
         Ok(PlanView {
             id: plan_id,
             provider: owner.map_or(plan.provider, |o| o.provider),
@@ -163,13 +192,19 @@ impl Facilitator {
         id: B256,
     ) -> Result<Option<SubscriptionView>> {
         let chain = net.chain.as_ref();
-        let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
+        let sub = contracts::read(
+            chain,
+            subs,
+            &contracts::Subscriptions::subscriptionsCall { id },
+        )
+        .await?;
         let Some(status) = status(sub.state) else {
             return Ok(None);
         };
         // The ledger counts every deduction of the cycle at once; the contract only what has
         // been charged (in batches). The remaining allowance is the ledger's, as `/usage` says.
         let ledger = self
+            .core
             .store()
             .allowance_cycle(&net.spec.name, id, sub.cycle)
             .await?
@@ -199,14 +234,14 @@ impl Facilitator {
         // One subscription at a time per subscriber and contract: the nonce decides the id.
         let lock_key =
             alloy::primitives::keccak256([subs.as_slice(), req.subscriber.as_slice()].concat());
-        let _guard = self.inner.locks.lock(lock_key).await;
+        let _guard = self.core.locks.lock(lock_key).await;
 
         let plan = self.plan(net, subs, req.plan_id).await?;
         let chain = net.chain.as_ref();
         let nonce: U256 = contracts::read(
             chain,
             subs,
-            &Subscriptions::noncesCall {
+            &contracts::Subscriptions::noncesCall {
                 subscriber: req.subscriber,
             },
         )
@@ -251,12 +286,12 @@ impl Facilitator {
                 format!("deadline {} has passed (now {now})", req.deadline),
             ));
         }
-        if req.deadline > now + self.inner.settings.max_validity_secs {
+        if req.deadline > now + self.core.settings.max_validity_secs {
             return Err(Error::invalid(
                 ApiErrorCode::DeadlineTooFar,
                 format!(
                     "deadline: at most {} seconds ahead",
-                    self.inner.settings.max_validity_secs
+                    self.core.settings.max_validity_secs
                 ),
             ));
         }
@@ -280,7 +315,7 @@ impl Facilitator {
             )));
         }
 
-        let call = Subscriptions::subscribeWithSigCall {
+        let call = contracts::Subscriptions::subscribeWithSigCall {
             planId: req.plan_id,
             subscriber: req.subscriber,
             maxOverage: req.max_overage.get(),
@@ -290,13 +325,13 @@ impl Facilitator {
             permitDeadline: U256::from(req.permit.deadline),
             permitSignature: req.permit.signature.clone(),
         };
-        let tx = TxRequest::call(self.relayer().await?, subs, call.abi_encode());
+        let tx = TxRequest::call(self.core.relayer().await?, subs, call.abi_encode());
         // A call that would revert is refused here, before broadcast (the simulation).
         let tx_hash = net.chain.send(tx).await?;
         crate::fault::hit("subscribe.after-broadcast");
         let opts = WaitOptions {
             confirmations: net.spec.confirmations,
-            timeout: self.inner.settings.confirmation_timeout,
+            timeout: self.core.settings.confirmation_timeout,
         };
         let id = subscription_id(req.plan_id, req.subscriber, nonce);
         match net.chain.wait(tx_hash, opts).await? {
@@ -328,11 +363,13 @@ impl Facilitator {
     async fn creation_tx(&self, net: &Network, subs: Address, id: B256) -> Result<Option<B256>> {
         let latest = net.chain.block_number().await?;
         let filter = LogFilter {
-            from_block: latest.saturating_sub(self.inner.settings.log_lookback_blocks),
+            from_block: latest.saturating_sub(self.core.settings.log_lookback_blocks),
             to_block: Some(latest),
             addresses: vec![subs],
             topics: [
-                Some(vec![Subscriptions::SubscriptionCreated::SIGNATURE_HASH]),
+                Some(vec![
+                    contracts::Subscriptions::SubscriptionCreated::SIGNATURE_HASH,
+                ]),
                 Some(vec![id]),
                 None,
                 None,
@@ -350,12 +387,17 @@ pub(crate) async fn with_nonce(
     chain: &dyn tollgate_chain::Chain,
     subs: Address,
     id: B256,
-) -> Result<(Subscriptions::subscriptionsReturn, U256)> {
-    let sub = contracts::read(chain, subs, &Subscriptions::subscriptionsCall { id }).await?;
+) -> Result<(contracts::Subscriptions::subscriptionsReturn, U256)> {
+    let sub = contracts::read(
+        chain,
+        subs,
+        &contracts::Subscriptions::subscriptionsCall { id },
+    )
+    .await?;
     let nonce = contracts::read(
         chain,
         subs,
-        &Subscriptions::noncesCall {
+        &contracts::Subscriptions::noncesCall {
             subscriber: sub.subscriber,
         },
     )

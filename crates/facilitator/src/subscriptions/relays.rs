@@ -20,18 +20,19 @@ use alloy::primitives::{Address, B256};
 
 use crate::{
     error::{Error, Result},
-    facilitator::{Facilitator, Network},
+    facilitator::Network,
     store::{Relay, RelayOutcome, RelayScope},
+    subscriptions::Subscriptions,
 };
 
-/// A counted relay, to take back with [`Facilitator::release_relay`] if nothing is sent.
+/// A counted relay, to take back with [`Subscriptions::release_relay`] if nothing is sent.
 #[derive(Debug)]
 #[must_use = "a count that sent nothing is released"]
 pub(crate) struct RelaySlot {
     seq: u64,
 }
 
-impl Facilitator {
+impl Subscriptions {
     /// Counts the relay of `action` on subscription `id` of `subscriber`, about to be sent;
     /// [`Error::RelayLimited`] over a bound (nothing counted). `free_once`: a first cancel.
     pub(crate) async fn take_relay(
@@ -42,7 +43,7 @@ impl Facilitator {
         action: &str,
         free_once: bool,
     ) -> Result<RelaySlot> {
-        let bounds = self.settings().relay_bounds;
+        let bounds = self.core.settings().relay_bounds;
         let at = net.now().await;
         let relay = Relay {
             network: net.spec.name.clone(),
@@ -52,7 +53,7 @@ impl Facilitator {
             free_once,
             at,
         };
-        match self.store().take_relay(&relay, &bounds).await? {
+        match self.core.store().take_relay(&relay, &bounds).await? {
             RelayOutcome::Taken { seq } => Ok(RelaySlot { seq }),
             RelayOutcome::Refused { scope, retry_at } => {
                 let (limit, window) = match scope {
@@ -82,7 +83,7 @@ impl Facilitator {
     /// Takes back a count whose relay sent nothing. A store that fails here leaves it counted
     /// (the bound errs on the side of the operator's gas); the failure is logged.
     pub(crate) async fn release_relay(&self, slot: RelaySlot) {
-        if let Err(error) = self.store().release_relay(slot.seq).await {
+        if let Err(error) = self.core.store().release_relay(slot.seq).await {
             tracing::warn!(%error, seq = slot.seq, "a relay that sent nothing stays counted");
         }
     }

@@ -10,8 +10,9 @@ use tollgate_protocol::webhook::{
 
 use super::{DeliveryReport, SealError, WebhookHandle, is_sealed};
 use crate::{
-    facilitator::{Facilitator, since_epoch, unix_now},
+    facilitator::{since_epoch, unix_now},
     store::{Attempt, Delivery, Endpoint, Event},
+    webhooks::Webhooks,
 };
 
 /// How often the delivery worker looks for due deliveries.
@@ -30,14 +31,14 @@ fn body(e: &Event) -> String {
     serde_json::to_string(&e.new.webhook_event()).unwrap_or_default()
 }
 
-impl Facilitator {
+impl Webhooks {
     /// Delivers until nothing is due: each pass takes every endpoint with a due delivery and
     /// sends its due deliveries in event order (concurrently across endpoints), stopping at an
     /// endpoint's first failure so that a later event never overtakes an earlier one.
-    pub async fn deliver_webhooks_once(&self) -> DeliveryReport {
+    pub async fn deliver_once(&self) -> DeliveryReport {
         let mut report = DeliveryReport::default();
         loop {
-            let due = match self.store().due_deliveries(unix_now(), 256).await {
+            let due = match self.core.store().due_deliveries(unix_now(), 256).await {
                 Ok(due) => due,
                 Err(e) => {
                     tracing::warn!(error = %e, "webhooks: store unavailable");
@@ -70,16 +71,16 @@ impl Facilitator {
         }
     }
 
-    /// Spawns the delivery worker ([`deliver_webhooks_once`](Self::deliver_webhooks_once) every
+    /// Spawns the delivery worker ([`deliver_once`](Self::deliver_once) every
     /// 250 ms) until the handle is dropped.
-    pub fn spawn_webhooks(&self) -> WebhookHandle {
+    pub fn spawn(&self) -> WebhookHandle {
         let f = self.clone();
         WebhookHandle(tokio::spawn(async move {
             let mut tick = tokio::time::interval(POLL);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tick.tick().await;
-                let r = f.deliver_webhooks_once().await;
+                let r = f.deliver_once().await;
                 if r != DeliveryReport::default() {
                     tracing::debug!(?r, "webhook deliveries");
                 }
@@ -94,10 +95,13 @@ impl Facilitator {
         // One replica of a fleet drains an endpoint at a time, so that its events go out in
         // order and each attempt once.
         let lease = crate::replica::webhook_lease(endpoint_id);
-        let leases = &self.inner.leases;
+        let leases = &self.core.leases;
         // Long enough for a whole batch: its time plus one attempt, with room to record it.
-        let ttl = (BATCH_TIME + self.settings().webhook_timeout + Duration::from_secs(1)) * 3;
-        match leases.take_for(self, &lease, ttl.max(leases.ttl())).await {
+        let ttl = (BATCH_TIME + self.core.settings().webhook_timeout + Duration::from_secs(1)) * 3;
+        match leases
+            .take_for(&self.core, &lease, ttl.max(leases.ttl()))
+            .await
+        {
             Ok(Some(_)) => {}
             Ok(None) => return DeliveryReport::default(),
             Err(e) => {
@@ -106,7 +110,7 @@ impl Facilitator {
             }
         }
         let report = self.drain_endpoint_held(endpoint_id, &lease).await;
-        leases.give_up(self, &lease).await;
+        leases.give_up(&self.core, &lease).await;
         report
     }
 
@@ -114,7 +118,7 @@ impl Facilitator {
     /// the lease will outlast it.
     async fn drain_endpoint_held(&self, endpoint_id: &str, lease: &str) -> DeliveryReport {
         let mut report = DeliveryReport::default();
-        let store = self.store();
+        let store = self.core.store();
         let (endpoint, batch) = match tokio::try_join!(
             store.webhook_endpoint(None, endpoint_id),
             store.pending_deliveries(endpoint_id, unix_now(), BATCH)
@@ -128,9 +132,9 @@ impl Facilitator {
         };
         let mut outcomes = Vec::with_capacity(batch.len());
         let started = std::time::Instant::now();
-        let span = self.settings().webhook_timeout + Duration::from_secs(1);
+        let span = self.core.settings().webhook_timeout + Duration::from_secs(1);
         for d in batch {
-            if started.elapsed() > BATCH_TIME || !self.inner.leases.holds_for(lease, span) {
+            if started.elapsed() > BATCH_TIME || !self.core.leases.holds_for(lease, span) {
                 break;
             }
             let attempts = d.attempts.saturating_add(1);
@@ -172,7 +176,7 @@ impl Facilitator {
                         status,
                     }) => (status, error, retry_after),
                 };
-                let schedule = &self.settings().webhook_retry_schedule;
+                let schedule = &self.core.settings().webhook_retry_schedule;
                 match schedule.get(usize::try_from(attempts).unwrap_or(usize::MAX) - 1) {
                     Some(delay) => {
                         let wait = jitter(*delay).max(retry_after.unwrap_or_default());
@@ -222,8 +226,7 @@ impl Facilitator {
         let payload = body(event);
         let signature = signature_header(&secrets, &event.new.id, now, payload.as_bytes());
         let sent = self
-            .inner
-            .webhook_http
+            .http
             .post(url)
             .header(WEBHOOK_ID, &event.new.id)
             .header(WEBHOOK_TIMESTAMP, now.to_string())
@@ -258,7 +261,7 @@ impl Facilitator {
 
     /// The secrets deliveries to `endpoint` are signed with at `now`, opened.
     fn signing_secrets(&self, endpoint: &Endpoint, now: u64) -> Result<Vec<WebhookSecret>, String> {
-        let keys = self.settings().webhook_secrets.as_ref();
+        let keys = self.core.settings().webhook_secrets.as_ref();
         endpoint
             .signing_secrets(now)
             .into_iter()

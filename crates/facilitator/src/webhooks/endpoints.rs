@@ -11,8 +11,9 @@ use tollgate_protocol::{
 use super::{DEFAULT_ROTATION_OVERLAP_SECS, SecretsKeys, reseal::seal_plaintext};
 use crate::{
     error::{Error, Result},
-    facilitator::{Facilitator, unix_now},
+    facilitator::unix_now,
     store::{Delivery, Endpoint, Event},
+    webhooks::Webhooks,
 };
 
 /// Most endpoints per provider.
@@ -68,7 +69,7 @@ fn check_description(description: &str) -> Result<()> {
     Ok(())
 }
 
-impl Facilitator {
+impl Webhooks {
     /// Checks an endpoint URL: absolute http(s), and (unless private targets are allowed) a
     /// host that is not, and does not resolve to, a private address.
     async fn check_url(&self, url: &str) -> Result<()> {
@@ -89,7 +90,8 @@ impl Facilitator {
 
     /// The configured keys; without them no secret can be written (503 `WebhooksNotConfigured`).
     fn secrets_keys(&self) -> Result<&SecretsKeys> {
-        self.settings()
+        self.core
+            .settings()
             .webhook_secrets
             .as_ref()
             .ok_or(Error::WebhooksNotConfigured)
@@ -97,7 +99,7 @@ impl Facilitator {
 
     /// Registers an endpoint for `provider`: the endpoint and its signing secret, in plaintext
     /// this once (stored sealed).
-    pub(crate) async fn create_webhook_endpoint(
+    pub(crate) async fn create_endpoint(
         &self,
         provider: Address,
         req: CreateEndpoint,
@@ -106,7 +108,7 @@ impl Facilitator {
         let events = parse_filter(req.events)?;
         let description = req.description.unwrap_or_default();
         check_description(&description)?;
-        let existing = self.store().webhook_endpoints(provider).await?;
+        let existing = self.core.store().webhook_endpoints(provider).await?;
         if existing.len() >= MAX_ENDPOINTS {
             return Err(Error::invalid(
                 ApiErrorCode::TooManyEndpoints,
@@ -131,23 +133,20 @@ impl Facilitator {
             created_at: now,
             updated_at: now,
         };
-        self.store().insert_webhook_endpoint(&endpoint).await?;
+        self.core.store().insert_webhook_endpoint(&endpoint).await?;
         tracing::info!(%provider, endpoint = %endpoint.id, "webhook endpoint added");
         Ok((endpoint, secret))
     }
 
     /// `provider`'s endpoints.
-    pub(crate) async fn webhook_endpoints(&self, provider: Address) -> Result<Vec<Endpoint>> {
-        Ok(self.store().webhook_endpoints(provider).await?)
+    pub(crate) async fn endpoints(&self, provider: Address) -> Result<Vec<Endpoint>> {
+        Ok(self.core.store().webhook_endpoints(provider).await?)
     }
 
     /// `provider`'s endpoint `id`; 404 when it has none by that id.
-    pub(crate) async fn owned_webhook_endpoint(
-        &self,
-        provider: Address,
-        id: &str,
-    ) -> Result<Endpoint> {
-        self.store()
+    pub(crate) async fn owned_endpoint(&self, provider: Address, id: &str) -> Result<Endpoint> {
+        self.core
+            .store()
             .webhook_endpoint(Some(provider), id)
             .await?
             .ok_or_else(|| not_found(id))
@@ -155,13 +154,13 @@ impl Facilitator {
 
     /// Changes url, events, description and enabled as `req` says (re-enabling clears the reason
     /// it was disabled).
-    pub(crate) async fn update_webhook_endpoint(
+    pub(crate) async fn update_endpoint(
         &self,
         provider: Address,
         id: &str,
         req: UpdateEndpoint,
     ) -> Result<Endpoint> {
-        let mut e = self.owned_webhook_endpoint(provider, id).await?;
+        let mut e = self.owned_endpoint(provider, id).await?;
         if let Some(url) = req.url {
             self.check_url(&url).await?;
             e.url = url;
@@ -182,19 +181,24 @@ impl Facilitator {
             };
         }
         e.updated_at = unix_now();
-        if let Some(keys) = &self.settings().webhook_secrets {
+        if let Some(keys) = &self.core.settings().webhook_secrets {
             // A secret an older version stored in plaintext is sealed on this write too.
             seal_plaintext(keys, &mut e).map_err(Error::internal)?;
         }
-        if !self.store().update_webhook_endpoint(&e).await? {
+        if !self.core.store().update_webhook_endpoint(&e).await? {
             return Err(not_found(id));
         }
         Ok(e)
     }
 
     /// Deletes `provider`'s endpoint `id`.
-    pub(crate) async fn delete_webhook_endpoint(&self, provider: Address, id: &str) -> Result<()> {
-        if self.store().delete_webhook_endpoint(provider, id).await? {
+    pub(crate) async fn delete_endpoint(&self, provider: Address, id: &str) -> Result<()> {
+        if self
+            .core
+            .store()
+            .delete_webhook_endpoint(provider, id)
+            .await?
+        {
             tracing::info!(%provider, endpoint = %id, "webhook endpoint deleted");
             Ok(())
         } else {
@@ -205,7 +209,7 @@ impl Facilitator {
     /// Gives endpoint `id` a new secret (returned in plaintext this once); the old one keeps
     /// signing (deliveries carry both signatures) for `overlap_secs` (default 24 h, at most 7
     /// days).
-    pub(crate) async fn rotate_webhook_secret(
+    pub(crate) async fn rotate_secret(
         &self,
         provider: Address,
         id: &str,
@@ -215,7 +219,7 @@ impl Facilitator {
             .unwrap_or(DEFAULT_ROTATION_OVERLAP_SECS)
             .min(MAX_OVERLAP_SECS);
         let keys = self.secrets_keys()?;
-        let mut e = self.owned_webhook_endpoint(provider, id).await?;
+        let mut e = self.owned_endpoint(provider, id).await?;
         let now = unix_now();
         let secret = WebhookSecret::generate().expose_secret();
         // The previous secret moves to `old_secret` as stored: the seal is bound to the endpoint,
@@ -227,7 +231,7 @@ impl Facilitator {
         e.old_secret_expires_at = Some(now + overlap);
         seal_plaintext(keys, &mut e).map_err(Error::internal)?;
         e.updated_at = now;
-        if !self.store().update_webhook_endpoint(&e).await? {
+        if !self.core.store().update_webhook_endpoint(&e).await? {
             return Err(not_found(id));
         }
         tracing::info!(%provider, endpoint = %id, overlap, "webhook secret rotated");
@@ -235,24 +239,25 @@ impl Facilitator {
     }
 
     /// The latest `limit` deliveries to `provider`'s endpoint `id`.
-    pub(crate) async fn webhook_deliveries(
+    pub(crate) async fn deliveries(
         &self,
         provider: Address,
         id: &str,
         limit: u32,
     ) -> Result<Vec<Delivery>> {
-        self.owned_webhook_endpoint(provider, id).await?;
-        Ok(self.store().deliveries(provider, id, limit).await?)
+        self.owned_endpoint(provider, id).await?;
+        Ok(self.core.store().deliveries(provider, id, limit).await?)
     }
 
     /// Puts the delivery of `event_id` to endpoint `id` back to pending, due now.
-    pub(crate) async fn redeliver_webhook(
+    pub(crate) async fn redeliver(
         &self,
         provider: Address,
         id: &str,
         event_id: &str,
     ) -> Result<()> {
         if self
+            .core
             .store()
             .redeliver(provider, id, event_id, unix_now())
             .await?
@@ -266,13 +271,13 @@ impl Facilitator {
     }
 
     /// `provider`'s events after `seq` `after`, oldest first.
-    pub(crate) async fn webhook_events(
+    pub(crate) async fn events(
         &self,
         provider: Address,
         after: u64,
         limit: u32,
     ) -> Result<Vec<Event>> {
-        Ok(self.store().events(provider, after, limit).await?)
+        Ok(self.core.store().events(provider, after, limit).await?)
     }
 }
 

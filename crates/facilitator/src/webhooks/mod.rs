@@ -52,7 +52,9 @@
 //! `keys.webhook_secrets` key ([`SecretsKeys`], [`Settings::webhook_secrets`](crate::Settings));
 //! without that key no endpoint can be added and no secret rotated.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
+
+use crate::facilitator::Core;
 
 #[cfg(doc)]
 use tollgate_protocol::webhook::{EventType, WebhookEvent};
@@ -66,6 +68,22 @@ mod ssrf;
 pub use reseal::SecretsError;
 pub use secrets::{SEALED_PREFIX, SECRETS_KEY_LEN, SealError, SecretsKey, SecretsKeys, is_sealed};
 pub(crate) use ssrf::GuardedResolver;
+
+/// Webhooks: providers' endpoints, the delivery of the event outbox to them, and the event
+/// log. Owns the delivery HTTP client (with the SSRF guard in its resolver). A service of the
+/// [`Facilitator`](crate::Facilitator).
+#[derive(Clone, Debug)]
+pub struct Webhooks {
+    pub(crate) core: Arc<Core>,
+    /// The client deliveries are posted with.
+    pub(crate) http: reqwest::Client,
+}
+
+impl Webhooks {
+    pub(crate) fn new(core: Arc<Core>, http: reqwest::Client) -> Self {
+        Self { core, http }
+    }
+}
 
 /// The Standard Webhooks retry schedule: the delays before attempts 2, 3, … (the first attempt
 /// is immediate); about 28 hours in all.

@@ -3,8 +3,8 @@
 
 use super::{SealError, SecretsKeys, is_sealed};
 use crate::{
-    facilitator::Facilitator,
     store::{Endpoint, EndpointSecrets, StoreError},
+    webhooks::Webhooks,
 };
 
 /// Seals whichever of `e`'s secrets is still plaintext (stored by an older version).
@@ -21,7 +21,8 @@ pub(super) fn seal_plaintext(keys: &SecretsKeys, e: &mut Endpoint) -> Result<(),
 }
 
 /// Why the stored webhook secrets do not fit the configured key
-/// ([`Facilitator::seal_webhook_secrets`]). Never contains a secret or key material.
+/// ([`Facilitator::seal_webhook_secrets`](crate::Facilitator::seal_webhook_secrets)). Never
+/// contains a secret or key material.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum SecretsError {
@@ -58,7 +59,7 @@ pub enum SecretsError {
     Store(#[from] StoreError),
 }
 
-impl Facilitator {
+impl Webhooks {
     /// Brings the stored webhook secrets in line with the configured keys; run at startup,
     /// before serving. Every secret still in plaintext (stored by a version before encryption
     /// at rest) or sealed under a previous key (`keys.webhook_secrets_previous`) is sealed
@@ -68,9 +69,9 @@ impl Facilitator {
     /// Fails, naming the setting, when the store holds secrets but no key is configured, or a
     /// secret was sealed under a key that is not configured (a wrong key) or does not open:
     /// deliveries are never signed with a secret that could not be read.
-    pub async fn seal_webhook_secrets(&self) -> Result<usize, SecretsError> {
-        let all = self.store().webhook_secrets().await?;
-        let Some(keys) = &self.settings().webhook_secrets else {
+    pub async fn seal_secrets(&self) -> Result<usize, SecretsError> {
+        let all = self.core.store().webhook_secrets().await?;
+        let Some(keys) = &self.core.settings().webhook_secrets else {
             let sealed = all
                 .iter()
                 .filter(|e| is_sealed(&e.secret) || e.old_secret.as_deref().is_some_and(is_sealed))
@@ -111,7 +112,7 @@ impl Facilitator {
                 old_secret: old_secret.or_else(|| old.old_secret.clone()),
             };
             // A rotation in between (another replica) wrote sealed secrets already.
-            if self.store().replace_webhook_secrets(old, &new).await? {
+            if self.core.store().replace_webhook_secrets(old, &new).await? {
                 rewritten += 1;
             }
         }

@@ -4,13 +4,13 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-use crate::facilitator::Facilitator;
+use super::Webhooks;
 
-impl Facilitator {
+impl Webhooks {
     /// The SSRF guard: `Err(why)` when the URL's host is, or resolves to, an address this
     /// facilitator must not call.
     pub(super) async fn check_target(&self, url: &url::Url) -> Result<(), String> {
-        if self.settings().webhook_allow_private {
+        if self.core.settings().webhook_allow_private {
             return Ok(());
         }
         let ip = match url.host() {

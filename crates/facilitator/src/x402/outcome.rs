@@ -3,7 +3,7 @@
 
 use super::*;
 
-impl Facilitator {
+impl X402 {
     /// Records that a settlement is not confirmed yet; answered as a failure naming the
     /// transaction (`invalid_transaction_state`), which a repeat picks up.
     pub(super) async fn x402_pending(
@@ -12,13 +12,13 @@ impl Facilitator {
         tx_hash: B256,
     ) -> (ErrorReason, Option<B256>) {
         let at = unix_now();
-        let _ = self.inner.store.mark_submitted(key, tx_hash, at).await;
-        let _ = self.inner.store.mark_pending(key, at).await;
+        let _ = self.core.store.mark_submitted(key, tx_hash, at).await;
+        let _ = self.core.store.mark_pending(key, at).await;
         (ErrorReason::InvalidTransactionState, Some(tx_hash))
     }
 
     pub(super) async fn x402_failed(&self, key: B256, error: &str) {
-        if let Err(e) = self.inner.store.mark_failed(key, error, unix_now()).await {
+        if let Err(e) = self.core.store.mark_failed(key, error, unix_now()).await {
             tracing::error!(error = %e, "store unavailable recording a failed settlement");
         }
     }
@@ -53,7 +53,7 @@ impl Facilitator {
         // The row is there (recorded before the send, or read under the lock): confirmed in
         // one write. The store refuses a row recorded for another payment.
         let confirm = || {
-            self.inner.store.confirm_settlement(
+            self.core.store.confirm_settlement(
                 new,
                 receipt.tx_hash,
                 receipt.block_number,
@@ -64,7 +64,7 @@ impl Facilitator {
         let mut confirmed = confirm().await;
         if confirmed.as_ref().is_err_and(StoreError::is_row_not_found) {
             // No row for this very payment: recorded now, unless the key holds another.
-            match self.inner.store.insert_settlement(new).await {
+            match self.core.store.insert_settlement(new).await {
                 Ok(recorded) if recorded.row.new.request_hash != new.request_hash => {
                     return Err((ErrorReason::InvalidTransactionState, None));
                 }
@@ -120,7 +120,7 @@ impl Facilitator {
             .find_at_depth(
                 net.spec.token,
                 topics,
-                self.inner.settings.log_lookback_blocks,
+                self.core.settings.log_lookback_blocks,
                 depth,
                 |_| true,
             )
@@ -148,14 +148,14 @@ impl Facilitator {
             Some(vec![new.nonce]),
             None,
         ];
-        let deadline = std::time::Instant::now() + self.inner.settings.confirmation_timeout;
+        let deadline = std::time::Instant::now() + self.core.settings.confirmation_timeout;
         let mut pause = std::time::Duration::from_millis(10);
         loop {
             let found = net
                 .find_at_depth(
                     net.spec.token,
                     topics.clone(),
-                    self.inner.settings.log_lookback_blocks,
+                    self.core.settings.log_lookback_blocks,
                     1,
                     |_| true,
                 )
@@ -173,7 +173,7 @@ impl Facilitator {
     }
 }
 
-/// What used an authorization, by the logs ([`Facilitator::find_use`]).
+/// What used an authorization, by the logs ([`X402::find_use`]).
 pub(super) enum Use {
     /// This payment's transfer, in this (mined) transaction.
     This(Receipt),

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use tollgate_facilitator::openapi::PATHS;
+use tollgate_facilitator::openapi::paths;
 
 use crate::support::{Backend, Harness, NETWORK};
 
@@ -99,7 +99,7 @@ async fn metrics_expose_the_committed_names_help_types_labels_and_buckets() {
         actual.join("\n")
     );
 
-    let routes: BTreeSet<String> = PATHS
+    let routes: BTreeSet<String> = paths()
         .iter()
         .copied()
         .chain(["other"])

@@ -235,7 +235,7 @@ impl Harness {
         serde_json::json!({ "x402Version": 1, "paymentPayload": payload, "paymentRequirements": self.requirements(pay_to, amount) })
     }
 
-    /// [`settle_body`](Self::settle_body), typed: what `Facilitator::x402_settle` takes.
+    /// [`settle_body`](Self::settle_body), typed: what `X402::settle` takes.
     pub async fn settle_request(
         &self,
         payer: usize,

@@ -209,11 +209,11 @@ async fn settle_answers_only_for_the_settled_payload(backend: Backend) {
     // found on chain, but the transfer there is A's, so B is still refused.
     let (other_facilitator, _dir) = h.facilitator_with_fresh_store().await;
     let req_b: tollgate_protocol::x402::SettleRequest = serde_json::from_value(body_b).unwrap();
-    let rb = other_facilitator.x402_settle(&req_b, None).await;
+    let rb = other_facilitator.x402().settle(&req_b, None).await;
     assert!(!rb.success, "{rb:?}");
     assert_eq!(rb.transaction, "", "A's transaction is not named for B");
     let req_a: tollgate_protocol::x402::SettleRequest = serde_json::from_value(body_a).unwrap();
-    let ra2 = other_facilitator.x402_settle(&req_a, None).await;
+    let ra2 = other_facilitator.x402().settle(&req_a, None).await;
     assert!(
         !ra2.success,
         "settled by someone else: not this facilitator's success"
@@ -483,8 +483,8 @@ async fn the_same_payment_at_two_replicas_is_answered_success_once(backend: Back
             )
             .await;
         let (a, b) = tokio::join!(
-            h.facilitator.x402_settle(&req, None),
-            replica.x402_settle(&req, None)
+            h.facilitator.x402().settle(&req, None),
+            replica.x402().settle(&req, None)
         );
         let (won, lost) = match (a.success, b.success) {
             (true, false) => (a, b),
@@ -529,8 +529,8 @@ async fn a_first_settlers_retry_at_another_replica_gets_its_success(backend: Bac
             .await;
         let settler = Some(B256::repeat_byte(0x5e));
         let (a, b) = tokio::join!(
-            h.facilitator.x402_settle(&req, settler),
-            replica.x402_settle(&req, settler)
+            h.facilitator.x402().settle(&req, settler),
+            replica.x402().settle(&req, settler)
         );
         assert!(a.success && b.success, "payment {i}: {a:?} and {b:?}");
         assert_eq!(a.transaction, b.transaction, "payment {i}");
@@ -556,8 +556,8 @@ async fn two_payloads_with_one_nonce_at_two_replicas_settle_the_recorded_one(bac
         let small = h.settle_request(2, pay_to, 1_000, nonce).await;
         let large = h.settle_request(2, pay_to, 2_000, nonce).await;
         let (a, b) = tokio::join!(
-            h.facilitator.x402_settle(&small, None),
-            replica.x402_settle(&large, None)
+            h.facilitator.x402().settle(&small, None),
+            replica.x402().settle(&large, None)
         );
         let (won, amount, lost) = match (a.success, b.success) {
             (true, false) => (a, 1_000, b),

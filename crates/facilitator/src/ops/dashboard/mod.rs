@@ -25,15 +25,49 @@ use axum::{
 
 use crate::{
     analytics::ReportParams,
-    api::{extract::ApiQuery, providers::bearer_provider},
+    api::{Routes, extract::ApiQuery, providers::bearer_provider},
     error::{Error, Result},
     facilitator::{Facilitator, unix_now},
+    openapi::builder::{self, op},
     providers,
 };
 
 mod page;
 
 use page::login_page;
+
+/// The routes of the dashboard and its login, each with its OpenAPI operation.
+pub(crate) fn routes(r: &mut Routes) {
+    r.get("/dashboard", show, op("dashboard", "analytics", "The analytics dashboard (HTML, inline SVG charts, no script).")
+        .description("Bearer API key or the login session cookie; without either, 303 to `/dashboard/login`. Takes `/analytics`'s `range`, `bucket`, `from`, `to`.")
+        .secured_or_session()
+        .query::<ReportParams>()
+        .respond(200, builder::html("The dashboard."))
+        .empty(303, "Not logged in: to `/dashboard/login`.")
+        .errors(&[503]));
+    r.get(
+        "/dashboard/login",
+        login_form,
+        op("dashboardLoginForm", "analytics", "The login form (HTML).")
+            .respond(200, builder::html("The form.")),
+    );
+    r.post("/dashboard/login", login, op("dashboardLogin", "analytics", "Logs in with an API key (form field `apiKey`).")
+        .description("Sets the `tollgate_session` cookie (Secure, HttpOnly, SameSite=Strict, 12 h) and answers 303 to `/dashboard`; 401 with the form again for an unknown or revoked key.")
+        .form_body()
+        .empty(303, "Logged in.")
+        .respond(401, builder::html("Unknown or revoked key: the form again."))
+        .errors(&[413, 503]));
+    r.post(
+        "/dashboard/logout",
+        logout,
+        op(
+            "dashboardLogout",
+            "analytics",
+            "Ends the session and clears its cookie; 303 to `/dashboard/login`.",
+        )
+        .empty(303, "Logged out."),
+    );
+}
 pub use page::{render, units};
 
 /// The session cookie's name.
@@ -134,7 +168,7 @@ pub(crate) async fn show(
         let next: String = url::form_urlencoded::byte_serialize(here.as_bytes()).collect();
         return Ok(see_other(&format!("/dashboard/login?next={next}")));
     };
-    let report = f.analytics(provider, &params).await?;
+    let report = f.analytics().report(provider, &params).await?;
     let issues = f.store().renewal_issues(provider, RENEWAL_ISSUES).await?;
     Ok(html(StatusCode::OK, render(&report, &params, &issues)))
 }

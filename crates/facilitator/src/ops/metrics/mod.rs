@@ -122,10 +122,13 @@ pub struct Metrics {
 }
 
 impl Default for Metrics {
-    /// The facilitator's routes ([`crate::openapi::PATHS`]) and no networks (chain errors count
+    /// The facilitator's routes ([`crate::openapi::paths`]) and no networks (chain errors count
     /// under `"other"`); prefer [`Metrics::new`] with the configured networks.
     fn default() -> Self {
-        Self::new(std::iter::empty::<&str>(), crate::openapi::PATHS)
+        Self::new(
+            std::iter::empty::<&str>(),
+            crate::openapi::paths().iter().copied(),
+        )
     }
 }
 

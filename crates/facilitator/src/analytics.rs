@@ -36,6 +36,7 @@ pub use tollgate_protocol::api::analytics::{
     RecentPayment, Report, ReportParams, RevenuePoint, RevenueReport, RevenueView,
     SubscriptionPoint, SubscriptionReport, VolumePoint, VolumeReport, VolumeView,
 };
+use tollgate_protocol::webhook::EventType;
 
 use std::sync::Arc;
 
@@ -306,7 +307,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
     };
 
     // Event counts: per bucket and over the range.
-    let mut counts: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut counts: BTreeMap<EventType, u64> = BTreeMap::new();
     let mut subs: BTreeMap<u64, SubscriptionPoint> = starts
         .iter()
         .map(|t| {
@@ -320,18 +321,22 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
         })
         .collect();
     for (t, kind, n) in &data.events {
-        *counts.entry(kind.as_str()).or_default() += n;
+        // The store counts the types of `COUNTED_EVENTS`, all of them `EventType`s.
+        let Ok(kind) = kind.parse::<EventType>() else {
+            continue;
+        };
+        *counts.entry(kind).or_default() += n;
         if let Some(p) = subs.get_mut(t) {
-            match kind.as_str() {
-                "subscription.created" => p.new += n,
-                "subscription.renewed" => p.renewed += n,
-                "subscription.cancelled" => p.cancelled += n,
-                "subscription.paused" => p.paused += n,
+            match kind {
+                EventType::SubscriptionCreated => p.new += n,
+                EventType::SubscriptionRenewed => p.renewed += n,
+                EventType::SubscriptionCancelled => p.cancelled += n,
+                EventType::SubscriptionPaused => p.paused += n,
                 _ => {}
             }
         }
     }
-    let count = |kind: &str| counts.get(kind).copied().unwrap_or(0);
+    let count = |kind: EventType| counts.get(&kind).copied().unwrap_or(0);
 
     let terms: Vec<PlanTerms> = data
         .plan_terms
@@ -412,14 +417,14 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
             total: revenue.view(),
             series: revenue_series,
             failed: FailedRevenue {
-                payments: count("payment.failed"),
-                renewals: count("subscription.renewal_failed"),
+                payments: count(EventType::PaymentFailed),
+                renewals: count(EventType::SubscriptionRenewalFailed),
                 overage: data.unpaid.to_string(),
             },
         },
         volume: VolumeReport {
             total: volume_view(&total),
-            failed: count("payment.failed"),
+            failed: count(EventType::PaymentFailed),
             series,
             by_resource: ranked(&data.by_resource),
             by_network: ranked(&data.by_network),
@@ -436,12 +441,12 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
             active,
             paused,
             cancelled,
-            new: count("subscription.created"),
-            renewed: count("subscription.renewed"),
-            renewal_failed: count("subscription.renewal_failed"),
-            cancelled_in_range: count("subscription.cancelled"),
-            paused_in_range: count("subscription.paused"),
-            resumed_in_range: count("subscription.resumed"),
+            new: count(EventType::SubscriptionCreated),
+            renewed: count(EventType::SubscriptionRenewed),
+            renewal_failed: count(EventType::SubscriptionRenewalFailed),
+            cancelled_in_range: count(EventType::SubscriptionCancelled),
+            paused_in_range: count(EventType::SubscriptionPaused),
+            resumed_in_range: count(EventType::SubscriptionResumed),
             recurring_revenue: mrr.to_string(),
             series: subs.into_values().collect(),
             by_plan,
@@ -451,8 +456,8 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
             used: used.to_string(),
             charged: data.charged.to_string(),
             unpaid: data.unpaid.to_string(),
-            exhausted: count("allowance.exhausted"),
-            raised: count("allowance.raised"),
+            exhausted: count(EventType::AllowanceExhausted),
+            raised: count(EventType::AllowanceRaised),
             series: metered_series,
         },
         webhooks: data

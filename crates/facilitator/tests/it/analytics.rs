@@ -12,7 +12,7 @@ use std::{
         Arc,
         atomic::{AtomicUsize, Ordering},
     },
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::Duration,
 };
 
 use alloy::{
@@ -27,7 +27,7 @@ use tollgate_facilitator::{
     analytics::{self, ReportParams},
     store::{self, NewEvent, NewSettlement, SettlementKind, Store},
 };
-use tollgate_protocol::Amount;
+use tollgate_protocol::{Amount, unix_now};
 
 use crate::support::{Backend, Harness, NETWORK};
 
@@ -37,13 +37,6 @@ const OTHER: usize = 6;
 const SUBSCRIBER: usize = 3;
 /// The facilitator's fee on the router path (the harness signs payments with it).
 const FEE: u64 = 1_000;
-
-fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-}
 
 /// Waits for the wall clock's next second, so that what follows is strictly newer.
 async fn next_second() {

@@ -97,6 +97,12 @@ async fn key_for(h: &Harness, who: usize) -> String {
     h.api_key(who, "t").await
 }
 
+/// `POST /webhooks/endpoints` for `url` with the provider's `key`: the status and the body.
+async fn add_endpoint(h: &Harness, key: &str, url: &str) -> (u16, Value) {
+    let body = json!({ "url": url });
+    call(h, "POST", "/webhooks/endpoints", Some(key), Some(body)).await
+}
+
 async fn call(
     h: &Harness,
     method: &str,

@@ -11,14 +11,7 @@ async fn a_settlement_is_delivered_signed() {
     let h = Harness::with(Backend::Devnet, dev_mode).await;
     let key = key_for(&h, PROVIDER).await;
     let (rx, url) = Receiver::start(vec![]).await;
-    let (_, ep) = call(
-        &h,
-        "POST",
-        "/webhooks/endpoints",
-        Some(&key),
-        Some(json!({ "url": url })),
-    )
-    .await;
+    let (_, ep) = add_endpoint(&h, &key, &url).await;
     let secret = WebhookSecret::parse(ep["secret"].as_str().unwrap()).unwrap();
 
     let payee = h.account(PROVIDER).address;
@@ -97,14 +90,7 @@ async fn a_settlement_is_delivered_signed() {
 async fn down_then_up(h: &Harness) {
     let key = key_for(h, PROVIDER).await;
     let (rx, url) = Receiver::start(vec![(503, None), (500, None), (429, Some("2"))]).await;
-    let (s, _) = call(
-        h,
-        "POST",
-        "/webhooks/endpoints",
-        Some(&key),
-        Some(json!({ "url": url })),
-    )
-    .await;
+    let (s, _) = add_endpoint(h, &key, &url).await;
     assert_eq!(s, 201);
     let ids = record(h, h.account(PROVIDER).address, 5, "down").await;
     let f = &h.facilitator;
@@ -163,23 +149,9 @@ async fn gone_disables_failures_dead_letter_and_redelivery_works() {
     let h = Harness::with(Backend::Devnet, dev_mode).await;
     let key = key_for(&h, PROVIDER).await;
     let (_, gone_url) = Receiver::start(vec![(410, None)]).await;
-    let (_, gone) = call(
-        &h,
-        "POST",
-        "/webhooks/endpoints",
-        Some(&key),
-        Some(json!({ "url": gone_url })),
-    )
-    .await;
+    let (_, gone) = add_endpoint(&h, &key, &gone_url).await;
     let (rx, url) = Receiver::start(vec![(500, None); 4]).await;
-    let (_, failing) = call(
-        &h,
-        "POST",
-        "/webhooks/endpoints",
-        Some(&key),
-        Some(json!({ "url": url })),
-    )
-    .await;
+    let (_, failing) = add_endpoint(&h, &key, &url).await;
     let ids = record(&h, h.account(PROVIDER).address, 1, "dead").await;
     drain(&h.facilitator).await;
 
@@ -258,14 +230,7 @@ async fn a_restart_loses_no_event_and_a_burst_arrives_in_order() {
     let h = Harness::with(Backend::Devnet, dev_mode).await;
     let key = key_for(&h, PROVIDER).await;
     let (rx, url) = Receiver::start(vec![]).await;
-    call(
-        &h,
-        "POST",
-        "/webhooks/endpoints",
-        Some(&key),
-        Some(json!({ "url": url })),
-    )
-    .await;
+    add_endpoint(&h, &key, &url).await;
     let ids = record(&h, h.account(PROVIDER).address, 1_000, "burst").await;
 
     // "Restart": another facilitator over the same store and chain delivers them.
@@ -311,14 +276,7 @@ async fn chain_events_reach_the_plan_owner_through_its_filters() {
     .await;
     let key = key_for(&h, PROVIDER).await;
     let (all_rx, all_url) = Receiver::start(vec![]).await;
-    call(
-        &h,
-        "POST",
-        "/webhooks/endpoints",
-        Some(&key),
-        Some(json!({ "url": all_url })),
-    )
-    .await;
+    add_endpoint(&h, &key, &all_url).await;
     let (paused_rx, paused_url) = Receiver::start(vec![]).await;
     call(
         &h,

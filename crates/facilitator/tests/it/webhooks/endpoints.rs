@@ -15,14 +15,7 @@ async fn endpoints_are_managed_and_private_targets_refused_outside_dev_mode() {
         "http://169.254.169.254/latest",
         "http://localhost/hook",
     ] {
-        let (s, v) = call(
-            &h,
-            "POST",
-            "/webhooks/endpoints",
-            Some(&key),
-            Some(json!({ "url": url })),
-        )
-        .await;
+        let (s, v) = add_endpoint(&h, &key, &url).await;
         assert_eq!(
             (s, v["error"]["code"].as_str()),
             (422, Some("TargetNotAllowed")),
@@ -153,14 +146,7 @@ async fn ipv6_forms_of_refused_addresses_are_refused_at_registration() {
         "[2001:0:808:808::80ff:fffe]",
     ] {
         let url = format!("http://{host}:9/hook");
-        let (s, v) = call(
-            &h,
-            "POST",
-            "/webhooks/endpoints",
-            Some(&key),
-            Some(json!({ "url": url })),
-        )
-        .await;
+        let (s, v) = add_endpoint(&h, &key, &url).await;
         assert_eq!(
             (s, v["error"]["code"].as_str()),
             (422, Some("TargetNotAllowed")),

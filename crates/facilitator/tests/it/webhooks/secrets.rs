@@ -376,14 +376,7 @@ async fn without_the_key_endpoints_cannot_be_added() {
     .await;
     let key = key_for(&h, PROVIDER).await;
     let (_, url) = Receiver::start(vec![]).await;
-    let (s, v) = call(
-        &h,
-        "POST",
-        "/webhooks/endpoints",
-        Some(&key),
-        Some(json!({ "url": url })),
-    )
-    .await;
+    let (s, v) = add_endpoint(&h, &key, &url).await;
     assert_eq!(
         (s, v["error"]["code"].as_str()),
         (503, Some("WebhooksNotConfigured")),
@@ -427,14 +420,7 @@ async fn start_refuses_a_missing_or_wrong_webhook_secrets_key() {
     let h = Harness::assemble(fixture, chain, 1, Some(store), dev_mode).await;
     let key = key_for(&h, PROVIDER).await;
     let (_, url) = Receiver::start(vec![]).await;
-    let (s, _) = call(
-        &h,
-        "POST",
-        "/webhooks/endpoints",
-        Some(&key),
-        Some(json!({ "url": url })),
-    )
-    .await;
+    let (s, _) = add_endpoint(&h, &key, &url).await;
     assert_eq!(s, 201);
 
     let d = h.fixture.deployment;

@@ -15,7 +15,7 @@ async fn endpoints_are_managed_and_private_targets_refused_outside_dev_mode() {
         "http://169.254.169.254/latest",
         "http://localhost/hook",
     ] {
-        let (s, v) = add_endpoint(&h, &key, &url).await;
+        let (s, v) = add_endpoint(&h, &key, url).await;
         assert_eq!(
             (s, v["error"]["code"].as_str()),
             (422, Some("TargetNotAllowed")),

@@ -193,7 +193,7 @@ impl Agent {
                 }
                 let key = PlanKey {
                     facilitator,
-                    network: r.network.clone(),
+                    network: r.network.to_string(),
                     plan_id: plan.plan_id,
                 };
                 Some(((amount.is_none(), amount), key, offer))
@@ -413,7 +413,7 @@ impl Agent {
     fn raise_route(&self, terms: &Terms) -> Option<(String, String)> {
         terms.offers.iter().find_map(|o| {
             let facilitator = self.usable_facilitator(o.facilitator.as_deref()?)?;
-            Some((facilitator, o.requirements.network.clone()))
+            Some((facilitator, o.requirements.network.to_string()))
         })
     }
 

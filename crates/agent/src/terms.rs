@@ -108,8 +108,10 @@ fn from_v2(required: PaymentRequiredV2) -> Terms {
         .iter()
         .filter_map(|accepted| {
             let chain_id = network::chain_id_of(&accepted.network).ok()?;
-            let name = network::by_chain_id(chain_id)
-                .map_or_else(|| accepted.network.clone(), |k| k.name.to_owned());
+            let name = network::by_chain_id(chain_id).map_or_else(
+                || accepted.network.clone(),
+                tollgate_protocol::Network::from,
+            );
             Some(Offer {
                 requirements: accepted.to_v1(&name, Some(&required.resource)),
                 memo: None,

@@ -46,7 +46,7 @@ pub fn proof_domain() -> Eip712Domain {
 /// The typed claims of a proof.
 pub fn claims(proof: &PaymentProof) -> ProofClaims {
     ProofClaims {
-        network: proof.network.clone(),
+        network: proof.network.to_string(),
         chainId: U256::from(proof.chain_id),
         token: proof.token,
         payer: proof.payer,
@@ -94,7 +94,7 @@ mod tests {
         let key = crate::accounts::dev_accounts(1)[0].signer();
         let mut p = PaymentProof {
             version: 1,
-            network: "base-sepolia".into(),
+            network: "base-sepolia".parse().unwrap(),
             chain_id: 84532,
             token: Address::repeat_byte(1),
             payer: Address::repeat_byte(2),

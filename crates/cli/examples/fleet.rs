@@ -647,7 +647,8 @@ async fn x402_payments(
         );
         let (facilitator, network, token, pay_to, amount, total) = (
             args.facilitator.clone(),
-            args.network.clone(),
+            tollgate_protocol::Network::parse(args.network.clone())
+                .context("--network is not a network name")?,
             args.token,
             args.pay_to,
             args.x402_amount,

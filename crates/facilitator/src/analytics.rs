@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 
 use alloy::primitives::{Address, B256};
 use serde::Deserialize;
+use tollgate_protocol::Network;
 pub use tollgate_protocol::api::analytics::{
     Bucket, EndpointReport, FailedRevenue, MeteredPoint, MeteredReport, PlanReport, Ranked,
     RecentPayment, Report, ReportParams, RevenuePoint, RevenueReport, RevenueView,
@@ -44,7 +45,7 @@ use crate::{
     error::{Error, Result},
     facilitator::Core,
     facilitator::unix_now,
-    store::{AnalyticsData, AnalyticsQuery, RevenueKind, Volume},
+    store::{AnalyticsData, AnalyticsQuery, RevenueKind, StoreError, Volume},
 };
 
 const DAY: u64 = 86_400;
@@ -260,8 +261,15 @@ struct PlanTerms {
     interval: u64,
 }
 
-/// Shapes the store's rows into a [`Report`].
-pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Report {
+/// A stored network name as the report's [`Network`] (every one was a configured network's
+/// name; anything else is a corrupt row).
+fn stored_network(name: &str) -> Result<Network> {
+    Network::parse(name).map_err(|_| StoreError::Corrupt(format!("network = {name:.80}")).into())
+}
+
+/// Shapes the store's rows into a [`Report`]. Fails only on a stored network name that is not
+/// of a network's form ([`StoreError::Corrupt`]).
+pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Result<Report> {
     let starts: Vec<u64> = {
         let (first, last) = (q.bucket_of(q.from), q.bucket_of(q.to - 1));
         (0..=(last - first) / q.bucket_secs)
@@ -375,8 +383,8 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
             paused += p.paused;
             cancelled += p.cancelled;
             mrr = mrr.saturating_add(revenue);
-            PlanReport {
-                network: p.network.clone(),
+            Ok(PlanReport {
+                network: stored_network(&p.network)?,
                 plan_id: p.plan_id,
                 amount: t.map(|t| t.amount.clone()),
                 interval_secs: t.map(|t| t.interval),
@@ -384,9 +392,9 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
                 paused: p.paused,
                 cancelled: p.cancelled,
                 recurring_revenue: revenue.to_string(),
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
 
     let metered_by: BTreeMap<u64, (u64, u128)> = data
         .metered
@@ -408,7 +416,7 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
         })
         .collect();
 
-    Report {
+    Ok(Report {
         provider: q.provider.to_checksum(None),
         from: q.from,
         to: q.to,
@@ -477,20 +485,22 @@ pub fn report(q: &AnalyticsQuery, bucket: Bucket, data: &AnalyticsData) -> Repor
         recent_payments: data
             .recent
             .iter()
-            .map(|s| RecentPayment {
-                key: s.new.key,
-                path: s.new.kind.as_str().to_owned(),
-                network: s.new.network.clone(),
-                payer: s.new.payer.to_checksum(None),
-                amount: s.new.amount.to_string(),
-                fee: s.new.fee.to_string(),
-                status: s.status.as_str().to_owned(),
-                resource: s.new.resource.clone(),
-                tx_hash: s.tx_hash,
-                at: s.updated_at,
+            .map(|s| {
+                Ok(RecentPayment {
+                    key: s.new.key,
+                    path: s.new.kind.as_str().to_owned(),
+                    network: stored_network(&s.new.network)?,
+                    payer: s.new.payer.to_checksum(None),
+                    amount: s.new.amount.to_string(),
+                    fee: s.new.fee.to_string(),
+                    status: s.status.as_str().to_owned(),
+                    resource: s.new.resource.clone(),
+                    tx_hash: s.tx_hash,
+                    at: s.updated_at,
+                })
             })
-            .collect(),
-    }
+            .collect::<Result<_>>()?,
+    })
 }
 
 /// A provider's analytics report over a time range. A service of the
@@ -509,7 +519,7 @@ impl Analytics {
     pub async fn report(&self, provider: Address, params: &ReportParams) -> Result<Report> {
         let (q, bucket) = report_query(params, provider, unix_now())?;
         let data = self.core.store().analytics(&q).await?;
-        Ok(report(&q, bucket, &data))
+        report(&q, bucket, &data)
     }
 }
 

@@ -154,6 +154,8 @@ impl Default for Settings {
 /// A configured network with its chain.
 pub(crate) struct Network {
     pub(crate) spec: NetworkSpec,
+    /// `spec.name`, checked once at build, for the answers that carry it.
+    pub(crate) name: tollgate_protocol::Network,
     pub(crate) chain: Arc<dyn Chain>,
     pub(crate) domain: Eip712Domain,
     /// x402 transfers settled together ([`crate::batch`]).
@@ -293,6 +295,9 @@ pub enum BuildError {
     /// Two networks with one name.
     #[error("network {0} configured twice")]
     DuplicateNetwork(String),
+    /// A network name that is not of a network's form ([`tollgate_protocol::Network`]).
+    #[error("network {0:?} is not a well-formed network name")]
+    MalformedNetwork(String),
     /// The HTTP client for webhook deliveries could not be built.
     #[error("cannot build the webhook HTTP client")]
     Http,
@@ -415,6 +420,9 @@ impl Facilitator {
                 spec.token,
             );
             let name = spec.name.clone();
+            let Ok(wire_name) = tollgate_protocol::Network::parse(name.clone()) else {
+                return Err(BuildError::MalformedNetwork(name));
+            };
             let batches = crate::batch::Batches::new(crate::batch::Target {
                 chain: Arc::clone(&chain),
                 router: spec.router,
@@ -436,6 +444,7 @@ impl Facilitator {
             );
             let network = Network {
                 spec,
+                name: wire_name,
                 chain,
                 domain,
                 batches,

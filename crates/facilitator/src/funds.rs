@@ -291,7 +291,7 @@ impl Core {
         // within the hour are one event.
         let hour = (now / 3600).to_be_bytes();
         let data = EventData::RelayerLowBalance(RelayerLowBalance {
-            network: net.spec.name.clone(),
+            network: net.name.clone(),
             relayer,
             balance: known.balance.into(),
             floor: known.floor.into(),

@@ -117,7 +117,7 @@ impl Plans {
             .await?;
         Ok(Some(Plan {
             plan_id,
-            network: net.spec.name.clone(),
+            network: net.name.clone(),
             token: p.token,
             pay_to: p.payTo,
             amount: Amount(p.amount),

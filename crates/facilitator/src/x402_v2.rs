@@ -68,7 +68,7 @@ impl X402 {
         });
         let settler = settler.or(id_hash);
         let mut answer = self.settle_bound(&v1, settler, id_hash).await;
-        answer.network = caip2;
+        answer.network = caip2.into_string();
         answer
     }
 
@@ -119,7 +119,7 @@ impl X402 {
         if !requirements.is_accepted_as(&payload.accepted) {
             return Err(ErrorReason::InvalidPaymentRequirements);
         }
-        let name = net.spec.name.as_str();
+        let name = &net.name;
         let v1 = VerifyRequest::new(
             payload.to_v1(name),
             requirements.to_v1(name, payload.resource.as_ref()),

@@ -100,7 +100,7 @@ async fn run(n: usize) {
                 let memo = gate.build_payment_required(&offer, "").accepts[0].memo;
                 let mut p = PaymentProof {
                     version: 1,
-                    network: "tollgate-devnet".into(),
+                    network: "tollgate-devnet".parse().unwrap(),
                     chain_id: 31337,
                     token: d.token,
                     payer: accounts[2].address,

@@ -27,7 +27,7 @@ use std::{
 
 use alloy::primitives::{Address, B256};
 use tollgate_chain::Chain;
-use tollgate_protocol::{AllowanceUsage, Amount, DeductRequest, PlanTerms, network};
+use tollgate_protocol::{AllowanceUsage, Amount, DeductRequest, Network, PlanTerms};
 
 pub use builder::{
     DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_PENDING_HOLD,
@@ -59,7 +59,9 @@ pub struct Gate {
 }
 
 pub(crate) struct Inner {
-    network: String,
+    network: Network,
+    /// `network` as it goes on the wire: the canonical x402 name when it is one.
+    wire_network: Network,
     token: Address,
     token_name: String,
     token_version: String,
@@ -76,7 +78,7 @@ pub(crate) struct Inner {
     api_key: Option<secrecy::SecretString>,
     /// The network's CAIP-2 id (`eip155:<chain id>`), when known: the gate then speaks x402 V2
     /// too.
-    caip2: Option<String>,
+    caip2: Option<Network>,
     /// [`GateBuilder::pending_hold`].
     pending_hold: Duration,
     /// When the chain's clock was last read afresh ([`Gate::chain_now`]), unix seconds.
@@ -120,7 +122,7 @@ pub(crate) fn path_of(url: &str) -> &str {
 
 impl Gate {
     /// The network name.
-    pub fn network(&self) -> &str {
+    pub fn network(&self) -> &Network {
         &self.inner.network
     }
 
@@ -141,8 +143,8 @@ impl Gate {
 
     /// The network's CAIP-2 id (`eip155:84532`), which x402 V2 names it by; `None` when the gate
     /// could not learn the chain id ([`GateBuilder::chain_id`]) and so answers x402 V1 only.
-    pub fn caip2(&self) -> Option<&str> {
-        self.inner.caip2.as_deref()
+    pub fn caip2(&self) -> Option<&Network> {
+        self.inner.caip2.as_ref()
     }
 
     /// The memo TTL.
@@ -222,8 +224,7 @@ impl Gate {
             return Err(DeductError::NotConfigured);
         }
         let req = DeductRequest {
-            // Well-formed: the builder checked it.
-            network: tollgate_protocol::Network::parse(self.inner.network.as_str()).ok(),
+            network: Some(self.inner.network.clone()),
             amount,
             idempotency_key,
         };
@@ -286,8 +287,8 @@ impl Gate {
     }
 
     /// The network as it goes on the wire: the canonical x402 name when it is one.
-    fn wire_network(&self) -> &str {
-        network::canonical_name(&self.inner.network).unwrap_or(&self.inner.network)
+    fn wire_network(&self) -> &Network {
+        &self.inner.wire_network
     }
 
     fn terms<'a>(&'a self, method: &'a str, path: &'a str, price: Amount) -> MemoTerms<'a> {

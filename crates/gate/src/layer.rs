@@ -374,7 +374,7 @@ impl PaymentGateLayer {
             HeaderValue::from_str(&paid.encode()).map_err(encoding)?,
         );
         if let Some(caip2) = self.gate.caip2() {
-            caip2.clone_into(&mut paid.network);
+            caip2.as_str().clone_into(&mut paid.network);
             receipt.insert(
                 PAYMENT_RESPONSE,
                 HeaderValue::from_str(&paid.encode()).map_err(encoding)?,

@@ -170,7 +170,7 @@ fn pay_data(gate: &Gate, body: &PaymentRequired) -> Option<Pay> {
         .collect();
     Some(Pay {
         facilitator: gate.facilitator_url().to_owned(),
-        network: gate.network().to_owned(),
+        network: gate.network().to_string(),
         chain_id: net.chain_id,
         router: net.router,
         fee: net.fee,

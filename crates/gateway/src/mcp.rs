@@ -252,7 +252,7 @@ impl ServerHandler for McpTools {
         if payment.get("x402Version").and_then(Value::as_u64) == Some(2)
             && let Some(caip2) = self.gate.caip2()
         {
-            caip2.clone_into(&mut header.network);
+            caip2.as_str().clone_into(&mut header.network);
         }
         let mut meta = MetaObject::new();
         meta.insert(

@@ -220,7 +220,7 @@ impl NativeGate {
     /// The network the gate settles on (after [`NativeGate::ready`]).
     #[napi]
     pub async fn network(&self) -> napi::Result<String> {
-        Ok(self.built().await?.gate.network().to_owned())
+        Ok(self.built().await?.gate.network().to_string())
     }
 
     /// The whole decision about a request: admitted (settled or deducted what it pays, with

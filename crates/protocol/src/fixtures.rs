@@ -17,7 +17,7 @@ pub(crate) const NOW: u64 = 1_750_000_000;
 pub(crate) fn proof() -> PaymentProof {
     PaymentProof {
         version: 1,
-        network: "base-sepolia".into(),
+        network: "base-sepolia".parse().unwrap(),
         chain_id: 84532,
         token: Address::repeat_byte(1),
         payer: Address::repeat_byte(2),
@@ -38,7 +38,7 @@ pub(crate) fn proof() -> PaymentProof {
 pub(crate) fn requirements() -> PaymentRequirements {
     PaymentRequirements {
         scheme: "exact".into(),
-        network: "base-sepolia".into(),
+        network: "base-sepolia".parse().unwrap(),
         max_amount_required: Amount::from_units(10_000),
         resource: "https://api.example.com/weather".into(),
         description: String::new(),
@@ -62,7 +62,7 @@ pub(crate) fn payload() -> PaymentPayload {
     PaymentPayload {
         x402_version: 1,
         scheme: "exact".into(),
-        network: "base-sepolia".into(),
+        network: "base-sepolia".parse().unwrap(),
         payload: ExactEvmPayload {
             signature: Bytes::from(vec![0x11; 65]),
             authorization: ExactEvmAuthorization {

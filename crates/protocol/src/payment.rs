@@ -88,7 +88,7 @@ pub struct PaymentProof {
     /// Always 1.
     pub version: u8,
     /// Network name.
-    pub network: String,
+    pub network: Network,
     /// Chain id of the network.
     pub chain_id: u64,
     /// Token contract.

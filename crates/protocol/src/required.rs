@@ -109,7 +109,7 @@ pub struct SubscriptionReceipt {
     /// The subscription the request was served on.
     pub subscription_id: B256,
     /// The gate's network.
-    pub network: String,
+    pub network: crate::Network,
     /// The token.
     #[serde(with = "crate::x402::checksummed")]
     pub token: Address,
@@ -178,7 +178,7 @@ mod tests {
         // A subscription's receipt round-trips through its header value.
         let receipt = SubscriptionReceipt {
             subscription_id: B256::repeat_byte(3),
-            network: "base-sepolia".into(),
+            network: "base-sepolia".parse().unwrap(),
             token: Address::repeat_byte(1),
             pay_to: Address::repeat_byte(2),
             metered: Amount::from_units(100_000),

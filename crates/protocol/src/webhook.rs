@@ -589,7 +589,7 @@ mod tests {
                 id: ID.to_owned(),
                 created_at: NOW,
                 data: EventData::RelayerLowBalance(events::RelayerLowBalance {
-                    network: "base".into(),
+                    network: "base".parse().unwrap(),
                     relayer: alloy::primitives::Address::repeat_byte(0x77),
                     balance: crate::Amount::from_units(1),
                     floor: crate::Amount::from_units(2),

@@ -5,7 +5,7 @@
 use std::str::FromStr;
 
 use alloy::primitives::{Address, B256, hex};
-use tollgate_protocol::{Amount, SettlementStatus};
+use tollgate_protocol::{Amount, Network, SettlementStatus};
 
 use crate::{NewSettlement, PlanOwner, Settlement, SettlementKind, StoreError, StoreResult};
 
@@ -109,6 +109,11 @@ pub(crate) fn parse_b256(column: &str, s: &str) -> StoreResult<B256> {
 
 pub(crate) fn parse_address(column: &str, s: &str) -> StoreResult<Address> {
     strict_hex::<20>(column, s).map(Address::from)
+}
+
+/// A stored network name as a [`Network`] (every one was a configured network's name).
+pub(crate) fn parse_network(column: &str, s: &str) -> StoreResult<Network> {
+    Network::parse(s).map_err(|_| corrupt(column, s))
 }
 
 fn parse_u64(column: &str, v: i64) -> StoreResult<u64> {

@@ -575,7 +575,7 @@ pub(crate) async fn count_refused(
             .await?;
         if let Some((provider,)) = provider {
             let data = EventData::SubscriptionRenewalStuck(SubscriptionRenewalStuck {
-                network: r.network.clone(),
+                network: crate::codec::parse_network("network", &r.network)?,
                 subscription_id: r.id,
                 cycle: r.cycle,
                 attempts,
@@ -747,7 +747,7 @@ mod tests {
             data: Box::new(EventData::AllowanceRaised(
                 tollgate_protocol::webhook::events::AllowanceRaised {
                     source: tollgate_protocol::webhook::events::ChainSource {
-                        network: net.to_owned(),
+                        network: net.parse().unwrap(),
                         tx_hash: B256::ZERO,
                         block: 1,
                     },

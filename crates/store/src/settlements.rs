@@ -390,7 +390,7 @@ impl ConfirmRow {
             block: codec::int("block", item.block)?,
             at: codec::int("updated_at", item.at)?,
             // Its event and rollup figures, computed here, go in with the update.
-            event: webhooks::payment_event(&after, item.at),
+            event: webhooks::payment_event(&after, item.at)?,
             rollup: analytics::Rollup::of(&after),
         })
     }
@@ -501,7 +501,7 @@ pub(crate) async fn mark_failed(
         .await?;
     if let Some(row) = failed {
         let s = row.decode()?;
-        webhooks::emit(c, &webhooks::payment_event(&s, s.updated_at)).await?;
+        webhooks::emit(c, &webhooks::payment_event(&s, s.updated_at)?).await?;
     }
     Ok(())
 }

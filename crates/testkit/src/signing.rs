@@ -162,7 +162,8 @@ impl Fixture {
         Ok(PaymentPayload {
             x402_version: 1,
             scheme: "exact".into(),
-            network: network.into(),
+            network: tollgate_protocol::Network::parse(network)
+                .map_err(|e| Error::Setup(Box::new(e)))?,
             payload: ExactEvmPayload {
                 signature,
                 authorization: ExactEvmAuthorization {

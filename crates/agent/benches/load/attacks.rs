@@ -209,18 +209,21 @@ impl Garbage {
                         p.memo = m;
                     }
                     4 => p.pay_to = tollgate_agent::Address::repeat_byte(0x24),
-                    _ => p.network = "base".into(),
+                    _ => p.network = "base".parse().unwrap(),
                 }
                 set(&mut h, p.encode().as_bytes());
             }
             Garbage::NearHeaderLimit => {
                 // A proof whose network name pads the value to ~HEADER_LIMIT - 600 bytes: well
                 // over the proof limit (8 KiB), under the server's header limit.
-                let mut p = spent().proof.clone();
+                let p = spent().proof.clone();
                 let target = HEADER_LIMIT - 600;
                 let base = p.encode().len();
-                p.network = "x".repeat((target - base) * 3 / 4);
-                set(&mut h, p.encode().as_bytes());
+                // Written as JSON: no `Network` is this long.
+                let mut json = serde_json::to_value(&p).unwrap();
+                json["network"] = "x".repeat((target - base) * 3 / 4).into();
+                let value = STANDARD.encode(serde_json::to_vec(&json).unwrap());
+                set(&mut h, value.as_bytes());
             }
             Garbage::OverHeaderLimit => {
                 let n = HEADER_LIMIT + 64 + rng.below(HEADER_LIMIT);

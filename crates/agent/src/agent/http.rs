@@ -206,7 +206,7 @@ impl Agent {
             kind: PaymentKind::Subscription { id: named },
             amount: tollgate_protocol::Amount::ZERO,
             fee: None,
-            network: receipt.network,
+            network: receipt.network.into_string(),
             token: receipt.token,
             payer: self.inner.address,
             pay_to: receipt.pay_to,

@@ -350,7 +350,7 @@ impl Agent {
         let chain_id = self
             .inner
             .chain_ids
-            .get(&r.network)
+            .get(r.network.as_str())
             .copied()
             .or_else(|| network::chain_id_of(&r.network).ok())?;
         Some(Route::X402 { chain_id })

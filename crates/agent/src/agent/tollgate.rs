@@ -210,7 +210,7 @@ impl Agent {
             kind: PaymentKind::Tollgate,
             amount,
             fee: Some(confirmed.payment.fee),
-            network: r.network.clone(),
+            network: r.network.to_string(),
             token: r.asset,
             payer: self.inner.address,
             pay_to: r.pay_to,

@@ -132,7 +132,7 @@ impl Agent {
             kind: PaymentKind::X402,
             amount: r.max_amount_required,
             fee: None,
-            network: r.network.clone(),
+            network: r.network.to_string(),
             token: r.asset,
             payer: self.inner.address,
             pay_to: r.pay_to,

@@ -44,7 +44,7 @@ const TYPE: &str = "ProofClaims(string network,uint256 chainId,address token,add
 
 fn spec_claims(p: &PaymentProof) -> spec::ProofClaims {
     spec::ProofClaims {
-        network: p.network.clone(),
+        network: p.network.to_string(),
         chainId: U256::from(p.chain_id),
         token: p.token,
         payer: p.payer,
@@ -127,12 +127,14 @@ fn any_u64() -> impl Strategy<Value = u64> {
     prop_oneof![any::<u64>(), Just(0), Just(u64::MAX)]
 }
 
-fn any_network() -> impl Strategy<Value = String> {
+fn any_network() -> impl Strategy<Value = tollgate_protocol::Network> {
     prop_oneof![
-        prop::sample::select(&["base", "base-sepolia", "base-mainnet", ""][..])
+        prop::sample::select(&["base", "base-sepolia", "base-mainnet", "eip155:84532"][..])
             .prop_map(str::to_owned),
-        ".{0,40}",
+        "[a-z0-9][a-z0-9-]{0,38}[a-z0-9]",
+        "eip155:[1-9][0-9]{0,15}",
     ]
+    .prop_map(|s| s.parse().unwrap())
 }
 
 /// An unsigned proof with arbitrary fields.
@@ -179,7 +181,7 @@ fn any_key() -> impl Strategy<Value = B256> {
 /// One signed field of a proof, replaced.
 #[derive(Clone, Debug)]
 enum Change {
-    Network(String),
+    Network(tollgate_protocol::Network),
     ChainId(u64),
     Token(Address),
     Payer(Address),

@@ -291,7 +291,7 @@ impl GateServer {
             .build()
             .await
             .unwrap();
-        assert_eq!(gate.caip2(), Some(CAIP2));
+        assert_eq!(gate.caip2().map(|n| n.as_str()), Some(CAIP2));
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&hits);
         let app = axum::Router::new()

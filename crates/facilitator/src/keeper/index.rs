@@ -46,7 +46,7 @@ impl Subscriptions {
             let events: Vec<SubscriptionEvent> = logs
                 .iter()
                 .filter(|l| l.log.address == subs)
-                .flat_map(|l| decode_indexed(name, l, &logs))
+                .flat_map(|l| decode_indexed(&net.name, l, &logs))
                 .collect();
             found += events
                 .iter()
@@ -107,7 +107,7 @@ fn first_cycle(
 /// What one log of the Subscriptions contract means for the index and for webhooks (`logs`: the
 /// range it was read in, where a subscription's first cycle is found).
 fn decode_indexed(
-    network: &str,
+    network: &tollgate_protocol::Network,
     l: &tollgate_chain::ChainLog,
     logs: &[tollgate_chain::ChainLog],
 ) -> Vec<SubscriptionEvent> {
@@ -118,7 +118,7 @@ fn decode_indexed(
         &l.log_index.to_be_bytes(),
     ]);
     let source = ChainSource {
-        network: network.to_owned(),
+        network: network.clone(),
         tx_hash: l.tx_hash,
         block: l.block_number,
     };
@@ -251,7 +251,7 @@ fn decode_indexed(
     };
     let renewal = |cycle: u32, id: B256, outcome: RenewalOutcome| {
         SubscriptionEvent::Renewed(Renewal {
-            network: network.to_owned(),
+            network: network.to_string(),
             id,
             cycle,
             outcome,
@@ -304,7 +304,7 @@ mod tests {
 
     /// The webhook event the keeper records for the first log of `logs`: its type and data.
     fn notified(logs: &[tollgate_chain::ChainLog]) -> (String, Value) {
-        decode_indexed(NETWORK, &logs[0], logs)
+        decode_indexed(&NETWORK.parse().unwrap(), &logs[0], logs)
             .into_iter()
             .find_map(|e| match e {
                 SubscriptionEvent::Notify { data, .. } => Some((

@@ -44,7 +44,7 @@ impl Settlements {
         let issued_at = unix_now().max(receipt.block_timestamp);
         let mut proof = PaymentProof {
             version: 1,
-            network: net.spec.name.clone(),
+            network: net.name.clone(),
             chain_id: net.spec.chain_id,
             token: net.spec.token,
             payer: new.payer,

@@ -107,7 +107,7 @@ impl Subscriptions {
         )
         .await?;
         Ok(SubscriptionQuote {
-            network: net.spec.name.clone(),
+            network: net.name.clone(),
             chain_id: net.spec.chain_id,
             subscriptions: subs,
             plan,

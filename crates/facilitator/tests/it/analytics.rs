@@ -803,7 +803,7 @@ async fn store_report(s: &dyn Store, from: u64, to: u64) -> Value {
     };
     let (q, bucket) = analytics::report_query(&params, Address::repeat_byte(0x72), to).unwrap();
     let data = s.analytics(&q).await.unwrap();
-    serde_json::to_value(analytics::report(&q, bucket, &data)).unwrap()
+    serde_json::to_value(analytics::report(&q, bucket, &data).unwrap()).unwrap()
 }
 
 /// Amounts beyond what a rollup holds (2^63 - 1) confirm without error and saturate there.

@@ -89,7 +89,7 @@ async fn exact(
     PaymentPayload {
         x402_version: 1,
         scheme: "exact".into(),
-        network: NETWORK.into(),
+        network: NETWORK.parse().unwrap(),
         payload: ExactEvmPayload {
             signature,
             authorization: ExactEvmAuthorization {
@@ -116,7 +116,7 @@ fn v1_body(payload: &PaymentPayload, pay_to: Address, amount: u64) -> Value {
 /// The same payment as an x402 V2 body, as `@x402/express` posts it.
 fn v2_body(payload: &PaymentPayload, pay_to: Address, amount: u64) -> Value {
     let v1 = requirements(pay_to, amount);
-    let accepted = PaymentRequirementsV2::from_v1(&v1, CAIP2.to_owned());
+    let accepted = PaymentRequirementsV2::from_v1(&v1, &CAIP2.parse().unwrap());
     let v2 = PaymentPayloadV2 {
         x402_version: 2,
         resource: Some(ResourceInfo {

@@ -23,7 +23,7 @@ async fn v2_body(
     id: Option<&str>,
 ) -> Value {
     let v1 = h.requirements(pay_to, amount);
-    let requirements = PaymentRequirementsV2::from_v1(&v1, caip2(h));
+    let requirements = PaymentRequirementsV2::from_v1(&v1, &caip2(h).parse().unwrap());
     let signed = h.x402_payload(payer, pay_to, amount, nonce).await;
     let payload = PaymentPayloadV2 {
         x402_version: 2,
@@ -72,7 +72,7 @@ async fn v2_verify_then_settle_once(backend: Backend) {
     let p: PaymentPayloadV2 = serde_json::from_value(body["paymentPayload"].clone()).unwrap();
     let v1 = json!({
         "x402Version": 1,
-        "paymentPayload": p.to_v1(NETWORK),
+        "paymentPayload": p.to_v1(&NETWORK.parse().unwrap()),
         "paymentRequirements": h.requirements(pay_to, 10_000),
     });
     let (_, twin) = h.post("/settle", &v1).await;

@@ -308,12 +308,15 @@ impl GateBuilder {
     /// (signers are fetched on the first proof).
     pub async fn build(mut self) -> Result<Gate, BuildError> {
         let network = self.network.ok_or(BuildError::Missing("network"))?;
-        if let Err(e) = tollgate_protocol::Network::parse(network.as_str()) {
-            return Err(BuildError::Invalid {
-                setting: "network",
-                problem: e.to_string(),
-            });
-        }
+        let network = match tollgate_protocol::Network::parse(network) {
+            Ok(network) => network,
+            Err(e) => {
+                return Err(BuildError::Invalid {
+                    setting: "network",
+                    problem: e.to_string(),
+                });
+            }
+        };
         let (token, token_name, token_version) = self.token.ok_or(BuildError::Missing("token"))?;
         let pay_to = self.pay_to.ok_or(BuildError::Missing("pay_to"))?;
         if pay_to == Address::ZERO {
@@ -415,9 +418,13 @@ impl GateBuilder {
             }
         };
         let secret = self.secret.unwrap_or_else(|| B256::random().0);
+        // The canonical x402 name when it is one (`base-mainnet` → `base`).
+        let wire_network = network::lookup(&network)
+            .map_or_else(|| network.clone(), tollgate_protocol::Network::from);
         Ok(Gate {
             inner: Arc::new(Inner {
                 network,
+                wire_network,
                 token,
                 token_name,
                 token_version,
@@ -432,7 +439,7 @@ impl GateBuilder {
                 chain: self.chain,
                 subscriptions,
                 api_key,
-                caip2: chain_id.map(network::caip2),
+                caip2: chain_id.map(tollgate_protocol::Network::eip155),
                 pending_hold: self.pending_hold,
                 clock_read: AtomicU64::new(0),
                 last_prune: AtomicU64::new(0),

@@ -91,8 +91,8 @@ impl Gate {
         }
         if !network::same_network(&proof.network, &i.network) {
             return Err(InvalidProof::WrongNetwork {
-                expected: i.network.clone(),
-                found: proof.network.clone(),
+                expected: i.network.to_string(),
+                found: proof.network.to_string(),
             });
         }
         if proof.token != i.token {
@@ -149,7 +149,7 @@ impl Gate {
                 payer: proof.payer,
                 amount: proof.amount,
                 tx_hash: proof.tx_hash,
-                network: proof.network.clone(),
+                network: proof.network.to_string(),
                 memo: proof.memo,
             }),
             Ok(false) => Err(InvalidProof::Replayed),

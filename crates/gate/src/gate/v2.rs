@@ -112,7 +112,7 @@ impl Gate {
         if accepted.scheme != SCHEME_EXACT {
             return refused(ErrorReason::UnsupportedScheme);
         }
-        if accepted.network != caip2 {
+        if accepted.network != *caip2 {
             return refused(ErrorReason::InvalidNetwork);
         }
         let ours =

@@ -90,7 +90,7 @@ fn decode(input: &[u8], payer: Address) -> Option<PaymentPayload> {
     Some(PaymentPayload {
         x402_version: 1,
         scheme: "exact".into(),
-        network: NETWORK.into(),
+        network: NETWORK.parse().unwrap(),
         payload: ExactEvmPayload {
             signature: t.signature,
             authorization: ExactEvmAuthorization {

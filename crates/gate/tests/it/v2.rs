@@ -58,7 +58,7 @@ fn settlement(r: &Reply, header: &str) -> SettlementResponseHeader {
 async fn every_402_carries_the_v2_terms_beside_the_v1_body() {
     let h = Harness::new().await;
     let gate = h.gate().await;
-    assert_eq!(gate.caip2(), Some(CAIP2));
+    assert_eq!(gate.caip2().map(|n| n.as_str()), Some(CAIP2));
     let app = App::serve(&gate).await;
     let (r, v2) = terms(&app, "/v1/quote").await;
     assert_eq!(r.body["x402Version"], 1, "the body stays the V1 superset");
@@ -122,7 +122,7 @@ async fn a_v2_payment_settles_once_under_the_v1_lock() {
     let again = send(&app, "/v1/quote", &p).await;
     assert_eq!(again.status, 402);
     assert_eq!(again.body["reason"], "duplicate_settlement");
-    let twin = p.to_v1(NETWORK).encode_header();
+    let twin = p.to_v1(&NETWORK.parse().unwrap()).encode_header();
     assert_eq!(
         app.pay("/v1/quote", &twin).await.body["reason"],
         "duplicate_settlement"
@@ -181,7 +181,7 @@ async fn tampered_or_foreign_v2_payments_are_refused_and_move_nothing() {
     assert_eq!(r.body["reason"], "invalid_payment_requirements");
     // Another network.
     let mut elsewhere = pay_v2(&h, &required, QUOTE_PRICE, B256::repeat_byte(0x76), None).await;
-    elsewhere.accepted.network = "eip155:8453".into();
+    elsewhere.accepted.network = "eip155:8453".parse().unwrap();
     assert_eq!(
         send(&app, "/v1/quote", &elsewhere).await.body["reason"],
         "invalid_network"
@@ -192,7 +192,10 @@ async fn tampered_or_foreign_v2_payments_are_refused_and_move_nothing() {
             "/v1/quote",
             &[
                 (PAYMENT_SIGNATURE, &quote.encode_header()),
-                ("x-payment", &quote.to_v1(NETWORK).encode_header()),
+                (
+                    "x-payment",
+                    &quote.to_v1(&NETWORK.parse().unwrap()).encode_header(),
+                ),
             ],
         )
         .await;

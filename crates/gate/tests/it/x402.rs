@@ -141,7 +141,7 @@ async fn x402_payments_that_do_not_fit_get_the_x402_reason() {
     let mut other = h
         .x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x55))
         .await;
-    other.network = "base".into();
+    other.network = "base".parse().unwrap();
     let r = app.pay("/v1/quote", &other.encode_header()).await;
     assert_eq!(r.body["error"], "InvalidPaymentProof");
     assert_eq!(r.body["reason"], "invalid_network");

@@ -149,7 +149,7 @@ pub struct VolumeReport {
 #[serde(rename_all = "camelCase")]
 pub struct PlanReport {
     /// Network name.
-    pub network: String,
+    pub network: crate::Network,
     /// The plan.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub plan_id: B256,
@@ -284,7 +284,7 @@ pub struct RecentPayment {
     /// `router` (`/authorize`) or `x402` (`/settle`).
     pub path: String,
     /// Network name.
-    pub network: String,
+    pub network: crate::Network,
     /// Payer, checksummed.
     pub payer: String,
     /// Gross amount.

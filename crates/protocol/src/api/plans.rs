@@ -44,7 +44,7 @@ pub struct Plan {
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub plan_id: B256,
     /// Its network.
-    pub network: String,
+    pub network: Network,
     /// The payment token.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub token: Address,

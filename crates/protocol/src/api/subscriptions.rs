@@ -145,7 +145,7 @@ pub struct PlanView {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SubscriptionQuote {
     /// Network name.
-    pub network: String,
+    pub network: Network,
     /// Chain id.
     pub chain_id: u64,
     /// The subscriptions contract (the EIP-712 verifying contract and the permit's spender).

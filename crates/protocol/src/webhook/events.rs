@@ -23,7 +23,7 @@ use crate::Amount;
 #[serde(rename_all = "camelCase")]
 pub struct ChainSource {
     /// The network's name (`base-sepolia`).
-    pub network: String,
+    pub network: crate::Network,
     /// The transaction that logged it.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub tx_hash: B256,
@@ -38,7 +38,7 @@ pub struct ChainSource {
 #[serde(rename_all = "camelCase")]
 pub struct PaymentEvent {
     /// The network's name.
-    pub network: String,
+    pub network: crate::Network,
     /// Its chain id.
     pub chain_id: u64,
     /// How it was settled: `router` (`/authorize`, with a fee and a proof) or `x402` (`/settle`).
@@ -142,7 +142,7 @@ pub struct SubscriptionRenewalFailed {
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionRenewalStuck {
     /// The network's name.
-    pub network: String,
+    pub network: crate::Network,
     /// The subscription.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub subscription_id: B256,
@@ -223,7 +223,7 @@ pub struct AllowanceCharged {
 #[serde(rename_all = "camelCase")]
 pub struct AllowanceExhausted {
     /// The network's name.
-    pub network: String,
+    pub network: crate::Network,
     /// The subscription.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Hash32))]
     pub subscription_id: B256,
@@ -297,7 +297,7 @@ pub struct PlanDeprecated {
 #[serde(rename_all = "camelCase")]
 pub struct RelayerLowBalance {
     /// The network's name.
-    pub network: String,
+    pub network: crate::Network,
     /// The relayer account.
     #[cfg_attr(feature = "openapi", schema(value_type = crate::openapi::Address))]
     pub relayer: Address,

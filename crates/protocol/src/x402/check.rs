@@ -91,7 +91,7 @@ mod tests {
                 ErrorReason::UnsupportedScheme,
             ),
             (
-                |p, _| p.network = "base".into(),
+                |p, _| p.network = "base".parse().unwrap(),
                 ErrorReason::InvalidNetwork,
             ),
             (
@@ -130,9 +130,9 @@ mod tests {
         p.payload.authorization.value = Amount::from_units(10_001);
         assert_eq!(check_exact_evm(&p, &r, NOW), Ok(()));
         // Aliases are one network.
-        p.network = "base-mainnet".into();
+        p.network = "base-mainnet".parse().unwrap();
         let mut r = r;
-        r.network = "base".into();
+        r.network = "base".parse().unwrap();
         assert_eq!(check_exact_evm(&p, &r, NOW), Ok(()));
         // A huge validBefore does not overflow.
         p.payload.authorization.valid_before = Amount(U256::MAX);

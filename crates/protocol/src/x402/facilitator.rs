@@ -105,6 +105,9 @@ pub struct SettleResponse {
     /// The transaction hash (`0x` + 64 hex); `""` when nothing was sent.
     pub transaction: String,
     /// The network name, copied from the payload.
+    ///
+    /// A `String`, not a [`crate::Network`]: x402 facilitators answer a failed settlement with
+    /// `""` here, and the answer must stay readable then.
     pub network: String,
 }
 
@@ -168,6 +171,10 @@ pub struct SupportedKind {
     /// `"exact"`.
     pub scheme: String,
     /// The network: a V1 name in a V1 kind, a CAIP-2 id in a V2 kind.
+    ///
+    /// A `String`, not a [`crate::Network`]: this is read from foreign x402 facilitators'
+    /// `/supported`, which may list networks in forms we do not know; refusing one would make
+    /// the whole answer unreadable. A kind we cannot use is skipped where it is read.
     pub network: String,
     /// Scheme-specific data (a JSON object; Solana facilitators put `feePayer` here).
     #[serde(
@@ -208,6 +215,10 @@ pub struct SettlementResponseHeader {
     /// The settlement transaction hash.
     pub transaction: String,
     /// The network name.
+    ///
+    /// A `String`, not a [`crate::Network`]: this header comes from foreign x402 servers, whose
+    /// network strings may be in forms we do not know; refusing one would make a paid response
+    /// unreadable.
     pub network: String,
     /// The payer.
     #[serde(

@@ -17,7 +17,7 @@ pub struct PaymentPayload {
     /// `"exact"`.
     pub scheme: String,
     /// The network name, copied by the client from the requirements it paid.
-    pub network: String,
+    pub network: crate::Network,
     /// The signed authorization.
     pub payload: ExactEvmPayload,
 }

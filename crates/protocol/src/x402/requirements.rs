@@ -16,7 +16,7 @@ pub struct PaymentRequirements {
     /// `"exact"` for anything an x402 V1 client should pay.
     pub scheme: String,
     /// An x402 V1 network name (see [`crate::network`]).
-    pub network: String,
+    pub network: crate::Network,
     /// The price in the asset's smallest unit.
     pub max_amount_required: Amount,
     /// The absolute URL of the resource.
@@ -95,7 +95,7 @@ impl PaymentRequirements {
             return Err(Incompatibility::Scheme(self.scheme.clone()));
         }
         if !network::is_x402_v1_name(&self.network) {
-            return Err(Incompatibility::Network(self.network.clone()));
+            return Err(Incompatibility::Network(self.network.to_string()));
         }
         if !is_absolute_url(&self.resource) {
             return Err(Incompatibility::Resource(self.resource.clone()));
@@ -278,11 +278,11 @@ mod tests {
             Err(Incompatibility::Scheme(_))
         ));
         assert!(matches!(
-            with(|r| r.network = "base-mainnet".into()),
+            with(|r| r.network = "base-mainnet".parse().unwrap()),
             Err(Incompatibility::Network(_))
         ));
         assert!(matches!(
-            with(|r| r.network = "devnet".into()),
+            with(|r| r.network = "devnet".parse().unwrap()),
             Err(Incompatibility::Network(_))
         ));
         assert!(matches!(

@@ -34,7 +34,7 @@ use super::{
     ErrorReason, ExactEvmPayload, MAX_PAYLOAD_HEADER, PaymentPayload, PaymentRequiredResponse,
     PaymentRequirements, VerifyRequest,
 };
-use crate::{Amount, codec};
+use crate::{Amount, Network, codec};
 
 /// The protocol version of these types.
 pub const X402_VERSION_2: u8 = 2;
@@ -88,7 +88,7 @@ pub struct PaymentRequirementsV2 {
     /// `"exact"`.
     pub scheme: String,
     /// A CAIP-2 network id (`eip155:84532`).
-    pub network: String,
+    pub network: Network,
     /// The price in the asset's smallest unit.
     pub amount: Amount,
     /// The token contract (its EIP-712 `verifyingContract`).
@@ -115,10 +115,10 @@ pub struct PaymentRequirementsV2 {
 impl PaymentRequirementsV2 {
     /// The V2 twin of a V1 entry, on the CAIP-2 network `caip2` (the caller resolves the V1 name,
     /// which may be a custom one such as a devnet's). `outputSchema` is left out.
-    pub fn from_v1(v1: &PaymentRequirements, caip2: impl Into<String>) -> Self {
+    pub fn from_v1(v1: &PaymentRequirements, caip2: &Network) -> Self {
         Self {
             scheme: v1.scheme.clone(),
-            network: caip2.into(),
+            network: caip2.clone(),
             amount: v1.max_amount_required,
             asset: v1.asset,
             pay_to: v1.pay_to,
@@ -129,10 +129,14 @@ impl PaymentRequirementsV2 {
 
     /// The V1 twin, on the V1 network name `v1_network`, for `resource` (V2 keeps the resource
     /// beside the requirements; absent, the V1 fields are empty).
-    pub fn to_v1(&self, v1_network: &str, resource: Option<&ResourceInfo>) -> PaymentRequirements {
+    pub fn to_v1(
+        &self,
+        v1_network: &Network,
+        resource: Option<&ResourceInfo>,
+    ) -> PaymentRequirements {
         PaymentRequirements {
             scheme: self.scheme.clone(),
-            network: v1_network.to_owned(),
+            network: v1_network.clone(),
             max_amount_required: self.amount,
             resource: resource.map(|r| r.url.clone()).unwrap_or_default(),
             description: resource
@@ -195,7 +199,7 @@ pub struct PaymentRequiredV2 {
 impl PaymentRequiredV2 {
     /// The V2 twin of a V1 402 body whose entries are all on `caip2`. The resource object is
     /// the first entry's (`url`, `description`, `mimeType`; empty strings left out).
-    pub fn from_v1(body: &PaymentRequiredResponse, caip2: &str) -> Self {
+    pub fn from_v1(body: &PaymentRequiredResponse, caip2: &Network) -> Self {
         let resource = body
             .accepts
             .first()
@@ -268,11 +272,11 @@ impl PaymentPayloadV2 {
 
     /// The V1 twin of this payment on the V1 network name `v1_network` (the caller checked that
     /// `accepted` names that network's CAIP-2 id).
-    pub fn to_v1(&self, v1_network: &str) -> PaymentPayload {
+    pub fn to_v1(&self, v1_network: &Network) -> PaymentPayload {
         PaymentPayload {
             x402_version: super::X402_VERSION,
             scheme: self.accepted.scheme.clone(),
-            network: v1_network.to_owned(),
+            network: v1_network.clone(),
             payload: self.payload.clone(),
         }
     }
@@ -471,7 +475,7 @@ mod tests {
         assert_eq!(p.accepted.network, "eip155:84532");
         assert_eq!(p.accepted.amount, Amount::from_units(10_000));
         assert_eq!(p.payment_identifier(), Ok(None));
-        let v1 = p.to_v1("base-sepolia");
+        let v1 = p.to_v1(&"base-sepolia".parse().unwrap());
         assert_eq!((v1.x402_version, v1.network.as_str()), (1, "base-sepolia"));
         assert_eq!(v1.payload, p.payload);
         // Round trip through our encoder.
@@ -484,7 +488,7 @@ mod tests {
     #[test]
     fn requirements_map_both_ways_and_accepted_matches_with_an_extra_subset() {
         let v1 = requirements();
-        let v2 = PaymentRequirementsV2::from_v1(&v1, "eip155:84532");
+        let v2 = PaymentRequirementsV2::from_v1(&v1, &"eip155:84532".parse().unwrap());
         let json = serde_json::to_value(&v2).unwrap();
         assert_eq!(json["amount"], "10000");
         assert!(json["maxTimeoutSeconds"].is_number());
@@ -508,14 +512,14 @@ mod tests {
         cheaper.amount = Amount::from_units(1);
         assert!(!v2.is_accepted_as(&cheaper));
         let mut elsewhere = v2.clone();
-        elsewhere.network = "eip155:8453".into();
+        elsewhere.network = "eip155:8453".parse().unwrap();
         assert!(!v2.is_accepted_as(&elsewhere));
     }
 
     #[test]
     fn payment_required_round_trips_through_its_header() {
         let body = PaymentRequiredResponse::new(vec![requirements()], Some("pay".into()));
-        let mut v2 = PaymentRequiredV2::from_v1(&body, "eip155:84532");
+        let mut v2 = PaymentRequiredV2::from_v1(&body, &"eip155:84532".parse().unwrap());
         v2.extensions = Some(Map::from_iter([(
             PAYMENT_IDENTIFIER.to_owned(),
             payment_identifier_extension(false),
@@ -537,7 +541,10 @@ mod tests {
         let mut p = PaymentPayloadV2 {
             x402_version: 2,
             resource: None,
-            accepted: PaymentRequirementsV2::from_v1(&requirements(), "eip155:84532"),
+            accepted: PaymentRequirementsV2::from_v1(
+                &requirements(),
+                &"eip155:84532".parse().unwrap(),
+            ),
             payload: payload().payload,
             extensions: None,
         };
@@ -576,7 +583,8 @@ mod tests {
             serde_json::from_value::<AnyVerifyRequest>(json).unwrap(),
             AnyVerifyRequest::V1(_)
         ));
-        let accepted = PaymentRequirementsV2::from_v1(&requirements(), "eip155:84532");
+        let accepted =
+            PaymentRequirementsV2::from_v1(&requirements(), &"eip155:84532".parse().unwrap());
         let v2 = VerifyRequestV2::new(
             PaymentPayloadV2 {
                 x402_version: 2,

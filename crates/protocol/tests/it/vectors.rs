@@ -91,7 +91,7 @@ fn the_x402_express_402_body_is_what_we_build() {
     let ours = PaymentRequiredResponse::new(
         vec![PaymentRequirements {
             scheme: "exact".into(),
-            network: base_sepolia.name.into(),
+            network: base_sepolia.into(),
             max_amount_required: Amount::from_units(10_000),
             resource: "https://api.example.com/weather".into(),
             description: "Access to weather data".into(),

@@ -198,7 +198,7 @@ pub(crate) async fn deduct(
         if row.closed {
             return Ok(DeductOutcome::Closed(row));
         }
-        if let Some(e) = webhooks::exhausted_event(d, &row) {
+        if let Some(e) = webhooks::exhausted_event(d, &row)? {
             webhooks::emit(c, &e).await?;
         }
         return Ok(DeductOutcome::Exhausted(row));

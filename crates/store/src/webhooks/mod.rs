@@ -7,7 +7,10 @@ use tollgate_protocol::webhook::{
     events::{AllowanceExhausted, PaymentEvent},
 };
 
-use crate::{StoreError, StoreResult, codec::parse_address};
+use crate::{
+    StoreError, StoreResult,
+    codec::{parse_address, parse_network},
+};
 
 mod sql;
 
@@ -310,10 +313,12 @@ pub(crate) fn decode_delivery(row: DeliveryRow) -> StoreResult<Delivery> {
 pub(crate) fn exhausted_event(
     d: &crate::Deduction,
     row: &crate::AllowanceCycle,
-) -> Option<NewEvent> {
-    let provider = d.provider?;
+) -> StoreResult<Option<NewEvent>> {
+    let Some(provider) = d.provider else {
+        return Ok(None);
+    };
     let data = EventData::AllowanceExhausted(AllowanceExhausted {
-        network: d.network.clone(),
+        network: parse_network("network", &d.network)?,
         subscription_id: d.id,
         cycle: row.cycle,
         cap: row.cap.into(),
@@ -328,7 +333,7 @@ pub(crate) fn exhausted_event(
         &row.cap.to_be_bytes(),
         data.type_name().as_bytes(),
     ]);
-    Some(NewEvent::new(id, provider, &data, d.at))
+    Ok(Some(NewEvent::new(id, provider, &data, d.at)))
 }
 
 /// A `u64` for a `BIGINT` column, saturated (timestamps and sequence numbers never get there).
@@ -381,11 +386,11 @@ pub fn event_id(parts: &[&[u8]]) -> String {
 }
 
 /// `payment.settled` (confirmed) or `payment.failed`, for the settlement's payee.
-pub(crate) fn payment_event(s: &crate::Settlement, at: u64) -> NewEvent {
+pub(crate) fn payment_event(s: &crate::Settlement, at: u64) -> StoreResult<NewEvent> {
     use tollgate_protocol::SettlementStatus;
     let n = &s.new;
     let data = PaymentEvent {
-        network: n.network.clone(),
+        network: parse_network("network", &n.network)?,
         chain_id: n.chain_id,
         path: n.kind.as_str().to_owned(),
         token: n.token,
@@ -405,7 +410,7 @@ pub(crate) fn payment_event(s: &crate::Settlement, at: u64) -> NewEvent {
         EventData::PaymentFailed(data)
     };
     let id = event_id(&[n.key.as_slice(), data.type_name().as_bytes()]);
-    NewEvent::new(id, n.pay_to, &data, at)
+    Ok(NewEvent::new(id, n.pay_to, &data, at))
 }
 
 #[cfg(test)]
@@ -475,13 +480,13 @@ mod tests {
         let mut settled = settlement(SettlementKind::Router, SettlementStatus::Confirmed);
         settled.tx_hash = Some(B256::repeat_byte(0x11));
         settled.block = Some(1234);
-        let e = payment_event(&settled, 7);
+        let e = payment_event(&settled, 7).unwrap();
         assert_eq!(e.r#type, "payment.settled");
         check(&e);
 
         let mut failed = settlement(SettlementKind::X402, SettlementStatus::Failed);
         failed.error = Some("the authorization was already used".into());
-        let e = payment_event(&failed, 7);
+        let e = payment_event(&failed, 7).unwrap();
         assert_eq!(e.r#type, "payment.failed");
         check(&e);
 
@@ -509,7 +514,7 @@ mod tests {
             closed: false,
             first_unbilled_at: None,
         };
-        let e = exhausted_event(&d, &row).unwrap();
+        let e = exhausted_event(&d, &row).unwrap().unwrap();
         assert_eq!(e.r#type, "allowance.exhausted");
         check(&e);
     }

@@ -255,8 +255,10 @@ async fn bad_paths_routes_and_methods_are_json() {
 
 /// A `network` of no network's form (empty, spaced, upper case, `eip155:` without a chain id,
 /// over-long) is refused where it enters, 400 naming the field, before anything is looked up:
-/// in a body (`InvalidField`) and in a query (`InvalidQuery`). A well-formed network that is
-/// not served stays 422 `UnknownNetwork` (`authorize::rejections_change_nothing`).
+/// in a body (`InvalidField`, also in an x402 `/verify` or `/settle` body's payload or
+/// requirements) and in a query (`InvalidQuery`). Nothing is settled. A well-formed network that
+/// is not served stays 422 `UnknownNetwork` (`authorize::rejections_change_nothing`), and x402's
+/// in-band `invalid_network` at `/verify` and `/settle` (`x402::verify_rejections`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_networks_are_refused_where_they_enter() {
     let h = Harness::new(Backend::Devnet).await;
@@ -267,17 +269,27 @@ async fn malformed_networks_are_refused_where_they_enter() {
         .await;
     let id = B256::repeat_byte(0x11);
     let long = "n".repeat(65);
+    let x402_nonce = B256::repeat_byte(0x4f);
+    let x402 = h.settle_body(2, pay_to, 10_000, x402_nonce).await;
     let mut failures = Vec::new();
     for bad in [
         "",
         " tollgate-devnet",
         "Tollgate-Devnet",
+        "Base Sepolia!",
         "eip155:abc",
         &long,
     ] {
         let mut payment = serde_json::to_value(&signed).unwrap();
         payment["network"] = json!(bad);
+        let (mut in_payload, mut in_requirements) = (x402.clone(), x402.clone());
+        in_payload["paymentPayload"]["network"] = json!(bad);
+        in_requirements["paymentRequirements"]["network"] = json!(bad);
         let bodies = [
+            ("/verify", in_payload.clone()),
+            ("/verify", in_requirements.clone()),
+            ("/settle", in_payload),
+            ("/settle", in_requirements),
             ("/authorize", json!({ "signedPayment": payment })),
             (
                 "/plans",
@@ -319,6 +331,23 @@ async fn malformed_networks_are_refused_where_they_enter() {
                 Err(e) => failures.push(e),
             }
         }
+    }
+    // No x402 settlement was made of the refused bodies.
+    let d = h.fixture.deployment;
+    let key = settlement_key(
+        h.fixture.chain.chain_id(),
+        d.token,
+        h.account(2).address,
+        x402_nonce,
+    );
+    if h.facilitator
+        .store()
+        .settlement(key)
+        .await
+        .unwrap()
+        .is_some()
+    {
+        failures.push("a refused /settle body was settled".into());
     }
     all_ok(&failures);
 }

@@ -207,6 +207,54 @@ async fn tampered_or_foreign_v2_payments_are_refused_and_move_nothing() {
     assert_eq!(ok.status, 200, "{}", ok.body);
 }
 
+/// `value`, a payment edited as JSON, as a header value (base64 JSON).
+fn encoded(value: &serde_json::Value) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(value).unwrap())
+}
+
+/// A `network` of no network's form in an `X-PAYMENT` (V1) or `PAYMENT-SIGNATURE` (V2) payment
+/// is refused where it enters, as any malformed payment is: 402 `InvalidPaymentProof` with
+/// x402's `invalid_payload`, the handler not run, nothing settled (the same payment, untouched,
+/// still pays). A well-formed network not served stays `invalid_network`
+/// (`tampered_or_foreign_v2_payments_are_refused_and_move_nothing`,
+/// `x402::x402_payments_that_do_not_fit_get_the_x402_reason`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_network_is_refused_where_it_enters() {
+    let h = Harness::new().await;
+    let gate = h.gate().await;
+    let app = App::serve(&gate).await;
+    let payee = h.address(PAYEE);
+    let before = h.token_balance(payee).await;
+    let (_, required) = terms(&app, "/v1/quote").await;
+    let v2 = pay_v2(&h, &required, QUOTE_PRICE, B256::repeat_byte(0x7a), None).await;
+    let v1 = h
+        .x402_payload(PAYER, payee, QUOTE_PRICE, B256::repeat_byte(0x7b))
+        .await;
+    for bad in ["Base Sepolia!", "eip155:abc", ""] {
+        let mut x_payment = serde_json::to_value(&v1).unwrap();
+        x_payment["network"] = bad.into();
+        let mut signature = serde_json::to_value(&v2).unwrap();
+        signature["accepted"]["network"] = bad.into();
+        for (header, value) in [
+            ("x-payment", encoded(&x_payment)),
+            (PAYMENT_SIGNATURE, encoded(&signature)),
+        ] {
+            let r = app.get("/v1/quote", &[(header, &value)]).await;
+            assert_eq!(r.status, 402, "{header} {bad:?}: {}", r.body);
+            assert_eq!(r.body["error"], "InvalidPaymentProof", "{header} {bad:?}");
+            assert_eq!(r.body["reason"], "invalid_payload", "{header} {bad:?}");
+        }
+    }
+    assert_eq!(app.hits(), 0);
+    assert_eq!(h.token_balance(payee).await, before);
+    // Neither payment's nonce was spent.
+    let ok = app.pay("/v1/quote", &v1.encode_header()).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let ok = send(&app, "/v1/quote", &v2).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_payment_identifier_makes_retries_idempotent() {
     let h = Harness::new().await;

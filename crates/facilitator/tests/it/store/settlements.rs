@@ -13,7 +13,8 @@ pub(super) async fn round_trip(db: Db) {
         nonce: B256::ZERO,
         valid_before: u64::MAX,
         chain_id: i64::MAX as u64,
-        network: "ünïcode-net \"quoted\" 'single'".into(),
+        // The longest network name (a settlement's event carries it as a `Network`).
+        network: "n".repeat(tollgate_protocol::network::MAX_NETWORK_LEN),
         request: "{\"a\": [1, 2.5, null],  \"b\": \"\\u00e9\"}\n".into(),
         ..new_settlement(1)
     };

@@ -239,7 +239,7 @@ pub enum StoreError {
     /// The database refused or could not be reached (every claim waiting on the same commit gets
     /// it). The database's own error is the [`source`](std::error::Error::source); no driver's
     /// type is part of the gate's API.
-    #[error("memo store database error: {0}")]
+    #[error("memo store database error")]
     Database(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A configuration value is unusable (the message names it).
     #[error("memo store configuration: {0}")]

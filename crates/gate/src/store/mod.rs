@@ -99,7 +99,8 @@ pub(crate) mod tests {
 
     /// What every store must do, checked on `s` (empty): a key is claimed once until released,
     /// taken or pruned; a take answers `true` once; of 50 concurrent claims of one key one wins;
-    /// of concurrent claims of 8 keys, some recorded before, each new key has one winner.
+    /// of concurrent claims of 8 keys, some recorded before, each new key has one winner; of 20
+    /// concurrent takes of one key one gets it.
     pub(crate) async fn behaves_as_a_once_only_set(s: Arc<dyn MemoStore>) {
         let k = B256::repeat_byte(1);
         assert!(s.claim(k, 100).await.unwrap());
@@ -140,6 +141,21 @@ pub(crate) mod tests {
             wins[usize::from(k)] += usize::from(won);
         }
         assert_eq!(wins, [0, 1, 1, 1, 1, 1, 1, 1], "one winner per new key");
+
+        // A pending payment is taken up by exactly one of the callers that race for it.
+        let held = B256::repeat_byte(0x20);
+        assert!(s.claim(held, 1_000).await.unwrap());
+        let tasks: Vec<_> = (0..20)
+            .map(|_| {
+                let s = Arc::clone(&s);
+                tokio::spawn(async move { s.take(held).await.unwrap() })
+            })
+            .collect();
+        let mut taken = 0;
+        for t in tasks {
+            taken += usize::from(t.await.unwrap());
+        }
+        assert_eq!(taken, 1, "one of 20 concurrent takes");
     }
 
     /// A URL of a store compiled out is refused up front (not a connection attempt, nor a "must

@@ -69,7 +69,17 @@ async fn postgres_claims_are_atomic_and_pruned() {
     );
     store.release(key).await.unwrap();
     assert!(store.claim(key, 1_000).await.unwrap());
-    assert!(store.take(key).await.unwrap());
+    let takes: Vec<_> = (0..20)
+        .map(|_| {
+            let s = Arc::clone(&store);
+            tokio::spawn(async move { s.take(key).await.unwrap() })
+        })
+        .collect();
+    let mut taken = 0;
+    for t in takes {
+        taken += usize::from(t.await.unwrap());
+    }
+    assert_eq!(taken, 1, "one of 20 concurrent takes");
     assert!(!store.take(key).await.unwrap(), "taken once");
     store.close().await;
     drop_schema(&url, &schema).await;

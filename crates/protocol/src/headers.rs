@@ -44,3 +44,11 @@ pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 /// the payment itself, so that a lost answer cannot lose it: `0x` and 64 hex digits
 /// ([`crate::x402::RetryToken`]).
 pub const X_PAYMENT_RETRY: &str = "x-payment-retry";
+
+/// A 402's MPP challenges (`Payment id="…", realm="…", …`), one or several per value and one
+/// value per challenge ([`crate::mpp::Challenge`]). MPP credentials come in `Authorization`.
+pub const WWW_AUTHENTICATE: &str = "www-authenticate";
+
+/// A paid MPP response's receipt: base64url JSON of `{method, reference, status, timestamp}`
+/// ([`crate::mpp::Receipt`]).
+pub const PAYMENT_RECEIPT: &str = "payment-receipt";

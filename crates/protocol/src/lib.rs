@@ -12,6 +12,7 @@ mod error;
 #[cfg(test)]
 mod fixtures;
 pub mod headers;
+pub mod mpp;
 pub mod network;
 #[cfg(feature = "openapi")]
 pub mod openapi;

@@ -68,27 +68,27 @@ const PACKAGES: [&str; 8] = [
 const REFERENCE_SIGNER: usize = 6;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Backend {
+pub(crate) enum Backend {
     Devnet,
     Anvil,
 }
 
 /// A chain running as `base-sepolia` with the contracts deployed and the dev accounts funded.
-struct Net {
+pub(crate) struct Net {
     _dir: tempfile::TempDir,
     _devnet: Option<Running>,
     _anvil: Option<Anvil>,
     dir: PathBuf,
     rpc_url: String,
-    token: Address,
+    pub(crate) token: Address,
     router: Address,
     subscriptions: Address,
-    chain: RpcChain,
-    accounts: Vec<DevAccount>,
+    pub(crate) chain: RpcChain,
+    pub(crate) accounts: Vec<DevAccount>,
 }
 
 impl Net {
-    async fn start(backend: Backend) -> Self {
+    pub(crate) async fn start(backend: Backend) -> Self {
         tollgate_chain::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let accounts = dev_accounts(10);
@@ -127,14 +127,14 @@ impl Net {
         }
     }
 
-    async fn balance(&self, account: Address) -> U256 {
+    pub(crate) async fn balance(&self, account: Address) -> U256 {
         contracts::read(&self.chain, self.token, &Token::balanceOfCall { account })
             .await
             .unwrap()
     }
 
     /// `tollgate facilitator` on this chain.
-    async fn tollgate_facilitator(&self) -> Facilitator {
+    pub(crate) async fn tollgate_facilitator(&self) -> Facilitator {
         let config = facilitator_config(
             &self.dir,
             &self.rpc_url,
@@ -218,13 +218,13 @@ impl AnyFacilitator {
 }
 
 /// A node server script, listening on a free port (`LISTENING <port>`).
-struct NodeServer {
+pub(crate) struct NodeServer {
     _child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl NodeServer {
-    async fn spawn(scripts: &Path, script: &str, args: &[&str]) -> Self {
+    pub(crate) async fn spawn(scripts: &Path, script: &str, args: &[&str]) -> Self {
         let mut child = Command::new(tollgate_testkit::peer::node())
             .arg(scripts.join(script))
             .args(["--port", "0"])
@@ -252,7 +252,7 @@ impl NodeServer {
     }
 
     /// How often the paid handler ran (`GET /stats`).
-    async fn served(&self) -> u64 {
+    pub(crate) async fn served(&self) -> u64 {
         let stats: Value = reqwest::get(format!("{}/stats", self.url))
             .await
             .unwrap()

@@ -12,6 +12,7 @@ mod facilitator;
 mod gateway_paths;
 mod golive;
 mod interop;
+mod mpp;
 mod pay;
 mod peers;
 mod readme;

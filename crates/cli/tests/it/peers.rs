@@ -1,6 +1,6 @@
-//! No test passes by skipping: the x402 interop and conformance tests and the dashboard's browser
-//! test, run alone without `node` or without the pinned packages, fail and say how to install
-//! them.
+//! No test passes by skipping: the x402 interop and conformance tests, the MPP rows and the
+//! dashboard's browser test, run alone without `node` or without the pinned packages, fail and
+//! say how to install them.
 
 use tollgate_testkit::peer::{INSTALL_TOOLS, TOOLS_DIR_VAR, assert_fails_without_peer};
 
@@ -10,6 +10,8 @@ const NEED_NODE: &[&str] = &[
     "conformance::x402_fetch_v2_pays_tollgate_gate_on_devnet",
     "conformance::x402_fetch_v2_pays_x402_express_through_tollgate_facilitator_on_devnet",
     "dashboard::the_dashboard_shows_what_the_analytics_api_returns",
+    // Its packages are in a tree of their own, .tools/mpp.
+    "mpp::mppx_client_pays_mppx_server_through_tollgate_facilitator_on_devnet",
 ];
 
 #[test]

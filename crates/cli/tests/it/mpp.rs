@@ -1,0 +1,223 @@
+//! MPP (the Machine Payments Protocol, the `Payment` HTTP authentication scheme) rows of the
+//! conformance matrix: the unmodified reference SDK, `mppx` 0.11.0 (pinned with its viem in
+//! `.tools/mpp` by `scripts/install-tools`), on both ends, settling through Tollgate's
+//! facilitator, on the devnet and on anvil running as `base-sepolia` (`eip155:84532`).
+//!
+//! | client | resource server | facilitator | chains |
+//! |---|---|---|---|
+//! | `mppx` (`mpp-pay.mjs`) | `mppx` EVM `charge` (`mpp-server.mjs`) | Tollgate | devnet, anvil |
+//!
+//! An mppx EVM `charge` server cannot settle on its own: given `x402: {facilitator}` it sends the
+//! ERC-3009 credential to the facilitator as x402 V2 `POST /verify` then `POST /settle`, and its
+//! `Payment-Receipt` names the settlement transaction. Each row checks that the price moves once,
+//! payer to payee, in that transaction (the token's own `transferWithAuthorization`, under the
+//! nonce mppx binds to the challenge: `keccak256(id ‖ realm)`); that the server served once; and
+//! that the very credential replayed, and the credential with its signed value raised, are
+//! refused with a problem+json 402 and a fresh challenge, moving nothing. Never skipped: without
+//! `node` or the pinned `.tools/mpp` tree the rows fail and say to run `scripts/install-tools`.
+
+use std::{path::PathBuf, process::Stdio, time::Duration};
+
+use alloy::{
+    primitives::{Address, B256, U256, keccak256},
+    sol_types::SolEvent,
+};
+use serde_json::Value;
+use tokio::process::Command;
+use tollgate_chain::{Chain, contracts::Token};
+use tollgate_testkit::peer::{INSTALL_TOOLS, node, tools_dir};
+
+use crate::{
+    conformance::{Backend, Net, NodeServer},
+    interop::{CHAIN_ID, repo_root, weather_body},
+};
+
+const PRICE: u64 = 250_000;
+/// The packages of the `.tools/mpp` tree the MPP scripts load.
+const MPP_PACKAGES: [&str; 2] = ["mppx", "viem"];
+/// The realm the server names in its challenges (and so in the ERC-3009 nonce).
+const REALM: &str = "tollgate.test";
+const PROBLEMS: &str = "https://paymentauth.org/problems/";
+
+/// The `tests/interop` scripts directory, after checking for `node` and the pinned `.tools/mpp`
+/// packages: a missing one fails the test with the install command.
+fn mpp_scripts() -> PathBuf {
+    node();
+    let modules = tools_dir().join("mpp/node_modules");
+    for package in MPP_PACKAGES {
+        let manifest = modules.join(package).join("package.json");
+        assert!(
+            manifest.is_file(),
+            "this test needs the pinned npm package `{package}` (in .tools/mpp), and {} is \
+             missing: run {INSTALL_TOOLS}",
+            manifest.display()
+        );
+    }
+    repo_root().join("tests/interop")
+}
+
+/// Runs `mpp-pay.mjs <url> <key> --replay --tamper` for the devnet's token and chain, and
+/// returns its JSON line.
+async fn run_mpp_pay(scripts: &std::path::Path, url: &str, key: B256) -> Value {
+    let mut cmd = Command::new(node());
+    cmd.arg(scripts.join("mpp-pay.mjs"))
+        .arg(url)
+        .arg(key.to_string())
+        .args(["--token-name", "USD Coin", "--token-version", "2"])
+        .args(["--chain-id", &CHAIN_ID.to_string(), "--replay", "--tamper"])
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    let out = tokio::time::timeout(Duration::from_secs(120), cmd.output())
+        .await
+        .expect("mpp-pay.mjs timed out")
+        .expect("run mpp-pay.mjs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "mpp-pay.mjs {url} failed ({}):\nstderr: {}\nstdout: {stdout}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().expect("mpp-pay.mjs printed nothing");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+}
+
+/// Asserts that a follow-up credential (`replay` or `tamper`) was refused the MPP way: 402, a
+/// problem+json body of type `expected` with no receipt, and a fresh `Payment` challenge.
+fn assert_refused(out: &Value, which: &str, expected: &str) {
+    let answer = &out[which];
+    assert_eq!(answer["status"], 402, "{which} is refused: {out}");
+    assert_eq!(
+        answer["problem"]["type"],
+        format!("{PROBLEMS}{expected}"),
+        "{which}: {out}"
+    );
+    assert_eq!(answer["problem"]["status"], 402, "{which}: {out}");
+    assert_eq!(answer["wwwAuthenticate"], true, "{which}: {out}");
+    assert!(answer["receipt"].is_null(), "{which}: {out}");
+}
+
+/// `mpp-pay.mjs` → `mpp-server.mjs` → Tollgate's facilitator.
+async fn mppx_client_pays_mppx_server(backend: Backend) {
+    let scripts = mpp_scripts();
+    let net = Net::start(backend).await;
+    let facilitator = net.tollgate_facilitator().await;
+    let pay_to = Address::repeat_byte(0x94);
+    let server = NodeServer::spawn(
+        &scripts,
+        "mpp-server.mjs",
+        &[
+            "--facilitator",
+            &facilitator.url,
+            "--pay-to",
+            &pay_to.to_string(),
+            "--chain-id",
+            &CHAIN_ID.to_string(),
+            "--asset",
+            &net.token.to_string(),
+            "--token-name",
+            "USD Coin",
+            "--token-version",
+            "2",
+            "--price",
+            &PRICE.to_string(),
+            "--decimals",
+            "6",
+            "--realm",
+            REALM,
+        ],
+    )
+    .await;
+    let payer = &net.accounts[4];
+    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let url = format!("{}/weather", server.url);
+    let out = run_mpp_pay(&scripts, &url, payer.private_key).await;
+
+    // Paid and served.
+    assert_eq!(out["status"], 200, "{out}");
+    assert_eq!(out["body"], weather_body(), "{out}");
+    assert!(
+        out["credential"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("Payment ")),
+        "{out}"
+    );
+    // The challenge it paid: the server's terms, in atomic units, on this chain and token.
+    let challenge = &out["challenge"];
+    assert_eq!(challenge["method"], "evm", "{out}");
+    assert_eq!(challenge["intent"], "charge", "{out}");
+    assert_eq!(challenge["realm"], REALM, "{out}");
+    let request = &challenge["request"];
+    assert_eq!(request["amount"], PRICE.to_string(), "{out}");
+    let currency: Address = request["currency"].as_str().unwrap().parse().unwrap();
+    assert_eq!(currency, net.token, "{out}");
+    let recipient: Address = request["recipient"].as_str().unwrap().parse().unwrap();
+    assert_eq!(recipient, pay_to, "{out}");
+    assert_eq!(request["methodDetails"]["chainId"], CHAIN_ID, "{out}");
+    assert_eq!(
+        request["methodDetails"]["credentialTypes"],
+        serde_json::json!(["authorization"]),
+        "{out}"
+    );
+    // The receipt names the settlement transaction.
+    let receipt = &out["receipt"];
+    assert_eq!(receipt["status"], "success", "{out}");
+    assert_eq!(receipt["method"], "evm", "{out}");
+    let tx: B256 = receipt["reference"]
+        .as_str()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("the receipt's reference is a transaction hash: {out}"));
+
+    // On chain: that transaction is the token's transferWithAuthorization of the price, payer to
+    // payee, under the nonce mppx derives from the challenge.
+    let mined = net.chain.receipt(tx).await.unwrap().expect("mined");
+    assert!(mined.success, "{mined:?}");
+    assert_eq!(mined.to, Some(net.token), "settled by the token's EIP-3009");
+    let token_logs = || mined.logs.iter().filter(|l| l.address == net.token);
+    let transfers: Vec<_> = token_logs()
+        .filter_map(|l| Token::Transfer::decode_log(l).ok())
+        .collect();
+    assert_eq!(transfers.len(), 1, "{mined:?}");
+    assert_eq!(
+        (transfers[0].from, transfers[0].to, transfers[0].value),
+        (payer.address, pay_to, U256::from(PRICE))
+    );
+    let nonce = keccak256(format!(
+        "{}{}",
+        challenge["id"].as_str().unwrap(),
+        challenge["realm"].as_str().unwrap()
+    ));
+    let used: Vec<_> = token_logs()
+        .filter_map(|l| Token::AuthorizationUsed::decode_log(l).ok())
+        .map(|u| (u.authorizer, u.nonce))
+        .collect();
+    assert_eq!(used, [(payer.address, nonce)], "{mined:?}");
+
+    // The replayed credential reaches the facilitator (mppx keeps no replay store), whose /verify
+    // refuses the spent nonce: verification-failed. The tampered one never gets that far: mppx
+    // compares its value with the challenge's amount first (verification-failed as well).
+    assert_refused(&out, "replay", "verification-failed");
+    assert_refused(&out, "tamper", "verification-failed");
+    eprintln!(
+        "mpp replay: {}\nmpp tamper: {}",
+        out["replay"]["problem"], out["tamper"]["problem"]
+    );
+
+    // Moved exactly once; served once.
+    assert_eq!(server.served().await, 1, "served once");
+    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
+    assert_eq!(
+        net.balance(payer.address).await,
+        before.0 - U256::from(PRICE)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mppx_client_pays_mppx_server_through_tollgate_facilitator_on_devnet() {
+    mppx_client_pays_mppx_server(Backend::Devnet).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mppx_client_pays_mppx_server_through_tollgate_facilitator_on_anvil() {
+    mppx_client_pays_mppx_server(Backend::Anvil).await;
+}

@@ -11,16 +11,18 @@
 //   --chain-id    the only chain the client pays on (mppx's `networks` allowlist; default: any)
 //
 // Prints one JSON line to stdout:
-//   {"status", "body", "receipt", "challenge", "credential"}
+//   {"status", "body", "receipt", "challenge", "credential", "payload"}
 // where body is the parsed JSON body (or the raw text; a refusal is application/problem+json),
 // receipt the decoded Payment-Receipt header (null if absent), challenge the challenge the client
 // paid ({id, realm, method, intent, request (decoded), expires, description, ...}, as echoed in
-// its credential), and credential the `Authorization` header value it sent (null if it paid
-// nothing). The header is recorded by the fetch handed to mppx (`Mppx.create({fetch})`); mppx
-// itself is not changed.
+// its credential), credential the `Authorization` header value it sent (null if it paid
+// nothing) and payload that credential's payload ({type: "authorization", from, to, value,
+// validAfter, validBefore, nonce, signature}). The header is recorded by the fetch handed to
+// mppx (`Mppx.create({fetch})`); mppx itself is not changed.
 //   --replay          sends the recorded Authorization header verbatim once more:
 //                     "replay": {status, problem, wwwAuthenticate, receipt}
-//   --tamper          decodes the credential, raises payload.value by 1 (the signature kept),
+//   --tamper          decodes the credential's wire JSON, raises payload.value by 1 (the echoed
+//                     challenge and the signature kept byte for byte),
 //                     re-encodes it and sends it: "tamper": {status, problem, wwwAuthenticate,
 //                     receipt, credential}
 //   --other-resource  sends the recorded Authorization header to URL2: "other": {...}
@@ -32,7 +34,12 @@ import { die, importMpp } from "./mpp-tools.mjs";
 const args = process.argv.slice(2);
 const positional = [];
 const flags = { replay: false, tamper: false };
-const valued = { "--token-name": "tokenName", "--token-version": "tokenVersion", "--chain-id": "chainId", "--other-resource": "other" };
+const valued = {
+  "--token-name": "tokenName",
+  "--token-version": "tokenVersion",
+  "--chain-id": "chainId",
+  "--other-resource": "other",
+};
 for (let i = 0; i < args.length; i += 1) {
   const arg = args[i];
   if (arg === "--replay") flags.replay = true;
@@ -115,14 +122,17 @@ try {
   const response = await mppx.fetch(url, { method: "GET" });
   const { status, body, receipt } = await summarize(response);
   let challenge = null;
+  let payload = null;
   if (sent) {
-    // mppx's own decoding: the echoed challenge with its `request` decoded.
-    challenge = Credential.deserialize(sent).challenge;
+    // mppx's own decoding: the echoed challenge with its `request` decoded, and the payload.
+    ({ challenge, payload } = Credential.deserialize(sent));
   }
-  const result = { status, body, receipt, challenge, credential: sent };
+  const result = { status, body, receipt, challenge, credential: sent, payload };
 
   const need = (what) => {
-    if (!sent) die(`nothing to ${what}: no credential was sent (status ${status}: ${JSON.stringify(body)})`);
+    if (!sent) {
+      die(`nothing to ${what}: no credential was sent (status ${status}: ${JSON.stringify(body)})`);
+    }
   };
   if (flags.replay) {
     need("replay");

@@ -15,7 +15,8 @@
 // | --pay-to 0x.. | PAY_TO | required |
 // | --chain-id N | CHAIN_ID | 84532 |
 // | --asset 0x.. (the token, `currency`) | ASSET | required |
-// | --token-name NAME / --token-version V (its EIP-712 domain) | TOKEN_NAME / TOKEN_VERSION | USD Coin / 2 |
+// | --token-name NAME (its EIP-712 domain) | TOKEN_NAME | USD Coin |
+// | --token-version V | TOKEN_VERSION | 2 |
 // | --price UNITS (atomic) | PRICE_UNITS | required |
 // | --decimals D | DECIMALS | 6 |
 // | --realm REALM | MPP_REALM | mppx's default: the request's hostname |
@@ -101,7 +102,9 @@ const server = http.createServer(async (req, res) => {
   try {
     const { pathname } = new URL(req.url, "http://127.0.0.1");
     if (req.method === "GET" && pathname === "/stats") return json(res, 200, { served });
-    if (req.method !== "GET" || pathname !== "/weather") return json(res, 404, { error: "not found" });
+    if (req.method !== "GET" || pathname !== "/weather") {
+      return json(res, 404, { error: "not found" });
+    }
     // mppx writes the 402 (a fresh challenge and a problem+json body) itself; on success it has
     // set Payment-Receipt on `res`.
     const result = await charge(req, res);

@@ -13,7 +13,9 @@
 //! payer to payee, in that transaction (the token's own `transferWithAuthorization`, under the
 //! nonce mppx binds to the challenge: `keccak256(id ‖ realm)`); that the server served once; and
 //! that the very credential replayed, and the credential with its signed value raised, are
-//! refused with a problem+json 402 and a fresh challenge, moving nothing. Never skipped: without
+//! refused with a problem+json 402 and a fresh challenge, moving nothing; and that the
+//! facilitator's refusals of that credential sent again, `/verify`'s and `/settle`'s, have the
+//! shape mppx parses (else it answers 500 instead of 402). Never skipped: without
 //! `node` or the pinned `.tools/mpp` tree the rows fail and say to run `scripts/install-tools`.
 
 use std::{path::PathBuf, process::Stdio, time::Duration};
@@ -22,7 +24,7 @@ use alloy::{
     primitives::{Address, B256, U256, keccak256},
     sol_types::SolEvent,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::process::Command;
 use tollgate_chain::{Chain, contracts::Token};
 use tollgate_testkit::peer::{INSTALL_TOOLS, node, tools_dir};
@@ -97,6 +99,39 @@ fn assert_refused(out: &Value, which: &str, expected: &str) {
     assert!(answer["receipt"].is_null(), "{which}: {out}");
 }
 
+/// The x402 V2 `/verify` and `/settle` body an mppx EVM charge server sends its facilitator for
+/// the credential `mpp-pay.mjs` reports (mppx's `EvmCharge.toPaymentRequirements`: no
+/// `resource`, `extra` with `assetTransferMethod`).
+fn mppx_facilitator_body(out: &Value) -> Value {
+    let (request, payload) = (&out["challenge"]["request"], &out["payload"]);
+    let accepted = json!({
+        "amount": request["amount"],
+        "asset": request["currency"],
+        "extra": {"assetTransferMethod": "eip3009", "name": "USD Coin", "version": "2"},
+        "maxTimeoutSeconds": 300,
+        "network": format!("eip155:{}", request["methodDetails"]["chainId"]),
+        "payTo": request["recipient"],
+        "scheme": "exact",
+    });
+    let authorization = json!({
+        "from": payload["from"],
+        "nonce": payload["nonce"],
+        "to": payload["to"],
+        "validAfter": payload["validAfter"],
+        "validBefore": payload["validBefore"],
+        "value": payload["value"],
+    });
+    json!({
+        "paymentPayload": {
+            "accepted": accepted,
+            "payload": {"authorization": authorization, "signature": payload["signature"]},
+            "x402Version": 2,
+        },
+        "paymentRequirements": accepted,
+        "x402Version": 2,
+    })
+}
+
 /// `mpp-pay.mjs` → `mpp-server.mjs` → Tollgate's facilitator.
 async fn mppx_client_pays_mppx_server(backend: Backend) {
     let scripts = mpp_scripts();
@@ -156,7 +191,7 @@ async fn mppx_client_pays_mppx_server(backend: Backend) {
     assert_eq!(request["methodDetails"]["chainId"], CHAIN_ID, "{out}");
     assert_eq!(
         request["methodDetails"]["credentialTypes"],
-        serde_json::json!(["authorization"]),
+        json!(["authorization"]),
         "{out}"
     );
     // The receipt names the settlement transaction.
@@ -197,10 +232,55 @@ async fn mppx_client_pays_mppx_server(backend: Backend) {
     // refuses the spent nonce: verification-failed. The tampered one never gets that far: mppx
     // compares its value with the challenge's amount first (verification-failed as well).
     assert_refused(&out, "replay", "verification-failed");
+    assert_eq!(
+        out["replay"]["problem"]["detail"],
+        "Payment verification failed: invalid_transaction_state.",
+        "the facilitator's /verify refused the spent nonce: {out}"
+    );
     assert_refused(&out, "tamper", "verification-failed");
-    eprintln!(
-        "mpp replay: {}\nmpp tamper: {}",
-        out["replay"]["problem"], out["tamper"]["problem"]
+    assert_eq!(
+        out["tamper"]["problem"]["detail"],
+        "Payment verification failed: EVM authorization amount mismatch.",
+        "{out}"
+    );
+
+    // What mppx would get from the facilitator for that credential once more (the body its
+    // x402 client sends, byte for byte in shape): refusals it can parse, `/verify` an
+    // `isValid: false`, and `/settle` (reached when two copies pass `/verify` at once) a
+    // `success: false` with a non-empty `network` and a string `transaction`, which mppx
+    // requires even of a failure (else it answers 500 internal-payment-error).
+    let body = mppx_facilitator_body(&out);
+    let http = reqwest::Client::new();
+    let verify: Value = http
+        .post(format!("{}/verify", facilitator.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(verify["isValid"], false, "{verify}");
+    assert_eq!(
+        verify["invalidReason"], "invalid_transaction_state",
+        "{verify}"
+    );
+    let settle: Value = http
+        .post(format!("{}/settle", facilitator.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(settle["success"], false, "{settle}");
+    assert_eq!(settle["errorReason"], "duplicate_settlement", "{settle}");
+    assert_eq!(settle["network"], format!("eip155:{CHAIN_ID}"), "{settle}");
+    assert_eq!(
+        settle["transaction"],
+        tx.to_string(),
+        "names the original: {settle}"
     );
 
     // Moved exactly once; served once.

@@ -40,6 +40,11 @@ pub(crate) trait Merge<C>: Clone + Send + 'static {
     /// What each write answers its caller.
     type Output: Send + 'static;
 
+    /// Whether one write of this kind alone runs as a single statement, atomic on its own: a
+    /// batch of that one write then runs without a transaction around it where the database
+    /// commits such a statement as durably as a `COMMIT` ([`Spelling::lone_statement`]).
+    const ONE_STATEMENT: bool = false;
+
     /// Runs `items`, each the write of its own caller, inside the batch's transaction: one
     /// result per item, in order. An item's own `Err` must have changed nothing. `Err` for the
     /// whole (a statement failed) rolls the batch back and runs it again with every write alone
@@ -62,6 +67,11 @@ trait Pending<C>: Send {
     /// The kind of a write that runs merged with the others of its kind ([`Merge`]).
     fn kind(&self) -> Option<TypeId> {
         None
+    }
+
+    /// Whether this write alone is one statement ([`Merge::ONE_STATEMENT`]).
+    fn one_statement(&self) -> bool {
+        false
     }
 
     /// Runs this write and `others` (at least one, all of its [`Pending::kind`]) together;
@@ -176,6 +186,10 @@ impl<C: Send + 'static, M: Merge<C>> Pending<C> for MergeJob<M, C> {
         Some(TypeId::of::<M>())
     }
 
+    fn one_statement(&self) -> bool {
+        M::ONE_STATEMENT
+    }
+
     fn run_merged<'c>(
         &'c mut self,
         others: Vec<&'c mut dyn Any>,
@@ -211,14 +225,22 @@ pub(crate) struct Spelling {
     pub(crate) commit: &'static str,
     /// Most writes per batch.
     pub(crate) max_batch: usize,
+    /// Whether a batch of one write that is one statement ([`Merge::ONE_STATEMENT`]) runs
+    /// without `begin` and `commit`: the database commits a statement run outside a
+    /// transaction as its own, durable before the statement answers.
+    pub(crate) lone_statement: bool,
 }
 
 /// SQLite: `BEGIN IMMEDIATE` takes the write lock at once (no upgrade that could fail busy).
+/// A lone statement commits on its own (with the same WAL sync): each statement of a batch is a
+/// round trip to the connection's worker thread, so a lone claim, the gate's write one request
+/// at a time, costs one instead of three.
 pub(crate) const SQLITE: Spelling = Spelling {
     begin: "BEGIN IMMEDIATE",
     begin_savepoint: "BEGIN IMMEDIATE; SAVEPOINT job",
     commit: "COMMIT",
     max_batch: 256,
+    lone_statement: true,
 };
 
 /// PostgreSQL. A batch first takes a transaction-scoped advisory lock (one per schema), so the
@@ -232,6 +254,8 @@ pub(crate) const POSTGRES: Spelling = Spelling {
                       SAVEPOINT job",
     commit: "SELECT 1; COMMIT",
     max_batch: 64,
+    // Every batch takes the advisory lock: a statement alone would run without it.
+    lone_statement: false,
 };
 
 /// Queues writes for a writer task ([`spawn`]).
@@ -343,6 +367,14 @@ async fn run_batch<C: Conn + 'static>(
     jobs: &mut [Box<dyn Pending<C>>],
 ) -> Result<(), String> {
     let text = |e: StoreError| e.to_string();
+    if let [job] = jobs
+        && spelling.lone_statement
+        && job.one_statement()
+    {
+        // One statement, committed on its own; failed, it changed nothing.
+        job.run(conn).await;
+        return Ok(());
+    }
     // Every write, nothing between them: the usual case, where none fails. Writes of one kind
     // side by side, each kind's run together.
     jobs.sort_by_key(|job| job.kind());
@@ -572,6 +604,60 @@ mod tests {
                 Ok(out)
             })
         }
+    }
+
+    /// [`InsertKey`], one statement for one key ([`Merge::ONE_STATEMENT`]).
+    #[derive(Clone)]
+    struct InsertOne(String);
+
+    impl<C: Conn + 'static> Merge<C> for InsertOne {
+        type Output = ();
+
+        const ONE_STATEMENT: bool = true;
+
+        fn run_all<'c>(
+            items: Vec<Self>,
+            c: &'c mut C,
+        ) -> BoxFuture<'c, StoreResult<Vec<StoreResult<()>>>> {
+            InsertKey::run_all(items.into_iter().map(|i| InsertKey(i.0)).collect(), c)
+        }
+    }
+
+    /// On SQLite a lone one-statement write runs outside a transaction: committed (durable
+    /// across a reopen), refused without a trace, and the batches after it open their own.
+    #[tokio::test]
+    async fn sqlite_lone_statements_commit_on_their_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("lone.db").display());
+        let store = SqliteStore::connect(&url).await.unwrap();
+        let create = "CREATE TABLE group_commit_t (k TEXT PRIMARY KEY)";
+        store.write(|c| Box::pin(c.raw(create))).await.unwrap();
+        store.write_merged(InsertOne("a".into())).await.unwrap();
+        let taken = store.write_merged(InsertOne("a".into())).await;
+        assert!(taken.is_err(), "a taken key is refused");
+        let insert = "INSERT INTO group_commit_t (k) VALUES ($1)";
+        store
+            .write(move |c| {
+                Box::pin(async move {
+                    c.execute(insert, args!["b"]).await?;
+                    c.execute(insert, args!["c"]).await.map(drop)
+                })
+            })
+            .await
+            .unwrap();
+        store.write_merged(InsertOne("d".into())).await.unwrap();
+        store.close().await;
+
+        let store = SqliteStore::connect(&url).await.unwrap();
+        let rows: Vec<(String,)> = store
+            .reader()
+            .await
+            .unwrap()
+            .fetch_all("SELECT k FROM group_commit_t ORDER BY k", args![])
+            .await
+            .unwrap();
+        let keys: Vec<&str> = rows.iter().map(|(k,)| k.as_str()).collect();
+        assert_eq!(keys, ["a", "b", "c", "d"]);
     }
 
     #[tokio::test]

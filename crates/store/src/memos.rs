@@ -68,6 +68,9 @@ struct Claim {
 impl<C: Conn + 'static> Merge<C> for Claim {
     type Output = bool;
 
+    // A claim alone is one `INSERT … RETURNING`.
+    const ONE_STATEMENT: bool = true;
+
     fn run_all<'c>(
         items: Vec<Self>,
         c: &'c mut C,

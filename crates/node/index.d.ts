@@ -40,6 +40,12 @@ export interface GateOptions {
   paywall?: boolean
   /** Honour x402 V2's payment-identifier (default true); false serves each payment at most once. */
   paymentIdentifier?: boolean
+  /**
+   * Also offer MPP (the Payment HTTP authentication scheme's EVM `charge`, default false): every
+   * 402 carries a `WWW-Authenticate: Payment` challenge on the one-time price, and a request with
+   * `Authorization: Payment <credential>` is settled once and answered with `Payment-Receipt`.
+   */
+  mpp?: boolean
 }
 
 /** A payment proof's fields (`parsePaymentProof`). */

@@ -12,7 +12,10 @@
 //!   valid proof; reported as a ratio and as microseconds per request, and at 64 concurrent
 //!   requests as the process CPU per request gated less ungated, in recoveries;
 //! - unpaid 402 responses per second at concurrency 64 over loopback HTTP (keep-alive
-//!   connections driven by a minimal HTTP/1.1 load generator in this file).
+//!   connections driven by a minimal HTTP/1.1 load generator in this file);
+//! - a paid MPP request (`Authorization: Payment`) against a paid x402 V2 one
+//!   (`PAYMENT-SIGNATURE`) through the same gate, one at a time, each settled through the
+//!   facilitator on the devnet (`TOLLGATE_BENCH_PAID_N` requests a round, default 200).
 //!
 //! ```text
 //! cargo bench -p tollgate-gate --bench gate            # N = 20,000
@@ -322,6 +325,118 @@ async fn run(n: usize) {
         "  unpaid 402 responses/s, 64 connections, loopback     : {:>10.0}",
         total as f64 / el.as_secs_f64()
     );
+
+    // 4. A paid MPP request against a paid x402 V2 one, through the same gate, in process, one
+    // at a time, each settled through the facilitator on the devnet: the same ERC-3009 transfer
+    // by two wires. Rounds interleaved; the terms fetched and signed before each (not timed).
+    let paid_n: usize = std::env::var("TOLLGATE_BENCH_PAID_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let gated = app().route_layer(default_gate.payment_gate(pricing.clone()).mpp(true));
+    let mut rates = [Vec::new(), Vec::new()];
+    for round in 0..3 {
+        for (i, wire) in [Wire::X402V2, Wire::Mpp].into_iter().enumerate() {
+            let mut headers = Vec::with_capacity(paid_n);
+            for k in 0..paid_n {
+                let nonce = B256::from(alloy::primitives::U256::from(
+                    (round * 10 + i) * 1_000_000 + k + 1,
+                ));
+                headers.push(wire.sign(&net, &gated, pay_to, nonce).await);
+            }
+            let t = Instant::now();
+            for (name, value) in &headers {
+                let req = Request::get("/v1/quote")
+                    .header(*name, value)
+                    .body(Body::empty())
+                    .unwrap();
+                let r = gated.clone().oneshot(req).await.unwrap();
+                assert_eq!(r.status(), 200, "{wire:?} pays");
+            }
+            rates[i].push(paid_n as f64 / t.elapsed().as_secs_f64());
+        }
+    }
+    let best = |r: &[f64]| r.iter().copied().fold(0.0, f64::max);
+    let (v2, mpp) = (best(&rates[0]), best(&rates[1]));
+    println!(
+        "  paid requests/s settled through the facilitator, 1 at a time (best of 3, n = {paid_n}):"
+    );
+    println!(
+        "    x402 V2 (PAYMENT-SIGNATURE) / MPP (Authorization: Payment): {v2:>7.0} / {mpp:.0}  MPP at {:.3} of V2 (rounds: {:.0?} / {:.0?})",
+        mpp / v2,
+        rates[0],
+        rates[1]
+    );
+}
+
+/// How a bench request pays: x402 V2 or MPP, for the same price on the same route.
+#[derive(Clone, Copy, Debug)]
+enum Wire {
+    X402V2,
+    Mpp,
+}
+
+impl Wire {
+    /// A fresh payment for `GET /v1/quote` of `app`: its 402 read, and signed by the payer (dev
+    /// account 2) as the reference clients sign (x402's `exact`, mppx's `authorization`).
+    async fn sign(
+        self,
+        net: &TestNet,
+        app: &Router,
+        pay_to: Address,
+        nonce: B256,
+    ) -> (&'static str, String) {
+        use tollgate_protocol::{
+            mpp::{AuthorizationPayload, Challenge, Credential},
+            x402::v2::{PaymentPayloadV2, PaymentRequiredV2},
+        };
+        let req = Request::get("/v1/quote").body(Body::empty()).unwrap();
+        let r = app.clone().oneshot(req).await.unwrap();
+        assert_eq!(r.status(), 402);
+        let header = |name: &str| r.headers()[name].to_str().unwrap().to_owned();
+        match self {
+            Self::X402V2 => {
+                let required =
+                    PaymentRequiredV2::decode_header(&header("payment-required")).unwrap();
+                let accepted = required.accepts[0].clone();
+                let signed = net
+                    .x402_payload("tollgate-devnet", 2, pay_to, PRICE, nonce)
+                    .await;
+                let payload = PaymentPayloadV2 {
+                    x402_version: 2,
+                    resource: Some(required.resource),
+                    accepted,
+                    payload: signed.payload,
+                    extensions: None,
+                };
+                ("payment-signature", payload.encode_header())
+            }
+            Self::Mpp => {
+                let challenge = Challenge::parse_all([header("www-authenticate").as_str()])
+                    .remove(0)
+                    .unwrap();
+                let chain_id = challenge.charge_request().unwrap().method_details.chain_id;
+                let terms = tollgate_testkit::signing::ExactTerms {
+                    pay_to,
+                    amount: PRICE,
+                    nonce: challenge.authorization_nonce(),
+                    valid_after: 0,
+                    valid_before: challenge.expires_unix().unwrap().unwrap(),
+                };
+                let signed = net
+                    .fixture
+                    .sign_exact("tollgate-devnet", 2, &terms)
+                    .unwrap();
+                let payload = AuthorizationPayload::from_exact_evm(&signed.payload);
+                let credential = Credential {
+                    source: Some(Credential::source_for(chain_id, payload.from)),
+                    challenge,
+                    payload,
+                };
+                ("authorization", credential.to_header_value())
+            }
+        }
+    }
 }
 
 /// The recovery of a proof's signer from its EIP-712 digest, seconds each on one core.

@@ -7,10 +7,12 @@
 //! - [`one_time`]: the Tollgate proof path ([`Gate::verify_payment_proof`]);
 //! - [`x402`]: the x402 V1 path ([`Gate::settle_x402`]);
 //! - [`v2`]: x402 V2 beside it ([`Gate::payment_required_v2`], [`Gate::settle_x402_v2`]);
+//! - [`mpp`]: MPP beside x402 ([`Gate::mpp_challenge`], [`Gate::settle_mpp`]);
 //! - here: the [`Gate`] itself, its accessors, subscriptions and metered usage, and the memo
 //!   store's pruning.
 
 mod builder;
+mod mpp;
 mod one_time;
 mod required;
 mod v2;
@@ -31,8 +33,9 @@ use tollgate_protocol::{AllowanceUsage, Amount, DeductRequest, Network, PlanTerm
 
 pub use builder::{
     DEFAULT_FACILITATOR_TIMEOUT, DEFAULT_MEMO_TTL, DEFAULT_PENDING_HOLD,
-    DEFAULT_SIGNERS_MIN_REFRESH, DEFAULT_SIGNERS_TTL, GateBuilder,
+    DEFAULT_SIGNERS_MIN_REFRESH, DEFAULT_SIGNERS_TTL, DEFAULT_TOKEN_DECIMALS, GateBuilder,
 };
+pub use mpp::MppFailure;
 pub use one_time::{Expected, VerifiedPayment};
 pub use required::{Offer, Pricing};
 pub use x402::X402Failure;
@@ -65,10 +68,13 @@ pub(crate) struct Inner {
     token: Address,
     token_name: String,
     token_version: String,
+    token_decimals: u8,
     pay_to: Address,
     facilitator_url: String,
     public_url: Option<String>,
     secret: MemoSecret,
+    /// The HMAC key of MPP challenges, derived from `secret`.
+    mpp_key: tollgate_protocol::mpp::ChallengeKey,
     memo_ttl: Duration,
     plans: Vec<PlanTerms>,
     facilitator: tollgate_client::FacilitatorClient,

@@ -1,5 +1,7 @@
 //! [`PaymentGateLayer`]: the spec's `paymentGate` middleware, as a tower layer.
 
+mod mpp;
+
 use std::{
     fmt,
     future::Future,
@@ -26,8 +28,8 @@ use crate::{
 };
 
 pub use tollgate_protocol::headers::{
-    PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT, X_PAYMENT_RESPONSE,
-    X_PAYMENT_RETRY, X_SERVICE_RECEIPT, X_SERVICE_SCHEMES,
+    PAYMENT_RECEIPT, PAYMENT_REQUIRED, PAYMENT_RESPONSE, PAYMENT_SIGNATURE, X_PAYMENT,
+    X_PAYMENT_RESPONSE, X_PAYMENT_RETRY, X_SERVICE_RECEIPT, X_SERVICE_SCHEMES,
 };
 
 /// The `error` of a first 402 (no payment sent): a stable code, as every 402 `error` is (see
@@ -63,6 +65,9 @@ const RETRY_AFTER_SECS: &str = "5";
 /// | an x402 payment that is held or settled, without its retry token (an observer's copy rebuilt from the chain, a forged signature, a generic client's blind retry) | 402, `error: "InvalidPaymentProof"`, `reason: "duplicate_settlement"`; the payer's hold is untouched |
 /// | `PAYMENT-SIGNATURE` with an x402 V2 `exact` payload whose `accepted` is this route's requirement | settled as its V1 twin, under the same lock, then as a V1 payment; refused likewise (`payment_identifier_conflict` for an id bound to another payload). With a `payment-identifier`, the same payload again is answered its first outcome ([`Gate::settle_x402_v2`]) |
 /// | both `X-PAYMENT` and `PAYMENT-SIGNATURE` | 402, `error: "InvalidPaymentProof"`, `reason: "multiple_payment_headers"` |
+/// | on a route with [`mpp`](PaymentGateLayer::mpp) on: any 402 | also `WWW-Authenticate: Payment` with a fresh challenge of MPP's EVM `charge` for the one-time price ([`Gate::mpp_challenge`]) |
+/// | `Authorization: Payment <credential>` of that challenge, on such a route | settled once as its x402 twin ([`Gate::settle_mpp`]), then served with `Payment-Receipt` (and the x402 settlement headers) |
+/// | a credential that does not ([`crate::MppFailure::Refused`]): malformed, another server's or route's, expired, another amount, used | 402 `application/problem+json` of the draft's problem type (`malformed-credential`, `invalid-challenge`, `payment-expired`, `invalid-payload`, `verification-failed`) with a fresh challenge; nothing moved |
 /// | an x402 payload of another `x402Version` | 402, `error: "UnsupportedVersion"`, `reason: "invalid_x402_version"` |
 /// | a garbled, oversized or wrongly encoded `X-PAYMENT` | 402, `error: "InvalidPaymentProof"`, `reason` ([`ProofError::code`](crate::ProofError::code)) |
 /// | the facilitator, chain or memo store cannot be reached | **503** with `Retry-After` and `{"error": {"code", "message"}}`, and a `tracing::error!`: the payment could not be checked, not found wrong, so no memo is spent and the client should retry the same payment rather than pay again |
@@ -95,6 +100,7 @@ pub struct PaymentGateLayer {
 struct Config {
     paywall: bool,
     payment_identifier: bool,
+    mpp: bool,
     pricing: Vec<Pricing>,
     one_time: Option<Amount>,
     plans: Vec<B256>,
@@ -151,6 +157,7 @@ impl Gate {
             config: Arc::new(Config {
                 paywall: true,
                 payment_identifier: true,
+                mpp: false,
                 pricing,
                 one_time,
                 plans,
@@ -197,6 +204,19 @@ impl PaymentGateLayer {
     /// payment is served at most once.
     pub fn payment_identifier(mut self, enabled: bool) -> Self {
         Arc::make_mut(&mut self.config).payment_identifier = enabled;
+        self
+    }
+
+    /// Whether the route also offers MPP (off by default): the Payment HTTP authentication
+    /// scheme's EVM `charge` on the same one-time price, token, chain and payee, paid by an
+    /// ERC-3009 authorization as x402's `exact` is. Every 402 then carries a
+    /// `WWW-Authenticate: Payment` challenge beside the x402 terms, and a request with
+    /// `Authorization: Payment <credential>` is settled once ([`Gate::settle_mpp`]) and served
+    /// with a `Payment-Receipt`. x402 clients see the same 402 body and headers as before, and
+    /// an `Authorization` of another scheme is left to the inner service. A route without a
+    /// one-time price offers no MPP.
+    pub fn mpp(mut self, enabled: bool) -> Self {
+        Arc::make_mut(&mut self.config).mpp = enabled;
         self
     }
 
@@ -328,9 +348,20 @@ impl PaymentGateLayer {
     }
 
     /// The decision: the request with the headers its response carries (the settlement of a
-    /// payment: `X-PAYMENT-RESPONSE`, `PAYMENT-RESPONSE`; a subscriber's `X-Service-Receipt`), or
-    /// the refusal.
+    /// payment: `X-PAYMENT-RESPONSE`, `PAYMENT-RESPONSE`, and `Payment-Receipt` for MPP; a
+    /// subscriber's `X-Service-Receipt`), or the refusal.
     async fn authorize<B>(
+        &self,
+        req: Request<B>,
+    ) -> Result<(Request<B>, HeaderMap), Response<String>> {
+        match self.config.one_time.filter(|_| self.config.mpp) {
+            Some(price) => self.authorize_with_mpp(req, price).await,
+            None => self.authorize_x402(req).await,
+        }
+    }
+
+    /// [`authorize`](Self::authorize) for every payment but MPP's.
+    async fn authorize_x402<B>(
         &self,
         req: Request<B>,
     ) -> Result<(Request<B>, HeaderMap), Response<String>> {
@@ -362,25 +393,36 @@ impl PaymentGateLayer {
             parts.extensions.insert(sub);
             return Ok((Request::from_parts(parts, body), receipt));
         }
-        let mut paid = self.decide(&parts).await?;
+        let paid = self.decide(&parts).await?;
+        self.settlement_headers(paid, &mut receipt)?;
+        Ok((Request::from_parts(parts, body), receipt))
+    }
+
+    /// The headers of a paid response: `X-PAYMENT-RESPONSE` (the settlement, the V1 network
+    /// name) and, when the gate knows its chain id, `PAYMENT-RESPONSE` (CAIP-2).
+    fn settlement_headers(
+        &self,
+        mut paid: SettlementResponseHeader,
+        headers: &mut HeaderMap,
+    ) -> Result<(), Response<String>> {
         let encoding = |_| {
             self.unavailable(
                 ApiErrorCode::InternalError,
                 "cannot encode X-PAYMENT-RESPONSE",
             )
         };
-        receipt.insert(
+        headers.insert(
             X_PAYMENT_RESPONSE,
             HeaderValue::from_str(&paid.encode()).map_err(encoding)?,
         );
         if let Some(caip2) = self.gate.caip2() {
             caip2.as_str().clone_into(&mut paid.network);
-            receipt.insert(
+            headers.insert(
                 PAYMENT_RESPONSE,
                 HeaderValue::from_str(&paid.encode()).map_err(encoding)?,
             );
         }
-        Ok((Request::from_parts(parts, body), receipt))
+        Ok(())
     }
 
     /// The subscription path: `X-Service-Sub` must name an ACTIVE, paid subscription to one of

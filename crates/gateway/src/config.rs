@@ -233,6 +233,12 @@ pub struct Route {
     /// under its id is served again, charged once); `false` serves each payment at most once.
     #[serde(default = "default_true")]
     pub payment_identifier: bool,
+    /// Whether the route also offers MPP (default `false`): every 402 carries a
+    /// `WWW-Authenticate: Payment` challenge of the EVM `charge` method on `price`, and a
+    /// request with `Authorization: Payment <credential>` is settled once and answered with
+    /// `Payment-Receipt`. Needs `price`.
+    #[serde(default)]
+    pub mpp: bool,
     /// The 402's `description`.
     #[serde(default)]
     pub description: String,
@@ -341,6 +347,11 @@ impl Config {
                          key deducts metered usage through the facilitator)"
                     )));
                 }
+            }
+            if r.mpp && r.price.is_none() {
+                return Err(Error::Invalid(format!(
+                    "routes[{i}].mpp: MPP's charge pays a one-time price, so it needs price"
+                )));
             }
             r.metered_amount(config.gate.token_decimals)
                 .map_err(|e| Error::Invalid(format!("routes[{i}].metered: {e}")))?;
@@ -512,6 +523,11 @@ free = true
             ),
             (format!("plan = \"{plan}\"\nfree = true"), "", "not both"),
             ("plan = \"0x12\"".to_owned(), "", "plan"),
+            (
+                format!("plan = \"{plan}\"\nmpp = true"),
+                "",
+                "routes[2].mpp: MPP's charge pays a one-time price",
+            ),
         ] {
             let err = Config::from_toml_str(&with(&route, gate))
                 .unwrap_err()

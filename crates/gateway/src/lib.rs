@@ -174,6 +174,7 @@ pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
     let mut builder = Gate::builder()
         .network(g.network.clone())
         .token(g.token, g.token_name.clone(), g.token_version.clone())
+        .token_decimals(g.token_decimals)
         .pay_to(g.pay_to)
         .facilitator(g.facilitator.clone())
         .public_url(public_url.clone())
@@ -211,7 +212,8 @@ pub async fn router(config: &Config, secrets: &Secrets) -> Result<Router> {
                 .description(r.description.clone())
                 .mime_type(r.mime_type.clone())
                 .paywall(r.paywall)
-                .payment_identifier(r.payment_identifier);
+                .payment_identifier(r.payment_identifier)
+                .mpp(r.mpp);
             if let Some(amount) = r
                 .metered_amount(g.token_decimals)
                 .map_err(|e| Error::Invalid(format!("routes[{i}].metered: {e}")))?

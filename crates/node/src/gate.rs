@@ -59,6 +59,10 @@ pub struct GateOptions {
     /// Whether x402 V2's `payment-identifier` is honoured (default `true`); `false` serves each
     /// payment at most once.
     pub payment_identifier: Option<bool>,
+    /// Whether the route also offers MPP (default `false`): a `WWW-Authenticate: Payment`
+    /// challenge of the EVM `charge` method on every 402, and `Authorization: Payment`
+    /// credentials settled once and answered with `Payment-Receipt`.
+    pub mpp: Option<bool>,
 }
 
 impl std::fmt::Debug for GateOptions {
@@ -82,6 +86,7 @@ impl std::fmt::Debug for GateOptions {
             .field("rpc_url", &self.rpc_url)
             .field("paywall", &self.paywall)
             .field("payment_identifier", &self.payment_identifier)
+            .field("mpp", &self.mpp)
             .finish()
     }
 }
@@ -531,7 +536,8 @@ impl NativeGate {
             .description(o.description.clone().unwrap_or_default())
             .mime_type(o.mime_type.clone().unwrap_or_default())
             .paywall(o.paywall.unwrap_or(true))
-            .payment_identifier(o.payment_identifier.unwrap_or(true));
+            .payment_identifier(o.payment_identifier.unwrap_or(true))
+            .mpp(o.mpp.unwrap_or(false));
         if let Some(m) = &o.metered {
             layer = layer.metered(amount("metered", m)?);
         }

@@ -97,7 +97,8 @@ pub(crate) async fn router(
     let quote = Router::new().route("/v1/quote", get(quote)).route_layer(
         gate.payment_gate([Pricing::one_time(QUOTE_PRICE)])
             .description("A price quote")
-            .mime_type("application/json"),
+            .mime_type("application/json")
+            .mpp(true),
     );
     let report = Router::new().route("/v1/report", get(report)).route_layer(
         gate.payment_gate([
@@ -105,7 +106,8 @@ pub(crate) async fn router(
             Pricing::one_time(REPORT_PRICE),
         ])
         .description("The daily report")
-        .mime_type("application/json"),
+        .mime_type("application/json")
+        .mpp(true),
     );
     let process = Router::new()
         .route("/v1/process", post(process))
@@ -118,7 +120,8 @@ pub(crate) async fn router(
             .description(
                 "Process a payload (subscribers: 0.10 per call from the overage allowance)",
             )
-            .mime_type("application/json"),
+            .mime_type("application/json")
+            .mpp(true),
         );
     Ok(Router::new()
         .merge(quote)

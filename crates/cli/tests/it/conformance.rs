@@ -269,14 +269,24 @@ const PLAN: B256 = B256::repeat_byte(0x5e);
 
 /// A Tollgate gate (the SDK layer) selling `GET /weather` for [`PRICE`] one-time or by
 /// subscription to [`PLAN`], settling through `facilitator`; counts how often the handler ran.
-struct GateServer {
-    url: String,
-    hits: Arc<AtomicUsize>,
+pub(crate) struct GateServer {
+    pub(crate) url: String,
+    pub(crate) hits: Arc<AtomicUsize>,
     _server: tokio::task::JoinHandle<()>,
 }
 
 impl GateServer {
     async fn spawn(net: &Net, facilitator: &str, pay_to: Address) -> Self {
+        Self::spawn_with(net, facilitator, pay_to, false).await
+    }
+
+    /// [`GateServer::spawn`], with MPP offered beside x402 when `mpp`.
+    pub(crate) async fn spawn_with(
+        net: &Net,
+        facilitator: &str,
+        pay_to: Address,
+        mpp: bool,
+    ) -> Self {
         let gate = Gate::builder()
             .network(NETWORK)
             .token(net.token, "USD Coin", "2")
@@ -305,7 +315,8 @@ impl GateServer {
             .route_layer(
                 gate.payment_gate([Pricing::one_time(PRICE), Pricing::subscription(PLAN)])
                     .description("Today's weather")
-                    .mime_type("application/json"),
+                    .mime_type("application/json")
+                    .mpp(mpp),
             );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

@@ -6,6 +6,7 @@
 //! | client | resource server | facilitator | chains |
 //! |---|---|---|---|
 //! | `mppx` (`mpp-pay.mjs`) | `mppx` EVM `charge` (`mpp-server.mjs`) | Tollgate | devnet, anvil |
+//! | `mppx` (`mpp-pay.mjs`) | Tollgate gate (MPP beside x402) | Tollgate | devnet, anvil |
 //!
 //! An mppx EVM `charge` server cannot settle on its own: given `x402: {facilitator}` it sends the
 //! ERC-3009 credential to the facilitator as x402 V2 `POST /verify` then `POST /settle`, and its
@@ -29,8 +30,10 @@ use tokio::process::Command;
 use tollgate_chain::{Chain, contracts::Token};
 use tollgate_testkit::peer::{INSTALL_TOOLS, node, tools_dir};
 
+use std::sync::atomic::Ordering;
+
 use crate::{
-    conformance::{Backend, Net, NodeServer},
+    conformance::{Backend, GateServer, Net, NodeServer},
     interop::{CHAIN_ID, repo_root, weather_body},
 };
 
@@ -132,6 +135,75 @@ fn mppx_facilitator_body(out: &Value) -> Value {
     })
 }
 
+/// Asserts that `out` (an `mpp-pay.mjs` run by `payer` against a route selling [`PRICE`] to
+/// `pay_to` under `realm`) was paid and served: the challenge it paid names the route's terms,
+/// and its receipt the transaction that moved the price once, payer to payee, by the token's
+/// own `transferWithAuthorization` under the nonce bound to the challenge. Returns that
+/// transaction.
+async fn assert_paid(net: &Net, out: &Value, payer: Address, pay_to: Address, realm: &str) -> B256 {
+    // Paid and served.
+    assert_eq!(out["status"], 200, "{out}");
+    assert_eq!(out["body"], weather_body(), "{out}");
+    assert!(
+        out["credential"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("Payment ")),
+        "{out}"
+    );
+    // The challenge it paid: the server's terms, in atomic units, on this chain and token.
+    let challenge = &out["challenge"];
+    assert_eq!(challenge["method"], "evm", "{out}");
+    assert_eq!(challenge["intent"], "charge", "{out}");
+    assert_eq!(challenge["realm"], realm, "{out}");
+    let request = &challenge["request"];
+    assert_eq!(request["amount"], PRICE.to_string(), "{out}");
+    let currency: Address = request["currency"].as_str().unwrap().parse().unwrap();
+    assert_eq!(currency, net.token, "{out}");
+    let recipient: Address = request["recipient"].as_str().unwrap().parse().unwrap();
+    assert_eq!(recipient, pay_to, "{out}");
+    assert_eq!(request["methodDetails"]["chainId"], CHAIN_ID, "{out}");
+    assert_eq!(
+        request["methodDetails"]["credentialTypes"],
+        json!(["authorization"]),
+        "{out}"
+    );
+    // The receipt names the settlement transaction.
+    let receipt = &out["receipt"];
+    assert_eq!(receipt["status"], "success", "{out}");
+    assert_eq!(receipt["method"], "evm", "{out}");
+    let tx: B256 = receipt["reference"]
+        .as_str()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("the receipt's reference is a transaction hash: {out}"));
+
+    // On chain: that transaction is the token's transferWithAuthorization of the price, payer to
+    // payee, under the nonce mppx derives from the challenge.
+    let mined = net.chain.receipt(tx).await.unwrap().expect("mined");
+    assert!(mined.success, "{mined:?}");
+    assert_eq!(mined.to, Some(net.token), "settled by the token's EIP-3009");
+    let token_logs = || mined.logs.iter().filter(|l| l.address == net.token);
+    let transfers: Vec<_> = token_logs()
+        .filter_map(|l| Token::Transfer::decode_log(l).ok())
+        .collect();
+    assert_eq!(transfers.len(), 1, "{mined:?}");
+    assert_eq!(
+        (transfers[0].from, transfers[0].to, transfers[0].value),
+        (payer, pay_to, U256::from(PRICE))
+    );
+    let nonce = keccak256(format!(
+        "{}{}",
+        challenge["id"].as_str().unwrap(),
+        challenge["realm"].as_str().unwrap()
+    ));
+    let used: Vec<_> = token_logs()
+        .filter_map(|l| Token::AuthorizationUsed::decode_log(l).ok())
+        .map(|u| (u.authorizer, u.nonce))
+        .collect();
+    assert_eq!(used, [(payer, nonce)], "{mined:?}");
+
+    tx
+}
+
 /// `mpp-pay.mjs` → `mpp-server.mjs` → Tollgate's facilitator.
 async fn mppx_client_pays_mppx_server(backend: Backend) {
     let scripts = mpp_scripts();
@@ -168,65 +240,7 @@ async fn mppx_client_pays_mppx_server(backend: Backend) {
     let url = format!("{}/weather", server.url);
     let out = run_mpp_pay(&scripts, &url, payer.private_key).await;
 
-    // Paid and served.
-    assert_eq!(out["status"], 200, "{out}");
-    assert_eq!(out["body"], weather_body(), "{out}");
-    assert!(
-        out["credential"]
-            .as_str()
-            .is_some_and(|c| c.starts_with("Payment ")),
-        "{out}"
-    );
-    // The challenge it paid: the server's terms, in atomic units, on this chain and token.
-    let challenge = &out["challenge"];
-    assert_eq!(challenge["method"], "evm", "{out}");
-    assert_eq!(challenge["intent"], "charge", "{out}");
-    assert_eq!(challenge["realm"], REALM, "{out}");
-    let request = &challenge["request"];
-    assert_eq!(request["amount"], PRICE.to_string(), "{out}");
-    let currency: Address = request["currency"].as_str().unwrap().parse().unwrap();
-    assert_eq!(currency, net.token, "{out}");
-    let recipient: Address = request["recipient"].as_str().unwrap().parse().unwrap();
-    assert_eq!(recipient, pay_to, "{out}");
-    assert_eq!(request["methodDetails"]["chainId"], CHAIN_ID, "{out}");
-    assert_eq!(
-        request["methodDetails"]["credentialTypes"],
-        json!(["authorization"]),
-        "{out}"
-    );
-    // The receipt names the settlement transaction.
-    let receipt = &out["receipt"];
-    assert_eq!(receipt["status"], "success", "{out}");
-    assert_eq!(receipt["method"], "evm", "{out}");
-    let tx: B256 = receipt["reference"]
-        .as_str()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or_else(|| panic!("the receipt's reference is a transaction hash: {out}"));
-
-    // On chain: that transaction is the token's transferWithAuthorization of the price, payer to
-    // payee, under the nonce mppx derives from the challenge.
-    let mined = net.chain.receipt(tx).await.unwrap().expect("mined");
-    assert!(mined.success, "{mined:?}");
-    assert_eq!(mined.to, Some(net.token), "settled by the token's EIP-3009");
-    let token_logs = || mined.logs.iter().filter(|l| l.address == net.token);
-    let transfers: Vec<_> = token_logs()
-        .filter_map(|l| Token::Transfer::decode_log(l).ok())
-        .collect();
-    assert_eq!(transfers.len(), 1, "{mined:?}");
-    assert_eq!(
-        (transfers[0].from, transfers[0].to, transfers[0].value),
-        (payer.address, pay_to, U256::from(PRICE))
-    );
-    let nonce = keccak256(format!(
-        "{}{}",
-        challenge["id"].as_str().unwrap(),
-        challenge["realm"].as_str().unwrap()
-    ));
-    let used: Vec<_> = token_logs()
-        .filter_map(|l| Token::AuthorizationUsed::decode_log(l).ok())
-        .map(|u| (u.authorizer, u.nonce))
-        .collect();
-    assert_eq!(used, [(payer.address, nonce)], "{mined:?}");
+    let tx = assert_paid(&net, &out, payer.address, pay_to, REALM).await;
 
     // The replayed credential reaches the facilitator (mppx keeps no replay store), whose /verify
     // refuses the spent nonce: verification-failed. The tampered one never gets that far: mppx
@@ -300,4 +314,40 @@ async fn mppx_client_pays_mppx_server_through_tollgate_facilitator_on_devnet() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mppx_client_pays_mppx_server_through_tollgate_facilitator_on_anvil() {
     mppx_client_pays_mppx_server(Backend::Anvil).await;
+}
+
+/// `mpp-pay.mjs` → the Tollgate gate, offering MPP beside x402 (and a plan) on the same route →
+/// the Tollgate facilitator. The very credential replayed is refused as used
+/// (`invalid-challenge`), the one with its signed value raised as not paying the challenge
+/// (`verification-failed`); neither moves anything.
+async fn mppx_client_pays_tollgate_gate(backend: Backend) {
+    let scripts = mpp_scripts();
+    let net = Net::start(backend).await;
+    let facilitator = net.tollgate_facilitator().await;
+    let pay_to = Address::repeat_byte(0x95);
+    let gate = GateServer::spawn_with(&net, &facilitator.url, pay_to, true).await;
+    let payer = &net.accounts[4];
+    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let url = format!("{}/weather", gate.url);
+    let out = run_mpp_pay(&scripts, &url, payer.private_key).await;
+    let realm = gate.url.trim_start_matches("http://");
+    assert_paid(&net, &out, payer.address, pay_to, realm).await;
+    assert_refused(&out, "replay", "invalid-challenge");
+    assert_refused(&out, "tamper", "verification-failed");
+    assert_eq!(gate.hits.load(Ordering::SeqCst), 1, "served once");
+    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
+    assert_eq!(
+        net.balance(payer.address).await,
+        before.0 - U256::from(PRICE)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mppx_client_pays_tollgate_gate_on_devnet() {
+    mppx_client_pays_tollgate_gate(Backend::Devnet).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mppx_client_pays_tollgate_gate_on_anvil() {
+    mppx_client_pays_tollgate_gate(Backend::Anvil).await;
 }

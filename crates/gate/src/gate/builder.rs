@@ -39,11 +39,15 @@ pub const DEFAULT_SIGNERS_TTL: Duration = Duration::from_secs(600);
 /// facilitator is unreachable).
 pub const DEFAULT_SIGNERS_MIN_REFRESH: Duration = Duration::from_secs(30);
 
+/// The token's decimals unless [`GateBuilder::token_decimals`] says otherwise (USDC's).
+pub const DEFAULT_TOKEN_DECIMALS: u8 = 6;
+
 /// Builds a [`Gate`]. Required: [`network`](Self::network), [`token`](Self::token),
 /// [`pay_to`](Self::pay_to), [`facilitator`](Self::facilitator).
 pub struct GateBuilder {
     network: Option<String>,
     token: Option<(Address, String, String)>,
+    token_decimals: u8,
     pay_to: Option<Address>,
     facilitator: Option<String>,
     public_url: Option<String>,
@@ -82,11 +86,12 @@ impl fmt::Debug for GateBuilder {
 
 impl Gate {
     /// A builder with the defaults: memo TTL [`DEFAULT_MEMO_TTL`], facilitator timeout
-    /// [`DEFAULT_FACILITATOR_TIMEOUT`], a random memo secret, and an in-memory SQLite memo store.
+    /// [`DEFAULT_FACILITATOR_TIMEOUT`], a random memo secret, and the `memory:` memo store.
     pub fn builder() -> GateBuilder {
         GateBuilder {
             network: None,
             token: None,
+            token_decimals: DEFAULT_TOKEN_DECIMALS,
             pay_to: None,
             facilitator: None,
             public_url: None,
@@ -140,6 +145,14 @@ impl GateBuilder {
         eip712_version: impl Into<String>,
     ) -> Self {
         self.token = Some((address, eip712_name.into(), eip712_version.into()));
+        self
+    }
+
+    /// The token's decimals (default [`DEFAULT_TOKEN_DECIMALS`], USDC's), which an MPP
+    /// challenge declares beside its amount in the token's smallest unit
+    /// ([`crate::PaymentGateLayer::mpp`]).
+    pub fn token_decimals(mut self, decimals: u8) -> Self {
+        self.token_decimals = decimals;
         self
     }
 
@@ -428,10 +441,12 @@ impl GateBuilder {
                 token,
                 token_name,
                 token_version,
+                token_decimals: self.token_decimals,
                 pay_to,
                 facilitator,
                 facilitator_url,
                 public_url,
+                mpp_key: super::mpp::challenge_key(&MemoSecret(secret)),
                 secret: MemoSecret(secret),
                 memo_ttl: self.memo_ttl,
                 plans: self.plans,

@@ -4,6 +4,7 @@
 
 mod discovery;
 mod metering;
+mod mpp;
 mod onetime;
 mod peers;
 mod pending;

@@ -14,7 +14,7 @@ use alloy::primitives::{Address, B256};
 use axum::{Router, routing::get};
 use serde_json::Value;
 use tollgate_facilitator::Settings;
-use tollgate_gate::{Gate, GateBuilder, Pricing};
+use tollgate_gate::{Gate, GateBuilder, PaymentGateLayer, Pricing};
 use tollgate_protocol::{AuthorizeResponse, PaymentProof, x402::PaymentPayload};
 pub use tollgate_testkit::Backend;
 use tollgate_testkit::harness::{DEVNET_NETWORK, TestNet};
@@ -161,6 +161,14 @@ impl App {
     /// `/v1/quote` (nested under `/v1`, [`QUOTE_PRICE`]), `/premium` ([`PREMIUM_PRICE`]) and an
     /// ungated `/free`.
     pub async fn serve(gate: &Gate) -> Self {
+        Self::serve_with(gate, |layer| layer).await
+    }
+
+    /// [`serve`](Self::serve) with each gated route's layer set by `set`.
+    pub async fn serve_with(
+        gate: &Gate,
+        set: impl Fn(PaymentGateLayer) -> PaymentGateLayer,
+    ) -> Self {
         let hits = Arc::new(AtomicUsize::new(0));
         let handler = {
             let hits = Arc::clone(&hits);
@@ -173,14 +181,13 @@ impl App {
             }
         };
         let v1 = Router::new().route("/quote", get(handler.clone()));
-        let quote = Router::new().nest("/v1", v1).route_layer(
-            gate.payment_gate([Pricing::one_time(QUOTE_PRICE)])
-                .description("a quote")
-                .mime_type("application/json"),
-        );
+        let quote = Router::new().nest("/v1", v1).route_layer(set(gate
+            .payment_gate([Pricing::one_time(QUOTE_PRICE)])
+            .description("a quote")
+            .mime_type("application/json")));
         let premium = Router::new()
             .route("/premium", get(handler))
-            .route_layer(gate.payment_gate([Pricing::one_time(PREMIUM_PRICE)]));
+            .route_layer(set(gate.payment_gate([Pricing::one_time(PREMIUM_PRICE)])));
         let app = quote
             .merge(premium)
             .route("/free", get(|| async { "free" }));

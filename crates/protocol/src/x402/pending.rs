@@ -30,6 +30,14 @@ impl RetryToken {
     }
 }
 
+impl From<B256> for RetryToken {
+    /// A token of these bytes (one derived from a secret the payer holds, as an MPP gate
+    /// derives it from the credential's challenge).
+    fn from(bytes: B256) -> Self {
+        Self(bytes)
+    }
+}
+
 impl fmt::Debug for RetryToken {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("RetryToken(..)")

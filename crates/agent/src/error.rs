@@ -191,6 +191,47 @@ pub enum Error {
         /// The explanation.
         message: String,
     },
+    /// An MPP `charge` challenge in a token whose EIP-712 domain (name and version) the agent
+    /// cannot learn: no facilitator discovery document it reads settles that token on that
+    /// chain, no JSON-RPC endpoint it knows for the chain answers the token's
+    /// `eip712Domain()` or `name()` and `version()`, and none was configured
+    /// ([`AgentBuilder::token_domain`](crate::AgentBuilder::token_domain)). Nothing was signed.
+    #[error(
+        "cannot pay the MPP charge: the EIP-712 name and version of token {token} on chain \
+         {chain_id} are unknown (no facilitator the agent reads settles it, no RPC for the chain \
+         answered; configure them with AgentBuilder::token_domain)"
+    )]
+    UnknownTokenDomain {
+        /// The challenge's chain.
+        chain_id: u64,
+        /// The challenge's `currency`.
+        token: Address,
+    },
+    /// An MPP challenge the agent will not sign for its time: already expired by the chain's
+    /// clock, or valid longer than the agent signs for (its `validBefore` is the challenge's
+    /// `expires`). Nothing was signed.
+    #[error(
+        "refusing the MPP challenge: {why} (expires {expires}, now {now} by the chain's clock)"
+    )]
+    ChallengeRefused {
+        /// The challenge's `expires` (RFC 3339).
+        expires: String,
+        /// The chain's clock when it was refused (unix seconds).
+        now: u64,
+        /// Why.
+        why: &'static str,
+    },
+    /// The server refused the MPP credential the agent sent, with an RFC 9457
+    /// `application/problem+json` answer (`https://paymentauth.org/problems/…`); the agent does
+    /// not pay twice for one request. Carries the payment sent (its authorization may still be
+    /// settled until it expires).
+    #[error("the server refused the MPP credential ({}): {}", problem.kind, problem.detail)]
+    PaymentProblem {
+        /// The problem: its `kind` is the type URI, its `detail` the explanation.
+        problem: Box<tollgate_protocol::mpp::Problem>,
+        /// The payments sent for this request.
+        payments: Vec<Payment>,
+    },
     /// Transport failure talking to the server or the facilitator.
     #[error("HTTP request failed")]
     Http(#[from] reqwest::Error),

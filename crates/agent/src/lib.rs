@@ -54,6 +54,10 @@ pub use subscribe::{PERMIT_CYCLES, Subscribe, Subscription};
 pub use alloy::primitives::{Address, B256};
 pub use alloy::signers::local::Secp256k1Signer;
 pub use reqwest::{Method, StatusCode, Url, header};
+/// MPP's wire types the agent hands back: the decoded `Payment-Receipt` of an MPP payment
+/// ([`Payment::mpp_receipt`]) and the problem a server refuses a credential with
+/// ([`Error::PaymentProblem`]).
+pub use tollgate_protocol::mpp::{Problem as MppProblem, Receipt as MppReceipt};
 pub use tollgate_protocol::{Amount, SubscriptionStatus};
 
 /// Hooks for the fuzz targets in `fuzz/`. Not a stable API: hidden from the docs, and it may

@@ -290,6 +290,7 @@ impl Agent {
             x402_version: None,
             retry_token: None,
             metered: None,
+            mpp_receipt: None,
         };
         let mut raised = false;
         loop {

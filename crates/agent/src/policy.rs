@@ -168,6 +168,16 @@ impl SpendPolicy {
         self
     }
 
+    /// Whether the network allow-list lets the agent pay on `network_name` (always, without
+    /// one).
+    pub(crate) fn allows_network(&self, network_name: &str) -> bool {
+        self.networks.as_ref().is_none_or(|allowed| {
+            allowed
+                .iter()
+                .any(|n| network::same_network(n, network_name))
+        })
+    }
+
     /// Whether an option on `network` in `token` to `pay_to` for `price` passes the allow-lists
     /// and the per-request cap (the budget is checked when reserving).
     pub(crate) fn check(

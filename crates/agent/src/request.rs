@@ -7,6 +7,7 @@ use reqwest::{
 };
 use tollgate_protocol::{
     Amount, PaymentProof,
+    mpp::Receipt as MppReceipt,
     x402::{RetryToken, SettlementResponseHeader},
 };
 
@@ -121,6 +122,12 @@ pub enum PaymentKind {
         /// The subscription.
         id: B256,
     },
+    /// An MPP credential (`Authorization: Payment …`, the "Payment" HTTP authentication
+    /// scheme) answering the server's EVM `charge` challenge: an ERC-3009
+    /// `transferWithAuthorization` to the challenge's recipient, settled by the server. Paid only
+    /// when the 402 offers no x402 terms; [`Payment::mpp_receipt`] holds the server's
+    /// `Payment-Receipt`.
+    Mpp,
 }
 
 /// A receipt: what was paid, to whom, and the evidence.
@@ -147,29 +154,39 @@ pub struct Payment {
     /// The facilitator's proof (Tollgate payments).
     pub proof: Option<PaymentProof>,
     /// The `X-PAYMENT` value sent (the subscription id sent as `X-Service-Sub`, for
-    /// [`PaymentKind::Subscription`]).
+    /// [`PaymentKind::Subscription`]; the `Authorization` value, `Payment <credential>`, for
+    /// [`PaymentKind::Mpp`]).
     pub header: String,
     /// The server's `X-PAYMENT-RESPONSE` (or x402 V2 `PAYMENT-RESPONSE`), when it sent one.
     pub settlement: Option<SettlementResponseHeader>,
     /// The x402 version the payment was sent in: `Some(1)` for a Tollgate proof or an x402 V1
     /// payload (`X-PAYMENT`), `Some(2)` for an x402 V2 payload (`PAYMENT-SIGNATURE`), `None`
-    /// for a subscription.
+    /// for a subscription or an MPP credential.
     pub x402_version: Option<u8>,
     /// The retry token of an x402 payment (sent with it as `X-PAYMENT-RETRY`, or MCP's
     /// `_meta["tollgate/payment-retry"]`): a server holding the payment while its settlement is
-    /// pending serves it only to a resend that carries it. `None` for proofs and subscriptions.
+    /// pending serves it only to a resend that carries it (an MPP credential is sent with one
+    /// too). `None` for proofs and subscriptions.
     pub retry_token: Option<RetryToken>,
     /// For [`PaymentKind::Subscription`]: what the request took from the subscription's overage
     /// allowance (a metered route's price, zero elsewhere), as the server's `X-Service-Receipt`
     /// says; `None` for other payments, or when the server did not say.
     pub metered: Option<Amount>,
+    /// For [`PaymentKind::Mpp`]: the server's decoded `Payment-Receipt` (method, reference,
+    /// timestamp), its `challengeId` the id of the challenge paid when the receipt names none
+    /// (mppx 0.11 names none). Its `reference` is the settlement transaction, also in
+    /// [`Payment::tx_hash`]. `None` for other payments, or when the server sent no readable
+    /// receipt.
+    pub mpp_receipt: Option<MppReceipt>,
 }
 
 impl Payment {
-    /// The request header the payment travels in: `PAYMENT-SIGNATURE` for x402 V2, else
-    /// `X-PAYMENT`.
+    /// The request header the payment travels in: `Authorization` for an MPP credential,
+    /// `PAYMENT-SIGNATURE` for x402 V2, else `X-PAYMENT`.
     pub fn header_name(&self) -> &'static str {
-        if self.x402_version == Some(2) {
+        if self.kind == PaymentKind::Mpp {
+            "authorization"
+        } else if self.x402_version == Some(2) {
             tollgate_protocol::headers::PAYMENT_SIGNATURE
         } else {
             tollgate_protocol::headers::X_PAYMENT

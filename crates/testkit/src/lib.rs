@@ -23,6 +23,8 @@ mod anvil;
 pub mod harness;
 pub mod load;
 #[cfg(feature = "facilitator")]
+pub mod mpp;
+#[cfg(feature = "facilitator")]
 pub mod node_proxy;
 pub mod peer;
 pub mod signing;

@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use alloy::signers::local::Secp256k1Signer;
+use alloy::{primitives::Address, signers::local::Secp256k1Signer};
 
 use super::{Agent, DEFAULT_MAX_402_BODY, DEFAULT_MAX_BODY, Inner};
 use crate::{Result, SpendPolicy, on_subscription::Held, policy::Budget, state::StateFile};
@@ -19,6 +19,7 @@ impl Agent {
             signer,
             policy,
             chain_ids: HashMap::new(),
+            token_domains: HashMap::new(),
             facilitators: None,
             request_timeout: Duration::from_secs(30),
             settle_timeout: Duration::from_secs(60),
@@ -36,6 +37,7 @@ pub struct AgentBuilder {
     signer: Secp256k1Signer,
     policy: SpendPolicy,
     chain_ids: HashMap<String, u64>,
+    token_domains: HashMap<(u64, Address), (String, String)>,
     facilitators: Option<Vec<String>>,
     request_timeout: Duration,
     settle_timeout: Duration,
@@ -49,6 +51,24 @@ impl AgentBuilder {
     /// servers on it; Tollgate facilitators publish their chain ids themselves.
     pub fn network(mut self, name: impl Into<String>, chain_id: u64) -> Self {
         self.chain_ids.insert(name.into(), chain_id);
+        self
+    }
+
+    /// Teaches the agent the EIP-712 domain (`name`, `version`) of `token` on chain `chain_id`,
+    /// for paying MPP `charge` challenges in it: an MPP challenge names the token but not its
+    /// domain. Needed only for a token no facilitator the agent reads settles (their discovery
+    /// documents name the domain) and whose chain has no JSON-RPC endpoint the agent knows (it
+    /// reads the token's `eip712Domain()` there). A wrong domain signs an authorization the
+    /// token refuses: nothing is paid.
+    pub fn token_domain(
+        mut self,
+        chain_id: u64,
+        token: Address,
+        name: impl Into<String>,
+        version: impl Into<String>,
+    ) -> Self {
+        self.token_domains
+            .insert((chain_id, token), (name.into(), version.into()));
         self
     }
 
@@ -117,6 +137,7 @@ impl AgentBuilder {
                 policy: self.policy,
                 http,
                 chain_ids: self.chain_ids,
+                token_domains: self.token_domains,
                 facilitators: self.facilitators,
                 settle_timeout: self.settle_timeout,
                 max_402_body: self.max_402_body,

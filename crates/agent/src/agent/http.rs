@@ -218,6 +218,7 @@ impl Agent {
             x402_version: None,
             retry_token: None,
             metered: Some(receipt.metered),
+            mpp_receipt: None,
         })
     }
 

@@ -8,6 +8,7 @@ mod builder;
 mod http;
 #[cfg(feature = "mcp")]
 mod mcp;
+mod mpp;
 mod pay;
 mod recover;
 mod tollgate;
@@ -63,6 +64,8 @@ pub(crate) struct Inner {
     pub(crate) budget: Arc<Budget>,
     pub(crate) http: reqwest::Client,
     chain_ids: HashMap<String, u64>,
+    /// EIP-712 domains (name, version) of tokens, by chain id and address, for MPP challenges.
+    token_domains: HashMap<(u64, Address), (String, String)>,
     pub(crate) facilitators: Option<Vec<String>>,
     pub(crate) settle_timeout: Duration,
     pub(crate) max_402_body: usize,

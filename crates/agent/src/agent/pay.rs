@@ -23,7 +23,11 @@ impl Agent {
     /// sequence.
     ///
     /// 1. Send the request. Anything but a 402 is returned as is, with no payment.
-    /// 2. Read the 402 (at most 64 KiB): the Tollgate superset body, or a generic x402 V1 body.
+    /// 2. Read the 402 (at most 64 KiB): the Tollgate superset body, or a generic x402 V1 body
+    ///    (or the x402 V2 `PAYMENT-REQUIRED` header). A 402 with no x402 terms the agent reads
+    ///    but an MPP challenge (`WWW-Authenticate: Payment …`, method `evm`, intent `charge`,
+    ///    credential type `authorization`) is paid with MPP instead ([MPP](#mpp) below); a 402
+    ///    offering both is paid with x402.
     /// 3. If the request names a subscription itself (an `X-Service-Sub` header), the 402 is
     ///    that subscription's refusal: `AllowanceExhausted` raises the overage cap to the
     ///    policy's ceiling when it allows a higher one
@@ -81,6 +85,33 @@ impl Agent {
     ///    `InvalidPaymentProof` to the same payment is [`Error::InvalidPaymentProof`] with every
     ///    payment made; any other 402 after paying is an error too, never another payment.
     ///
+    /// # MPP
+    ///
+    /// An MPP-only 402's cheapest EVM `charge` challenge the policy allows is paid with an
+    /// ERC-3009 `authorization` credential, as mppx signs it: a `TransferWithAuthorization` of
+    /// exactly the challenge's `amount` to its `recipient`, nonce `keccak256(id ‖ realm)`,
+    /// `validAfter` 0 and `validBefore` the challenge's `expires`. The same [`SpendPolicy`]
+    /// applies (per-request cap, budget, payees, tokens, and networks: the chain is known by a
+    /// facilitator's name for it, one taught with
+    /// [`AgentBuilder::network`](crate::AgentBuilder::network), x402's, or its CAIP-2 id). The
+    /// chain's clock is that of a facilitator the agent reads serving the chain (else the local
+    /// clock): a challenge already expired by it is refused ([`Error::ChallengeRefused`]), as is
+    /// one expiring more than an hour ahead, which the agent would have to sign for that long.
+    /// The token's EIP-712 name and version, which a challenge does not carry, come from
+    /// [`AgentBuilder::token_domain`](crate::AgentBuilder::token_domain), else from a
+    /// facilitator's discovery document settling that token on that chain, else from the
+    /// token's `eip712Domain()` over the chain's JSON-RPC endpoint a facilitator publishes;
+    /// else the challenge is refused ([`Error::UnknownTokenDomain`]). Refusals sign and send
+    /// nothing.
+    ///
+    /// The credential goes once, in `Authorization: Payment …` with a retry token
+    /// (`X-PAYMENT-RETRY`); a 503 pending answer is followed by the same credential as in step 6,
+    /// never a new one. The answer's `Payment-Receipt` is decoded into
+    /// [`Payment::mpp_receipt`](crate::Payment::mpp_receipt) (its `reference` the
+    /// [`Payment::tx_hash`](crate::Payment::tx_hash)) of a [`PaymentKind::Mpp`] payment. A
+    /// refusal with an `application/problem+json` body is [`Error::PaymentProblem`] (its type URI
+    /// and detail); the agent never pays twice for one request.
+    ///
     /// A reservation is released when the payment fails before the signature leaves the
     /// process, or when the facilitator refuses it as expired; once sent otherwise, it counts
     /// as spent (the authorization can be settled until it expires).
@@ -88,13 +119,31 @@ impl Agent {
     /// [`SpendPolicy`]: crate::SpendPolicy
     /// [`SpendPolicy::subscriptions`]: crate::SpendPolicy::subscriptions
     /// [`PaymentKind::Subscription`]: crate::PaymentKind::Subscription
+    /// [`PaymentKind::Mpp`]: crate::PaymentKind::Mpp
     pub async fn pay(&self, request: PayRequest) -> Result<PaidResponse> {
         let response = self.send(&request, None).await?;
         if response.status() != StatusCode::PAYMENT_REQUIRED {
             let on_subscription = self.served_on_named(&request, &response);
             return self.finish(response, on_subscription).await;
         }
-        let mut terms = self.read_terms(response).await?;
+        // x402 first: its terms name the facilitator whose discovery, chain clock and proofs the
+        // agent reads and checks; an MPP challenge is paid only when the 402 has no x402 terms.
+        let challenges = super::mpp::challenges(response.headers());
+        let terms = self.read_terms(response).await;
+        let x402 = terms.as_ref().is_ok_and(|t| !t.offers.is_empty());
+        // A subscription the request names is never turned into a one-time payment unasked.
+        let may_pay_one_time =
+            !request.headers.contains_key(X_SERVICE_SUB) || request.fallback_one_time;
+        if !x402 && !challenges.is_empty() && may_pay_one_time {
+            tracing::debug!(
+                challenges = challenges.len(),
+                "the 402 has no x402 terms the agent reads; paying its MPP challenge"
+            );
+            let mut request = request;
+            request.headers.remove(X_SERVICE_SUB);
+            return self.pay_mpp(&request, challenges).await;
+        }
+        let mut terms = terms?;
         // Every payment made for this request that did not buy it.
         let mut made: Vec<Payment> = Vec::new();
         let mut request = request;

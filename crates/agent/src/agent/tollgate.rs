@@ -222,6 +222,7 @@ impl Agent {
             x402_version: Some(1),
             retry_token: None,
             metered: None,
+            mpp_receipt: None,
         };
         Ok(Attempt {
             payment,

@@ -144,6 +144,7 @@ impl Agent {
             x402_version: Some(x402_version),
             retry_token: Some(RetryToken::random()),
             metered: None,
+            mpp_receipt: None,
         })
     }
 }

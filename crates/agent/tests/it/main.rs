@@ -5,6 +5,7 @@
 mod chain_clock;
 mod held;
 mod hostile;
+mod mpp;
 mod pay;
 mod pay_once;
 mod pay_subscription;

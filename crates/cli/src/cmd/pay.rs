@@ -25,14 +25,24 @@ Sends the request; if the server answers 402 Payment Required, pays the cheapest
 option (through the Tollgate facilitator the 402 names, or as a plain x402 V1 payment) and sends
 it again with X-PAYMENT.
 
+Payment protocols: x402 (V1 body, or V2 PAYMENT-REQUIRED) and MPP (the Payment HTTP auth scheme:
+a WWW-Authenticate: Payment challenge, method evm, intent charge, paid with an ERC-3009
+authorization in Authorization: Payment ..., once; the server's Payment-Receipt is reported). A
+402 that offers both is paid with x402: x402 settles through a facilitator the agent can read and
+check (discovery, the chain's clock, proofs) and is the protocol of the 402's body; MPP adds
+nothing there. MPP is paid only when the 402 has no x402 terms, under the same limits (--max,
+--budget, --network), and only in a token whose EIP-712 name and version the agent learns from a
+--facilitator settling it on the challenge's chain (an MPP challenge does not carry them): the
+challenge's chain clock is that facilitator's too.
+
 Output: the response body goes to stdout as it came, with a final newline added to a text body
 (valid UTF-8) that lacks one, never to a binary body. One summary line goes to stderr (`paid
 0.500000 (500000 units) on NETWORK to PAYEE from PAYER; tx HASH; 200 OK in 95 ms`, or `served on
 subscription ID …`). Logs are warnings only; -v shows the agent's steps. With --json, stdout is
 one JSON object instead: status, the headers that matter (content-type, x-payment-response,
-payment-response, x-service-receipt, retry-after), payment (kind, amount and fee in units,
-network, token, payer, payTo, memo, txHash, subscriptionId, x402Version, the decoded settlement
-header) and earlierPayments, and the body as `body` (text) or `bodyHex` (binary).
+payment-response, x-service-receipt, payment-receipt, retry-after), payment (kind, amount and
+fee in units, network, token, payer, payTo, memo, txHash, subscriptionId, x402Version, the
+decoded settlement header, the decoded MPP receipt as mppReceipt) and earlierPayments, and the body as `body` (text) or `bodyHex` (binary).
 
 Subscribing: the SDK's agents (Rust SpendPolicy, JavaScript policy) prefer to subscribe by
 default, as the spec asks of a client that sees subscriptionScheme true, within their budget a
@@ -104,6 +114,11 @@ pub(crate) struct Args {
     /// Only pay on this network (repeatable).
     #[arg(long = "network", value_name = "NAME")]
     networks: Vec<String>,
+    /// Only pay through this Tollgate facilitator (base URL, repeatable); its discovery document
+    /// also gives an MPP challenge's token domain and chain clock. Default: any facilitator a 402
+    /// names.
+    #[arg(long = "facilitator", value_name = "URL")]
+    facilitators: Vec<String>,
     /// Subscribe when the 402 offers a plan within --max-per-cycle (once: the subscription is
     /// remembered in --state and reused by later runs).
     #[arg(long)]
@@ -164,7 +179,8 @@ pub(crate) async fn run(args: Args) -> ExitCode {
         }
         Err(e) => {
             if let Error::InvalidPaymentProof { payments }
-            | Error::PaymentRejected { payments, .. } = &e
+            | Error::PaymentRejected { payments, .. }
+            | Error::PaymentProblem { payments, .. } = &e
             {
                 for p in payments {
                     report(&format!("{} (not accepted by the server)", paid_line(p)));
@@ -221,6 +237,9 @@ fn prepare(args: Args) -> anyhow::Result<(Agent, PayRequest)> {
         policy = policy.networks(args.networks);
     }
     let mut builder = Agent::builder(signer, policy);
+    if !args.facilitators.is_empty() {
+        builder = builder.facilitators(args.facilitators);
+    }
     if args.subscribe {
         match args.state.or_else(|| {
             args.key_file
@@ -291,6 +310,7 @@ pub(crate) fn exit_code(e: &Error) -> u8 {
         Error::Http(_) | Error::Timeout { .. } => exit::NETWORK,
         Error::InvalidKey | Error::KeyFile { .. } | Error::InvalidUrl(_) => exit::USAGE,
         Error::NoFacilitator | Error::NoSubscriptionNetwork { .. } => exit::REFUSED,
+        Error::UnknownTokenDomain { .. } | Error::ChallengeRefused { .. } => exit::REFUSED,
         _ => exit::PAYMENT_FAILED,
     }
 }
@@ -410,6 +430,31 @@ fn payment_line(p: &Payment, verb: &str) -> String {
             p.payer,
             p.x402_version.unwrap_or(1),
         ),
+        PaymentKind::Mpp => {
+            let receipt = p.mpp_receipt.as_ref().map_or_else(
+                || "; no receipt".to_owned(),
+                |r| {
+                    format!(
+                        "; receipt {} {} at {}{}",
+                        r.method,
+                        r.reference,
+                        r.timestamp,
+                        r.challenge_id
+                            .as_ref()
+                            .map(|id| format!(" for challenge {id}"))
+                            .unwrap_or_default()
+                    )
+                },
+            );
+            format!(
+                "{verb} {} ({} units) on {} to {} from {}; tx {tx}; MPP{receipt}",
+                tokens(p.amount),
+                p.amount,
+                p.network,
+                p.pay_to,
+                p.payer,
+            )
+        }
         _ => format!(
             "{verb} {} ({} units) on {} to {} from {}; tx {tx}",
             tokens(p.amount),
@@ -437,11 +482,12 @@ fn is_text(body: &[u8]) -> bool {
 }
 
 /// The response headers `--json` shows.
-const SHOWN_HEADERS: [&str; 5] = [
+const SHOWN_HEADERS: [&str; 6] = [
     "content-type",
     tollgate_protocol::headers::X_PAYMENT_RESPONSE,
     tollgate_protocol::headers::PAYMENT_RESPONSE,
     "x-service-receipt",
+    tollgate_protocol::headers::PAYMENT_RECEIPT,
     "retry-after",
 ];
 
@@ -475,6 +521,7 @@ fn render_payment(p: &Payment) -> serde_json::Value {
         PaymentKind::Tollgate => ("tollgate", None),
         PaymentKind::X402 => ("x402", None),
         PaymentKind::Subscription { id } => ("subscription", Some(id)),
+        PaymentKind::Mpp => ("mpp", None),
         _ => ("other", None),
     };
     serde_json::json!({
@@ -490,6 +537,7 @@ fn render_payment(p: &Payment) -> serde_json::Value {
         "subscriptionId": subscription,
         "x402Version": p.x402_version,
         "settlement": p.settlement,
+        "mppReceipt": p.mpp_receipt,
     })
 }
 

@@ -14,6 +14,7 @@ mod golive;
 mod interop;
 mod mpp;
 mod pay;
+mod pay_mpp;
 mod peers;
 mod readme;
 mod secrets;

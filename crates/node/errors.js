@@ -6,7 +6,9 @@
 // `error.retryAfter` (seconds), when the facilitator said; a `SettlementPending` one (paid, the
 // settlement not confirmed within the agent's wait: never pay again) `error.transaction`, when
 // the server named it; a `NotServed` one (paid, not served, nothing shows the payment moved)
-// `error.status`, the server's HTTP status or its MCP twin.
+// `error.status`, the server's HTTP status or its MCP twin; a `PaymentProblem` one (an MPP
+// server refused the credential with application/problem+json) `error.problemType`, the
+// problem's type URI.
 
 const NAMED = /^([A-Z][A-Za-z0-9]+): ([\s\S]*)$/
 // A `RateLimited` message ends with the facilitator's `Retry-After`, when it gave one.
@@ -15,6 +17,8 @@ const RETRY_AFTER = /\(retry after (\d+) s\)$/
 const TRANSACTION = /\(transaction (0x[0-9a-fA-F]{64})\)/
 // A `NotServed` message names the server's status.
 const STATUS = /^the server answered (\d{3}) /
+// A `PaymentProblem` message names the problem's type URI.
+const PROBLEM = /^the server refused the MPP credential \((\S+)\): /
 
 /** Renames a native error in place (and returns it); other values pass through. */
 function named(err) {
@@ -30,6 +34,8 @@ function named(err) {
       if (tx) err.transaction = tx[1]
       const status = m[1] === 'NotServed' && STATUS.exec(m[2])
       if (status) err.status = Number(status[1])
+      const problem = m[1] === 'PaymentProblem' && PROBLEM.exec(m[2])
+      if (problem) err.problemType = problem[1]
     }
   }
   return err

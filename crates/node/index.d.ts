@@ -204,7 +204,8 @@ export interface AgentOptions {
 
 /** What bought a response. Amounts in smallest units. */
 export interface Payment {
-  kind: 'tollgate' | 'x402' | 'subscription' | 'other'
+  /** 'mpp': an MPP (`Authorization: Payment`) credential answering an MPP-only 402's EVM charge. */
+  kind: 'tollgate' | 'x402' | 'subscription' | 'mpp' | 'other'
   subscriptionId: string | null
   amount: string
   fee: string | null
@@ -214,11 +215,11 @@ export interface Payment {
   payTo: string
   memo: string | null
   txHash: string | null
-  /** 1 (a Tollgate proof or x402 V1), 2 (x402 V2), null (a subscription). */
+  /** 1 (a Tollgate proof or x402 V1), 2 (x402 V2), null (a subscription or MPP). */
   x402Version: 1 | 2 | null
   /** The payment header's value as sent (the subscription id for a subscription). */
   header: string
-  /** 'x-payment' or 'payment-signature'. */
+  /** 'x-payment', 'payment-signature', or 'authorization' (MPP). */
   headerName: string
   settlement: { success: boolean; transaction: string; network: string; payer?: string } | null
   /**
@@ -227,6 +228,24 @@ export interface Payment {
    * as the gate's `X-Service-Receipt` says; null for other payments or when the server did not say.
    */
   metered: string | null
+  /**
+   * `kind: 'mpp'`: the server's decoded `Payment-Receipt` (its `reference` is the settlement
+   * transaction, also `txHash`; `challengeId` the challenge paid when the receipt names none);
+   * null for other payments or when the server sent no readable receipt.
+   */
+  mppReceipt?: MppReceipt | null
+}
+
+/** An MPP `Payment-Receipt`, decoded. */
+export interface MppReceipt {
+  method: string
+  reference: string
+  status: 'success'
+  /** RFC 3339. */
+  timestamp: string
+  challengeId: string | null
+  chainId: number | null
+  externalId: string | null
 }
 
 /** A fetch Response with what paid for it. */
@@ -283,6 +302,9 @@ export type TollgateErrorName =
   | 'RateLimited'
   | 'SettlementPending'
   | 'NotServed'
+  | 'PaymentProblem'
+  | 'UnknownTokenDomain'
+  | 'ChallengeRefused'
   | string
 
 /** An error thrown by the package: `name` and `code` are its {@link TollgateErrorName}. */
@@ -301,4 +323,10 @@ export interface TollgateError extends Error {
    * unreachable, and nothing shows the payment moved): its HTTP status, 503 for the MCP twin.
    */
   status?: number
+  /**
+   * `PaymentProblem` (an MPP server refused the credential sent, with application/problem+json;
+   * never paid twice): the problem's type URI, e.g.
+   * `https://paymentauth.org/problems/verification-failed`.
+   */
+  problemType?: string
 }

@@ -1,5 +1,5 @@
 //! The client side: [`NativeAgent`], the Rust agent with its spend policy: `pay` drives the
-//! whole one-time sequence (Tollgate proofs, x402 V1 and V2), `subscribe` creates a
+//! whole one-time sequence (Tollgate proofs, x402 V1 and V2, MPP charges), `subscribe` creates a
 //! subscription.
 
 use std::collections::HashMap;
@@ -296,6 +296,7 @@ fn payment_json(p: &Payment) -> Value {
         PaymentKind::Tollgate => ("tollgate", None),
         PaymentKind::X402 => ("x402", None),
         PaymentKind::Subscription { id } => ("subscription", Some(id.to_string())),
+        PaymentKind::Mpp => ("mpp", None),
         _ => ("other", None),
     };
     json!({
@@ -314,6 +315,15 @@ fn payment_json(p: &Payment) -> Value {
         "headerName": p.header_name(),
         "settlement": p.settlement,
         "metered": p.metered.map(units),
+        "mppReceipt": p.mpp_receipt.as_ref().map(|r| json!({
+            "method": r.method,
+            "reference": r.reference,
+            "status": r.status,
+            "timestamp": r.timestamp,
+            "challengeId": r.challenge_id,
+            "chainId": r.chain_id,
+            "externalId": r.external_id,
+        })),
     })
 }
 

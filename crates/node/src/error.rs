@@ -43,6 +43,13 @@ pub(crate) fn agent_error(e: AgentError) -> napi::Error {
         // Its message ends with "(retry after N s)" when the facilitator said: errors.js reads
         // it into `error.retryAfter`.
         AgentError::RateLimited { .. } => "RateLimited",
+        // The server refused the MPP credential with a problem: "the server refused the MPP
+        // credential (<type URI>): <detail>" (errors.js reads the URI into `error.problemType`).
+        AgentError::PaymentProblem { .. } => "PaymentProblem",
+        // Refused before signing: an MPP challenge's token domain is unknown, or its time is not
+        // one the agent signs for.
+        AgentError::UnknownTokenDomain { .. } => "UnknownTokenDomain",
+        AgentError::ChallengeRefused { .. } => "ChallengeRefused",
         _ => "TollgateError",
     };
     let mut message = e.to_string();

@@ -3,8 +3,8 @@
 //! (`WWW-Authenticate: Payment …`, issued with [`Challenge::issue`] under a random key) and no
 //! x402 terms, checks a credential as mppx's server does (HMAC, expiry, recipient, amount,
 //! challenge-bound nonce, source), and settles it through a facilitator's x402 V1 `POST /settle`
-//! ([`AuthorizationPayload::to_x402_payload`]): a real transfer on the chain. A settled request is
-//! answered 200 with a `Payment-Receipt`.
+//! ([`tollgate_protocol::mpp::AuthorizationPayload::to_x402_payload`]): a real transfer on the
+//! chain. A settled request is answered 200 with a `Payment-Receipt`.
 
 use std::{
     collections::hash_map::RandomState,

@@ -432,3 +432,39 @@ impl Agent {
         alloy::hex::decode(result).ok().filter(|r| !r.is_empty())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tollgate_testkit::{Backend, Fixture};
+
+    use crate::{Agent, Amount, SpendPolicy};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reads_the_token_domain_over_json_rpc_for_its_chain_and_contract_only() {
+        let fx = Fixture::new(Backend::DevnetRpc).await.unwrap();
+        let rpc = fx.rpc_url().unwrap().to_owned();
+        let (chain_id, token) = (fx.chain.chain_id(), fx.deployment.token);
+        let policy = SpendPolicy::new(Amount::from_units(1), Amount::from_units(1));
+        let agent = Agent::builder(fx.accounts[1].signer(), policy)
+            .build()
+            .unwrap();
+
+        assert_eq!(
+            agent.rpc_domain(&rpc, chain_id, token).await,
+            Some(("USD Coin".to_owned(), "2".to_owned()))
+        );
+        // eip712Domain() names another chain: not this token's domain there.
+        assert_eq!(agent.rpc_domain(&rpc, chain_id + 1, token).await, None);
+        // No token at that address.
+        assert_eq!(
+            agent
+                .rpc_domain(
+                    &rpc,
+                    chain_id,
+                    alloy::primitives::Address::repeat_byte(0x42)
+                )
+                .await,
+            None
+        );
+    }
+}

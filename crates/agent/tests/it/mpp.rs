@@ -351,3 +351,27 @@ async fn a_server_offering_x402_and_mpp_is_paid_with_x402() {
     assert!(p.mpp_receipt.is_none());
     assert_eq!(*authorizations.lock().unwrap(), 0, "no MPP credential sent");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_challenge_is_timed_by_the_chains_clock() {
+    let h = Harness::new().await;
+    // The server issues its challenge by the local clock (five minutes ahead); the chain runs a
+    // day ahead of it, so by the chain's clock, which the token checks, it has expired.
+    h.fixture.chain.advance_time(86_400).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    let server = MppServer::start(terms(&h)).await;
+    let e = agent(&h, policy(1_000_000, 2_000_000))
+        .pay(PayRequest::get(&server.paid_url()).unwrap())
+        .await
+        .unwrap_err();
+    let Error::ChallengeRefused { now, why, .. } = &e else {
+        panic!("expected ChallengeRefused, got {e:?}");
+    };
+    assert!(why.contains("expired"), "{why}");
+    let chain_now = h.fixture.chain.timestamp().await.unwrap();
+    assert!(
+        now.abs_diff(chain_now) < 60,
+        "the chain's clock ({chain_now}), not the local one: {now}"
+    );
+    assert!(server.credentials().is_empty(), "nothing was sent");
+}

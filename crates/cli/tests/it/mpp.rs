@@ -1,12 +1,17 @@
 //! MPP (the Machine Payments Protocol, the `Payment` HTTP authentication scheme) rows of the
 //! conformance matrix: the unmodified reference SDK, `mppx` 0.11.0 (pinned with its viem in
-//! `.tools/mpp` by `scripts/install-tools`), on both ends, settling through Tollgate's
+//! `.tools/mpp` by `scripts/install-tools`), on one end or both, settling through Tollgate's
 //! facilitator, on the devnet and on anvil running as `base-sepolia` (`eip155:84532`).
 //!
 //! | client | resource server | facilitator | chains |
 //! |---|---|---|---|
 //! | `mppx` (`mpp-pay.mjs`) | `mppx` EVM `charge` (`mpp-server.mjs`) | Tollgate | devnet, anvil |
 //! | `mppx` (`mpp-pay.mjs`) | Tollgate gate (MPP beside x402) | Tollgate | devnet, anvil |
+//! | `mppx` (`mpp-pay.mjs`) | `tollgate gateway` (a route with `mpp = true`) | Tollgate | devnet |
+//! | Tollgate agent, `tollgate pay` (x402 V2) | `mppx` EVM `charge` (`mpp-server.mjs`) | Tollgate | devnet (agent: also anvil) |
+//!
+//! (The JS `paymentGate({mpp: true})` paid by `mpp-pay.mjs` is a row of the Node package's
+//! tests: `crates/node/test/mpp-gate.test.mjs`.)
 //!
 //! An mppx EVM `charge` server cannot settle on its own: given `x402: {facilitator}` it sends the
 //! ERC-3009 credential to the facilitator as x402 V2 `POST /verify` then `POST /settle`, and its
@@ -16,25 +21,36 @@
 //! that the very credential replayed, and the credential with its signed value raised, are
 //! refused with a problem+json 402 and a fresh challenge, moving nothing; and that the
 //! facilitator's refusals of that credential sent again, `/verify`'s and `/settle`'s, have the
-//! shape mppx parses (else it answers 500 instead of 402). Never skipped: without
+//! shape mppx parses (else it answers 500 instead of 402). An mppx EVM `charge` server also
+//! offers x402 V2 on every 402 (`PAYMENT-REQUIRED`), and Tollgate's agent, offered both, pays
+//! x402: its rows check that it paid with `PAYMENT-SIGNATURE`, which mppx takes, and that the
+//! header replayed or tampered with is refused. Never skipped: without
 //! `node` or the pinned `.tools/mpp` tree the rows fail and say to run `scripts/install-tools`.
 
-use std::{path::PathBuf, process::Stdio, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
 use alloy::{
     primitives::{Address, B256, U256, keccak256},
     sol_types::SolEvent,
 };
 use serde_json::{Value, json};
-use tokio::process::Command;
+use tokio::process::{Child, Command};
+use tollgate_agent::{Agent, Amount, PayRequest, PaymentKind, SpendPolicy};
 use tollgate_chain::{Chain, contracts::Token};
+use tollgate_protocol::x402::v2::PaymentPayloadV2;
 use tollgate_testkit::peer::{INSTALL_TOOLS, node, tools_dir};
-
-use std::sync::atomic::Ordering;
 
 use crate::{
     conformance::{Backend, GateServer, Net, NodeServer},
-    interop::{CHAIN_ID, repo_root, weather_body},
+    interop::{CHAIN_ID, NETWORK, repo_root, weather_body},
 };
 
 const PRICE: u64 = 250_000;
@@ -63,7 +79,7 @@ fn mpp_scripts() -> PathBuf {
 
 /// Runs `mpp-pay.mjs <url> <key> --replay --tamper` for the devnet's token and chain, and
 /// returns its JSON line.
-async fn run_mpp_pay(scripts: &std::path::Path, url: &str, key: B256) -> Value {
+async fn run_mpp_pay(scripts: &Path, url: &str, key: B256) -> Value {
     let mut cmd = Command::new(node());
     cmd.arg(scripts.join("mpp-pay.mjs"))
         .arg(url)
@@ -178,6 +194,23 @@ async fn assert_paid(net: &Net, out: &Value, payer: Address, pay_to: Address, re
 
     // On chain: that transaction is the token's transferWithAuthorization of the price, payer to
     // payee, under the nonce mppx derives from the challenge.
+    let nonce = keccak256(format!(
+        "{}{}",
+        challenge["id"].as_str().unwrap(),
+        challenge["realm"].as_str().unwrap()
+    ));
+    assert_eq!(
+        assert_transferred(net, tx, payer, pay_to).await,
+        nonce,
+        "the ERC-3009 nonce is bound to the challenge"
+    );
+
+    tx
+}
+
+/// Asserts that `tx` is the token's `transferWithAuthorization` of [`PRICE`], `payer` to
+/// `pay_to`, and nothing else; returns the ERC-3009 nonce it used.
+async fn assert_transferred(net: &Net, tx: B256, payer: Address, pay_to: Address) -> B256 {
     let mined = net.chain.receipt(tx).await.unwrap().expect("mined");
     assert!(mined.success, "{mined:?}");
     assert_eq!(mined.to, Some(net.token), "settled by the token's EIP-3009");
@@ -190,32 +223,24 @@ async fn assert_paid(net: &Net, out: &Value, payer: Address, pay_to: Address, re
         (transfers[0].from, transfers[0].to, transfers[0].value),
         (payer, pay_to, U256::from(PRICE))
     );
-    let nonce = keccak256(format!(
-        "{}{}",
-        challenge["id"].as_str().unwrap(),
-        challenge["realm"].as_str().unwrap()
-    ));
     let used: Vec<_> = token_logs()
         .filter_map(|l| Token::AuthorizationUsed::decode_log(l).ok())
         .map(|u| (u.authorizer, u.nonce))
         .collect();
-    assert_eq!(used, [(payer, nonce)], "{mined:?}");
-
-    tx
+    assert_eq!(used.len(), 1, "{mined:?}");
+    assert_eq!(used[0].0, payer, "{mined:?}");
+    used[0].1
 }
 
-/// `mpp-pay.mjs` → `mpp-server.mjs` → Tollgate's facilitator.
-async fn mppx_client_pays_mppx_server(backend: Backend) {
-    let scripts = mpp_scripts();
-    let net = Net::start(backend).await;
-    let facilitator = net.tollgate_facilitator().await;
-    let pay_to = Address::repeat_byte(0x94);
-    let server = NodeServer::spawn(
-        &scripts,
+/// An unmodified mppx EVM `charge` server (`mpp-server.mjs`) selling `GET /weather` for
+/// [`PRICE`] to `pay_to` under [`REALM`], settling through `facilitator`.
+async fn mppx_server(net: &Net, scripts: &Path, facilitator: &str, pay_to: Address) -> NodeServer {
+    NodeServer::spawn(
+        scripts,
         "mpp-server.mjs",
         &[
             "--facilitator",
-            &facilitator.url,
+            facilitator,
             "--pay-to",
             &pay_to.to_string(),
             "--chain-id",
@@ -234,7 +259,16 @@ async fn mppx_client_pays_mppx_server(backend: Backend) {
             REALM,
         ],
     )
-    .await;
+    .await
+}
+
+/// `mpp-pay.mjs` → `mpp-server.mjs` → Tollgate's facilitator.
+async fn mppx_client_pays_mppx_server(backend: Backend) {
+    let scripts = mpp_scripts();
+    let net = Net::start(backend).await;
+    let facilitator = net.tollgate_facilitator().await;
+    let pay_to = Address::repeat_byte(0x94);
+    let server = mppx_server(&net, &scripts, &facilitator.url, pay_to).await;
     let payer = &net.accounts[4];
     let before = (net.balance(payer.address).await, net.balance(pay_to).await);
     let url = format!("{}/weather", server.url);
@@ -350,4 +384,274 @@ async fn mppx_client_pays_tollgate_gate_on_devnet() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mppx_client_pays_tollgate_gate_on_anvil() {
     mppx_client_pays_tollgate_gate(Backend::Anvil).await;
+}
+
+/// The Tollgate agent → `mpp-server.mjs` → Tollgate's facilitator. An mppx EVM charge server
+/// offers x402 V2 beside MPP on every 402 (`PAYMENT-REQUIRED`, its `accepts` built from the
+/// same route), and the agent prefers x402 when offered both: it pays with `PAYMENT-SIGNATURE`,
+/// which mppx accepts when `accepted` deep-equals its requirements and `resource.url` is the
+/// request's. That header replayed (mppx keeps no replay store: the facilitator's `/verify`
+/// refuses the spent nonce), or re-sent with its value raised, is refused and moves nothing.
+/// With `cli`, `tollgate pay --json` pays the same server once more the same way.
+async fn agent_pays_mppx_server(backend: Backend, cli: bool) {
+    let scripts = mpp_scripts();
+    let net = Net::start(backend).await;
+    let facilitator = net.tollgate_facilitator().await;
+    let pay_to = Address::repeat_byte(0x96);
+    let server = mppx_server(&net, &scripts, &facilitator.url, pay_to).await;
+    let payer = &net.accounts[5];
+    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let weather = format!("{}/weather", server.url);
+
+    let policy = SpendPolicy::new(Amount::from_units(PRICE), Amount::from_units(10 * PRICE))
+        .networks([NETWORK])
+        .tokens([net.token])
+        .payees([pay_to]);
+    let agent = Agent::from_hex_key(&payer.private_key.to_string(), policy).unwrap();
+    let response = agent.pay(PayRequest::get(&weather).unwrap()).await.unwrap();
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(response.json::<Value>().unwrap(), weather_body());
+    // Paid by x402 V2, not by an MPP credential.
+    // mppx answers with both receipts: its own and x402's.
+    assert!(
+        response.headers.contains_key("payment-receipt"),
+        "{response:?}"
+    );
+    let payment = response.payment.expect("the agent paid");
+    assert_eq!(payment.kind, PaymentKind::X402, "{payment:?}");
+    assert_eq!(payment.x402_version, Some(2), "{payment:?}");
+    assert_eq!(payment.header_name(), "payment-signature");
+    assert_eq!(payment.amount, Amount::from_units(PRICE));
+    let sent = PaymentPayloadV2::decode_header(&payment.header).unwrap();
+    let url = sent.resource.as_ref().map(|r| r.url.as_str());
+    assert!(url.is_none_or(|u| u == weather), "{sent:?}");
+    let settlement = payment.settlement.clone().expect("PAYMENT-RESPONSE");
+    assert!(settlement.success, "{settlement:?}");
+    assert_eq!(settlement.network, format!("eip155:{CHAIN_ID}"));
+    let tx: B256 = settlement.transaction.parse().unwrap();
+    let nonce = assert_transferred(&net, tx, payer.address, pay_to).await;
+    assert_eq!(nonce, sent.payload.authorization.nonce);
+    assert_eq!(agent.spent(), Amount::from_units(PRICE));
+
+    // Replay and tamper with the header the agent sent: a 402 with a fresh challenge each.
+    let http = reqwest::Client::new();
+    let refused = |response: reqwest::Response, which: &str| {
+        assert_eq!(response.status(), 402, "{which} is refused");
+        assert!(
+            response.headers().contains_key("www-authenticate"),
+            "{which}"
+        );
+        assert!(
+            !response.headers().contains_key("payment-receipt"),
+            "{which}"
+        );
+        assert!(
+            !response.headers().contains_key("payment-response"),
+            "{which}"
+        );
+    };
+    let replay = http
+        .get(&weather)
+        .header("payment-signature", &payment.header)
+        .send()
+        .await
+        .unwrap();
+    refused(replay, "a replay");
+    let mut tampered = sent.clone();
+    tampered.payload.authorization.value = (PRICE + 1).into();
+    tampered.payload.authorization.nonce = B256::repeat_byte(0x56);
+    let tamper = http
+        .get(&weather)
+        .header("payment-signature", tampered.encode_header())
+        .send()
+        .await
+        .unwrap();
+    refused(tamper, "a tampered payment");
+
+    assert_eq!(server.served().await, 1, "served once");
+    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
+    assert_eq!(
+        net.balance(payer.address).await,
+        before.0 - U256::from(PRICE)
+    );
+    if !cli {
+        return;
+    }
+
+    // `tollgate pay` pays the same way, and says so.
+    let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["pay", &weather, "--max", "0.25", "--json", "--key"])
+        .arg(payer.private_key.to_string())
+        .env_remove("TOLLGATE_LOG")
+        .env_remove("RUST_LOG")
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("tollgate pay finished")
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("; x402 V2"), "{stderr}");
+    let out: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(out["status"], 200, "{out}");
+    assert_eq!(
+        serde_json::from_str::<Value>(out["body"].as_str().unwrap()).unwrap(),
+        weather_body()
+    );
+    let paid = &out["payment"];
+    assert_eq!(paid["kind"], "x402", "{out}");
+    assert_eq!(paid["x402Version"], 2, "{out}");
+    assert_eq!(paid["amount"], PRICE.to_string(), "{out}");
+    assert!(paid["mppReceipt"].is_null(), "{out}");
+    assert_eq!(paid["settlement"]["success"], true, "{out}");
+    let tx: B256 = paid["settlement"]["transaction"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("the settlement transaction: {out}"));
+    assert_transferred(&net, tx, payer.address, pay_to).await;
+    assert_eq!(server.served().await, 2);
+    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(2 * PRICE));
+    assert_eq!(
+        net.balance(payer.address).await,
+        before.0 - U256::from(2 * PRICE)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tollgate_agent_pays_mppx_server_through_tollgate_facilitator_on_devnet() {
+    Box::pin(agent_pays_mppx_server(Backend::Devnet, true)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tollgate_agent_pays_mppx_server_through_tollgate_facilitator_on_anvil() {
+    Box::pin(agent_pays_mppx_server(Backend::Anvil, false)).await;
+}
+
+/// An upstream API serving `GET /weather` to whoever reaches it; counts how often it ran.
+async fn upstream() -> (String, Arc<AtomicUsize>, tokio::task::JoinHandle<()>) {
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&hits);
+    let app = axum::Router::new().route(
+        "/weather",
+        axum::routing::get(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async { axum::Json(weather_body()) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, hits, server)
+}
+
+/// `tollgate gateway` in front of `upstream`, selling `/weather` for [`PRICE`] to `pay_to` by
+/// x402 and MPP (`mpp = true`) through `facilitator`; returns it and its port once it answers.
+async fn spawn_gateway(
+    net: &Net,
+    dir: &Path,
+    facilitator: &str,
+    upstream: &str,
+    pay_to: Address,
+) -> (Child, u16) {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"listen = "127.0.0.1:{port}"
+upstream = "{upstream}"
+[gate]
+network = "{NETWORK}"
+token = "{token}"
+token_name = "USD Coin"
+token_version = "2"
+pay_to = "{pay_to}"
+facilitator = "{facilitator}"
+memo_store = "sqlite://{memos}"
+[[routes]]
+prefix = "/weather"
+price = "{PRICE}"
+mpp = true
+description = "Today's weather"
+[[routes]]
+prefix = "/healthz"
+free = true
+"#,
+            token = net.token,
+            memos = dir.join("memos.db").display(),
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .args(["gateway", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // The upstream has no /healthz: any answer from the gateway means it is up.
+    while reqwest::get(format!("http://127.0.0.1:{port}/healthz"))
+        .await
+        .is_err()
+    {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the gateway exited (stderr above)"
+        );
+        assert!(Instant::now() < deadline, "the gateway did not come up");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (child, port)
+}
+
+/// `mpp-pay.mjs` → `tollgate gateway` (a route with `mpp = true`) → Tollgate's facilitator.
+/// The very credential replayed is refused as used (`invalid-challenge`), the one with its
+/// signed value raised as not paying the challenge (`verification-failed`); the upstream runs
+/// once and the price moves once.
+async fn mppx_client_pays_tollgate_gateway(backend: Backend) {
+    let scripts = mpp_scripts();
+    let net = Net::start(backend).await;
+    let facilitator = net.tollgate_facilitator().await;
+    let pay_to = Address::repeat_byte(0x97);
+    let (upstream_url, hits, _upstream) = upstream().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (_gateway, port) =
+        spawn_gateway(&net, dir.path(), &facilitator.url, &upstream_url, pay_to).await;
+    let payer = &net.accounts[4];
+    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let url = format!("http://127.0.0.1:{port}/weather");
+    let out = run_mpp_pay(&scripts, &url, payer.private_key).await;
+    assert_paid(
+        &net,
+        &out,
+        payer.address,
+        pay_to,
+        &format!("127.0.0.1:{port}"),
+    )
+    .await;
+    assert_refused(&out, "replay", "invalid-challenge");
+    assert_refused(&out, "tamper", "verification-failed");
+    assert_eq!(hits.load(Ordering::SeqCst), 1, "the upstream served once");
+    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
+    assert_eq!(
+        net.balance(payer.address).await,
+        before.0 - U256::from(PRICE)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mppx_client_pays_tollgate_gateway_on_devnet() {
+    mppx_client_pays_tollgate_gateway(Backend::Devnet).await;
 }

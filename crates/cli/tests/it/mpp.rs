@@ -45,7 +45,7 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tollgate_agent::{Agent, Amount, PayRequest, PaymentKind, SpendPolicy};
 use tollgate_chain::{Chain, contracts::Token};
-use tollgate_protocol::x402::v2::PaymentPayloadV2;
+use tollgate_protocol::x402::v2::{PaymentPayloadV2, PaymentRequiredV2};
 use tollgate_testkit::peer::{INSTALL_TOOLS, node, tools_dir};
 
 use crate::{
@@ -386,6 +386,25 @@ async fn mppx_client_pays_tollgate_gate_on_anvil() {
     mppx_client_pays_tollgate_gate(Backend::Anvil).await;
 }
 
+/// Asserts that an mppx server refused a `PAYMENT-SIGNATURE` the MPP way (it answers x402
+/// payments with its own refusals): 402, a fresh challenge, a `verification-failed` problem
+/// with `detail`, no receipt of either kind.
+async fn assert_x402_refused(response: reqwest::Response, detail: &str) {
+    assert_eq!(response.status(), 402, "{detail}");
+    let headers = response.headers().clone();
+    assert!(headers.contains_key("www-authenticate"), "{headers:?}");
+    assert!(headers.contains_key("payment-required"), "{headers:?}");
+    assert!(!headers.contains_key("payment-receipt"), "{headers:?}");
+    assert!(!headers.contains_key("payment-response"), "{headers:?}");
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(
+        problem["type"],
+        format!("{PROBLEMS}verification-failed"),
+        "{problem}"
+    );
+    assert_eq!(problem["detail"], detail, "{problem}");
+}
+
 /// The Tollgate agent → `mpp-server.mjs` → Tollgate's facilitator. An mppx EVM charge server
 /// offers x402 V2 beside MPP on every 402 (`PAYMENT-REQUIRED`, its `accepts` built from the
 /// same route), and the agent prefers x402 when offered both: it pays with `PAYMENT-SIGNATURE`,
@@ -423,6 +442,18 @@ async fn agent_pays_mppx_server(backend: Backend, cli: bool) {
     assert_eq!(payment.header_name(), "payment-signature");
     assert_eq!(payment.amount, Amount::from_units(PRICE));
     let sent = PaymentPayloadV2::decode_header(&payment.header).unwrap();
+    // What mppx checks: `accepted` is its own terms (its `PAYMENT-REQUIRED` offer, echoed
+    // whole, `extra.assetTransferMethod` included), `resource.url` the request's.
+    let offered = reqwest::get(&weather).await.unwrap();
+    assert_eq!(offered.status(), 402);
+    let offered =
+        PaymentRequiredV2::decode_header(offered.headers()["payment-required"].to_str().unwrap())
+            .unwrap();
+    assert_eq!(
+        offered.accepts,
+        std::slice::from_ref(&sent.accepted),
+        "{offered:?}"
+    );
     let url = sent.resource.as_ref().map(|r| r.url.as_str());
     assert!(url.is_none_or(|u| u == weather), "{sent:?}");
     let settlement = payment.settlement.clone().expect("PAYMENT-RESPONSE");
@@ -435,28 +466,18 @@ async fn agent_pays_mppx_server(backend: Backend, cli: bool) {
 
     // Replay and tamper with the header the agent sent: a 402 with a fresh challenge each.
     let http = reqwest::Client::new();
-    let refused = |response: reqwest::Response, which: &str| {
-        assert_eq!(response.status(), 402, "{which} is refused");
-        assert!(
-            response.headers().contains_key("www-authenticate"),
-            "{which}"
-        );
-        assert!(
-            !response.headers().contains_key("payment-receipt"),
-            "{which}"
-        );
-        assert!(
-            !response.headers().contains_key("payment-response"),
-            "{which}"
-        );
-    };
     let replay = http
         .get(&weather)
         .header("payment-signature", &payment.header)
         .send()
         .await
         .unwrap();
-    refused(replay, "a replay");
+    // Replayed: mppx's checks pass, the facilitator's /verify refuses the spent nonce.
+    assert_x402_refused(
+        replay,
+        "Payment verification failed: invalid_transaction_state.",
+    )
+    .await;
     let mut tampered = sent.clone();
     tampered.payload.authorization.value = (PRICE + 1).into();
     tampered.payload.authorization.nonce = B256::repeat_byte(0x56);
@@ -466,7 +487,12 @@ async fn agent_pays_mppx_server(backend: Backend, cli: bool) {
         .send()
         .await
         .unwrap();
-    refused(tamper, "a tampered payment");
+    // Tampered: mppx compares the signed value with its price first.
+    assert_x402_refused(
+        tamper,
+        "Payment verification failed: EVM authorization amount mismatch.",
+    )
+    .await;
 
     assert_eq!(server.served().await, 1, "served once");
     assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));

@@ -394,33 +394,31 @@ impl PaymentGateLayer {
             return Ok((Request::from_parts(parts, body), receipt));
         }
         let paid = self.decide(&parts).await?;
-        self.settlement_headers(paid, &mut receipt)?;
+        self.settlement_headers(paid, &mut receipt)
+            .map_err(|e| *e)?;
         Ok((Request::from_parts(parts, body), receipt))
     }
 
     /// The headers of a paid response: `X-PAYMENT-RESPONSE` (the settlement, the V1 network
-    /// name) and, when the gate knows its chain id, `PAYMENT-RESPONSE` (CAIP-2).
+    /// name) and, when the gate knows its chain id, `PAYMENT-RESPONSE` (CAIP-2); a 500 if they
+    /// cannot be encoded.
     fn settlement_headers(
         &self,
         mut paid: SettlementResponseHeader,
         headers: &mut HeaderMap,
-    ) -> Result<(), Response<String>> {
-        let encoding = |_| {
-            self.unavailable(
-                ApiErrorCode::InternalError,
-                "cannot encode X-PAYMENT-RESPONSE",
-            )
+    ) -> Result<(), Box<Response<String>>> {
+        let encoded = |paid: &SettlementResponseHeader| {
+            HeaderValue::from_str(&paid.encode()).map_err(|_| {
+                Box::new(self.unavailable(
+                    ApiErrorCode::InternalError,
+                    "cannot encode X-PAYMENT-RESPONSE",
+                ))
+            })
         };
-        headers.insert(
-            X_PAYMENT_RESPONSE,
-            HeaderValue::from_str(&paid.encode()).map_err(encoding)?,
-        );
+        headers.insert(X_PAYMENT_RESPONSE, encoded(&paid)?);
         if let Some(caip2) = self.gate.caip2() {
             caip2.as_str().clone_into(&mut paid.network);
-            headers.insert(
-                PAYMENT_RESPONSE,
-                HeaderValue::from_str(&paid.encode()).map_err(encoding)?,
-            );
+            headers.insert(PAYMENT_RESPONSE, encoded(&paid)?);
         }
         Ok(())
     }

@@ -59,7 +59,8 @@ impl PaymentGateLayer {
         match self.gate.settle_mpp(&credential, &offer, price).await {
             Ok((settled, receipt)) => {
                 let mut headers = HeaderMap::new();
-                self.settlement_headers(SettlementResponseHeader::from(&settled), &mut headers)?;
+                self.settlement_headers(SettlementResponseHeader::from(&settled), &mut headers)
+                    .map_err(|e| *e)?;
                 if let Ok(value) = HeaderValue::from_str(&receipt.encode()) {
                     headers.insert(PAYMENT_RECEIPT, value);
                 }

@@ -291,7 +291,11 @@ async fn credentials_bound_to_anything_else_are_refused_and_move_nothing() {
         ProblemType::VerificationFailed,
     );
     // Malformed (a bare `Payment` carries no credential: the request is unpaid, as for mppx).
-    for value in ["Payment !!!", "Payment e30", "Payment eyJjaGFsbGVuZ2UiOnt9fQ"] {
+    for value in [
+        "Payment !!!",
+        "Payment e30",
+        "Payment eyJjaGFsbGVuZ2UiOnt9fQ",
+    ] {
         let r = app.get(PATH, &[("authorization", value)]).await;
         refused(&r, ProblemType::MalformedCredential);
     }
@@ -363,7 +367,10 @@ async fn a_pending_settlement_is_served_to_its_credential_once() {
     assert_eq!(first.status, 503, "{}", first.body);
     assert_eq!(first.body["error"]["code"], "SettlementPending");
     assert_eq!(first.headers["cache-control"], "no-store");
-    assert!(first.headers.contains_key("x-payment-retry"), "named for clients that look");
+    assert!(
+        first.headers.contains_key("x-payment-retry"),
+        "named for clients that look"
+    );
     // The authorization, public now, as an x402 payment: refused, the payer's hold untouched.
     let twin = paid
         .payload
@@ -410,4 +417,47 @@ async fn premium_and_quote_challenges_carry_their_own_prices() {
     let app = serve(&h.gate().await).await;
     let premium = challenge(&app, "/premium").await.charge_request().unwrap();
     assert_eq!(premium.amount.get(), U256::from(PREMIUM_PRICE));
+}
+
+/// On Circle's FiatToken v2.2 (deployed on anvil at USDC's Base Sepolia address, blocks every
+/// 2 s, 2 confirmations): an mppx-shaped credential pays the token's own
+/// `transferWithAuthorization` once (the request held open until the settlement confirms), and
+/// its replay is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_credential_pays_circles_usdc_once() {
+    let h = Harness::usdc().await;
+    let gate = h
+        .gate_builder()
+        .token(h.token(), "USDC", "2")
+        .build()
+        .await
+        .unwrap();
+    let app = serve(&gate).await;
+    let (payer, payee) = (h.address(PAYER), h.address(PAYEE));
+    let before = (h.token_balance(payer).await, h.token_balance(payee).await);
+    let paid = credential(&h, &challenge(&app, PATH).await, PAYER).await;
+    let ok = send(&app, PATH, &paid).await;
+    assert_eq!(ok.status, 200, "{}", ok.body);
+    let receipt = Receipt::decode(ok.headers[PAYMENT_RECEIPT].to_str().unwrap()).unwrap();
+    let tx: B256 = receipt.reference.parse().unwrap();
+    let mined = h.fixture.chain.receipt(tx).await.unwrap().unwrap();
+    assert!(mined.success);
+    assert_eq!(
+        mined.to,
+        Some(h.token()),
+        "the token's own transferWithAuthorization"
+    );
+    refused(
+        &send(&app, PATH, &paid).await,
+        ProblemType::InvalidChallenge,
+    );
+    assert_eq!(app.hits(), 1);
+    assert_eq!(
+        h.token_balance(payer).await,
+        before.0 - U256::from(QUOTE_PRICE)
+    );
+    assert_eq!(
+        h.token_balance(payee).await,
+        before.1 + U256::from(QUOTE_PRICE)
+    );
 }

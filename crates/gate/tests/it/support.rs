@@ -82,6 +82,23 @@ impl Harness {
         Self(net)
     }
 
+    /// Circle's FiatToken v2.2 on anvil at USDC's Base Sepolia address, as [`NETWORK`], a block
+    /// every 2 s and 2 confirmations (the token's EIP-712 domain is `USDC`, `2`).
+    pub async fn usdc() -> Self {
+        let (fixture, _usdc) = tollgate_testkit::usdc::fixture()
+            .await
+            .expect("USDC on anvil");
+        let net = TestNet::builder()
+            .fixture(fixture)
+            .networks([NETWORK])
+            .confirmations(2)
+            .start()
+            .await
+            .expect("test network");
+        net.mine_every(2).await;
+        Self(net)
+    }
+
     /// A gate builder for this chain and facilitator, paid to [`PAYEE`].
     pub fn gate_builder(&self) -> GateBuilder {
         Gate::builder()

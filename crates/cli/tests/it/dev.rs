@@ -155,6 +155,20 @@ async fn dev_serves_pays_and_keeps_state() {
     // Unpaid: the superset 402 that x402 clients and the spec's clients both read.
     let r = reqwest::get(format!("{api}/v1/quote")).await.unwrap();
     assert_eq!(r.status(), 402);
+    // MPP beside x402: an EVM charge challenge on the same price, token and payee.
+    let challenges = tollgate_protocol::mpp::Challenge::parse_all(
+        r.headers()
+            .get_all("www-authenticate")
+            .iter()
+            .map(|v| v.to_str().unwrap()),
+    );
+    let challenge = challenges[0].as_ref().expect("an MPP challenge");
+    assert_eq!(
+        (challenge.method.as_str(), challenge.intent.as_str()),
+        ("evm", "charge")
+    );
+    let request = challenge.charge_request().unwrap();
+    assert_eq!(request.amount.to_string(), "500000");
     let body: serde_json::Value = r.json().await.unwrap();
     assert_eq!(body["version"], "1");
     assert_eq!(body["x402Version"], 1);

@@ -10,8 +10,9 @@
 //! | `mppx` (`mpp-pay.mjs`) | `tollgate gateway` (a route with `mpp = true`) | Tollgate | devnet |
 //! | Tollgate agent, `tollgate pay` (x402 V2) | `mppx` EVM `charge` (`mpp-server.mjs`) | Tollgate | devnet (agent: also anvil) |
 //!
-//! (The JS `paymentGate({mpp: true})` paid by `mpp-pay.mjs` is a row of the Node package's
-//! tests: `crates/node/test/mpp-gate.test.mjs`.)
+//! (The JS `paymentGate({mpp: true})` paid by `mpp-pay.mjs`, and the JS `Agent` paying
+//! `mpp-server.mjs` by x402 V2, are rows of the Node package's tests:
+//! `crates/node/test/mpp-gate.test.mjs`, `crates/node/test/mpp-agent.test.mjs`.)
 //!
 //! An mppx EVM `charge` server cannot settle on its own: given `x402: {facilitator}` it sends the
 //! ERC-3009 credential to the facilitator as x402 V2 `POST /verify` then `POST /settle`, and its

@@ -41,7 +41,7 @@ use tollgate_chain::{
     contracts::{self, Token},
     rpc::RpcChain,
 };
-use tollgate_gate::{Gate, Pricing};
+use tollgate_gate::{Gate, PaymentGateLayer, Pricing};
 use tollgate_protocol::PlanTerms;
 use tollgate_testkit::Anvil;
 
@@ -302,6 +302,16 @@ impl GateServer {
             .await
             .unwrap();
         assert_eq!(gate.caip2().map(|n| n.as_str()), Some(CAIP2));
+        Self::serve(
+            gate.payment_gate([Pricing::one_time(PRICE), Pricing::subscription(PLAN)])
+                .mpp(mpp),
+        )
+        .await
+    }
+
+    /// `GET /weather` behind `layer` (described as today's weather, served as JSON), on
+    /// loopback.
+    pub(crate) async fn serve(layer: PaymentGateLayer) -> Self {
         let hits = Arc::new(AtomicUsize::new(0));
         let counted = Arc::clone(&hits);
         let app = axum::Router::new()
@@ -313,10 +323,9 @@ impl GateServer {
                 }),
             )
             .route_layer(
-                gate.payment_gate([Pricing::one_time(PRICE), Pricing::subscription(PLAN)])
+                layer
                     .description("Today's weather")
-                    .mime_type("application/json")
-                    .mpp(mpp),
+                    .mime_type("application/json"),
             );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());

@@ -1,12 +1,14 @@
 //! MPP (the Machine Payments Protocol, the `Payment` HTTP authentication scheme) rows of the
 //! conformance matrix: the unmodified reference SDK, `mppx` 0.11.0 (pinned with its viem in
 //! `.tools/mpp` by `scripts/install-tools`), on one end or both, settling through Tollgate's
-//! facilitator, on the devnet and on anvil running as `base-sepolia` (`eip155:84532`).
+//! facilitator, on the devnet and on anvil running as `base-sepolia` (`eip155:84532`), and (the
+//! gate) on Circle's FiatToken v2.2 deployed on anvil at USDC's Base Sepolia address.
 //!
 //! | client | resource server | facilitator | chains |
 //! |---|---|---|---|
 //! | `mppx` (`mpp-pay.mjs`) | `mppx` EVM `charge` (`mpp-server.mjs`) | Tollgate | devnet, anvil |
 //! | `mppx` (`mpp-pay.mjs`) | Tollgate gate (MPP beside x402) | Tollgate | devnet, anvil |
+//! | `mppx` (`mpp-pay.mjs`) | Tollgate gate (MPP, a one-time price) | Tollgate | Circle's FiatToken v2.2 on anvil (2 s blocks, 2 confirmations) |
 //! | `mppx` (`mpp-pay.mjs`) | `tollgate gateway` (a route with `mpp = true`) | Tollgate | devnet |
 //! | Tollgate agent, `tollgate pay` (x402 V2) | `mppx` EVM `charge` (`mpp-server.mjs`) | Tollgate | devnet (agent: also anvil) |
 //!
@@ -46,8 +48,13 @@ use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tollgate_agent::{Agent, Amount, PayRequest, PaymentKind, SpendPolicy};
 use tollgate_chain::{Chain, contracts::Token};
+use tollgate_gate::{Gate, Pricing};
 use tollgate_protocol::x402::v2::{PaymentPayloadV2, PaymentRequiredV2};
-use tollgate_testkit::peer::{INSTALL_TOOLS, node, tools_dir};
+use tollgate_testkit::{
+    harness::{PAYER, TestNet},
+    peer::{INSTALL_TOOLS, node, tools_dir},
+    usdc,
+};
 
 use crate::{
     conformance::{Backend, GateServer, Net, NodeServer},
@@ -78,14 +85,15 @@ fn mpp_scripts() -> PathBuf {
     repo_root().join("tests/interop")
 }
 
-/// Runs `mpp-pay.mjs <url> <key> --replay --tamper` for the devnet's token and chain, and
+/// Runs `mpp-pay.mjs <url> <key> --replay --tamper` on [`CHAIN_ID`] for a token whose EIP-712
+/// domain is `token_name`, version `2` (the devnet's `USD Coin`, or Circle's `USDC`), and
 /// returns its JSON line.
-async fn run_mpp_pay(scripts: &Path, url: &str, key: B256) -> Value {
+async fn run_mpp_pay(scripts: &Path, url: &str, key: B256, token_name: &str) -> Value {
     let mut cmd = Command::new(node());
     cmd.arg(scripts.join("mpp-pay.mjs"))
         .arg(url)
         .arg(key.to_string())
-        .args(["--token-name", "USD Coin", "--token-version", "2"])
+        .args(["--token-name", token_name, "--token-version", "2"])
         .args(["--chain-id", &CHAIN_ID.to_string(), "--replay", "--tamper"])
         .stdin(Stdio::null())
         .kill_on_drop(true);
@@ -152,12 +160,18 @@ fn mppx_facilitator_body(out: &Value) -> Value {
     })
 }
 
-/// Asserts that `out` (an `mpp-pay.mjs` run by `payer` against a route selling [`PRICE`] to
-/// `pay_to` under `realm`) was paid and served: the challenge it paid names the route's terms,
+/// Asserts that `out` (an `mpp-pay.mjs` run by `payer` against a route selling [`PRICE`] of
+/// `token` on `chain` to `pay_to` under `realm`) was paid and served: the challenge it paid names the route's terms,
 /// and its receipt the transaction that moved the price once, payer to payee, by the token's
 /// own `transferWithAuthorization` under the nonce bound to the challenge. Returns that
 /// transaction.
-async fn assert_paid(net: &Net, out: &Value, payer: Address, pay_to: Address, realm: &str) -> B256 {
+async fn assert_paid(
+    (chain, token): (&dyn Chain, Address),
+    out: &Value,
+    payer: Address,
+    pay_to: Address,
+    realm: &str,
+) -> B256 {
     // Paid and served.
     assert_eq!(out["status"], 200, "{out}");
     assert_eq!(out["body"], weather_body(), "{out}");
@@ -175,7 +189,7 @@ async fn assert_paid(net: &Net, out: &Value, payer: Address, pay_to: Address, re
     let request = &challenge["request"];
     assert_eq!(request["amount"], PRICE.to_string(), "{out}");
     let currency: Address = request["currency"].as_str().unwrap().parse().unwrap();
-    assert_eq!(currency, net.token, "{out}");
+    assert_eq!(currency, token, "{out}");
     let recipient: Address = request["recipient"].as_str().unwrap().parse().unwrap();
     assert_eq!(recipient, pay_to, "{out}");
     assert_eq!(request["methodDetails"]["chainId"], CHAIN_ID, "{out}");
@@ -201,7 +215,7 @@ async fn assert_paid(net: &Net, out: &Value, payer: Address, pay_to: Address, re
         challenge["realm"].as_str().unwrap()
     ));
     assert_eq!(
-        assert_transferred(net, tx, payer, pay_to).await,
+        assert_transferred((chain, token), tx, payer, pay_to).await,
         nonce,
         "the ERC-3009 nonce is bound to the challenge"
     );
@@ -209,13 +223,18 @@ async fn assert_paid(net: &Net, out: &Value, payer: Address, pay_to: Address, re
     tx
 }
 
-/// Asserts that `tx` is the token's `transferWithAuthorization` of [`PRICE`], `payer` to
-/// `pay_to`, and nothing else; returns the ERC-3009 nonce it used.
-async fn assert_transferred(net: &Net, tx: B256, payer: Address, pay_to: Address) -> B256 {
-    let mined = net.chain.receipt(tx).await.unwrap().expect("mined");
+/// Asserts that `tx` on `chain` is `token`'s `transferWithAuthorization` of [`PRICE`], `payer`
+/// to `pay_to`, and nothing else; returns the ERC-3009 nonce it used.
+async fn assert_transferred(
+    (chain, token): (&dyn Chain, Address),
+    tx: B256,
+    payer: Address,
+    pay_to: Address,
+) -> B256 {
+    let mined = chain.receipt(tx).await.unwrap().expect("mined");
     assert!(mined.success, "{mined:?}");
-    assert_eq!(mined.to, Some(net.token), "settled by the token's EIP-3009");
-    let token_logs = || mined.logs.iter().filter(|l| l.address == net.token);
+    assert_eq!(mined.to, Some(token), "settled by the token's EIP-3009");
+    let token_logs = || mined.logs.iter().filter(|l| l.address == token);
     let transfers: Vec<_> = token_logs()
         .filter_map(|l| Token::Transfer::decode_log(l).ok())
         .collect();
@@ -273,9 +292,9 @@ async fn mppx_client_pays_mppx_server(backend: Backend) {
     let payer = &net.accounts[4];
     let before = (net.balance(payer.address).await, net.balance(pay_to).await);
     let url = format!("{}/weather", server.url);
-    let out = run_mpp_pay(&scripts, &url, payer.private_key).await;
+    let out = run_mpp_pay(&scripts, &url, payer.private_key, "USD Coin").await;
 
-    let tx = assert_paid(&net, &out, payer.address, pay_to, REALM).await;
+    let tx = assert_paid((&net.chain, net.token), &out, payer.address, pay_to, REALM).await;
 
     // The replayed credential reaches the facilitator (mppx keeps no replay store), whose /verify
     // refuses the spent nonce: verification-failed. The tampered one never gets that far: mppx
@@ -364,9 +383,9 @@ async fn mppx_client_pays_tollgate_gate(backend: Backend) {
     let payer = &net.accounts[4];
     let before = (net.balance(payer.address).await, net.balance(pay_to).await);
     let url = format!("{}/weather", gate.url);
-    let out = run_mpp_pay(&scripts, &url, payer.private_key).await;
+    let out = run_mpp_pay(&scripts, &url, payer.private_key, "USD Coin").await;
     let realm = gate.url.trim_start_matches("http://");
-    assert_paid(&net, &out, payer.address, pay_to, realm).await;
+    assert_paid((&net.chain, net.token), &out, payer.address, pay_to, realm).await;
     assert_refused(&out, "replay", "invalid-challenge");
     assert_refused(&out, "tamper", "verification-failed");
     assert_eq!(gate.hits.load(Ordering::SeqCst), 1, "served once");
@@ -385,6 +404,59 @@ async fn mppx_client_pays_tollgate_gate_on_devnet() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mppx_client_pays_tollgate_gate_on_anvil() {
     mppx_client_pays_tollgate_gate(Backend::Anvil).await;
+}
+
+/// `mpp-pay.mjs` → the Tollgate gate (MPP on, a one-time price) → a Tollgate facilitator settling
+/// on Circle's FiatToken v2.2, deployed on anvil at USDC's Base Sepolia address (its EIP-712
+/// domain `USDC`, `2`), a block every 2 s and 2 confirmations: the paid request is held until
+/// the settlement confirms (the gate's default `pending_hold`, 15 s), then served with the
+/// receipt of the proxy's own `transferWithAuthorization`. Replayed and tampered credentials
+/// are refused as on the other chains, and move nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mppx_client_pays_tollgate_gate_on_circles_usdc() {
+    let scripts = mpp_scripts();
+    let (fixture, _usdc) = usdc::fixture().await.expect("USDC on anvil");
+    let net = TestNet::builder()
+        .fixture(fixture)
+        .networks([NETWORK])
+        .confirmations(2)
+        .start()
+        .await
+        .expect("test network");
+    net.mine_every(2).await;
+    assert_eq!(net.token(), usdc::USDC_BASE_SEPOLIA);
+    assert_eq!(net.chain_id(), CHAIN_ID);
+    let pay_to = Address::repeat_byte(0x98);
+    let gate = Gate::builder()
+        .network(NETWORK)
+        .token(net.token(), usdc::NAME, usdc::VERSION)
+        .pay_to(pay_to)
+        .facilitator(&net.url)
+        .build()
+        .await
+        .expect("gate");
+    let gate = GateServer::serve(gate.payment_gate([Pricing::one_time(PRICE)]).mpp(true)).await;
+    let payer = net.account(PAYER);
+    let before = (
+        net.token_balance(payer.address).await,
+        net.token_balance(pay_to).await,
+    );
+    let url = format!("{}/weather", gate.url);
+    let out = run_mpp_pay(&scripts, &url, payer.private_key, usdc::NAME).await;
+    let realm = gate.url.trim_start_matches("http://");
+    let on_chain = (&*net.fixture.chain, net.token());
+    assert_paid(on_chain, &out, payer.address, pay_to, realm).await;
+    assert_refused(&out, "replay", "invalid-challenge");
+    assert_refused(&out, "tamper", "verification-failed");
+    assert_eq!(gate.hits.load(Ordering::SeqCst), 1, "served once");
+    assert_eq!(
+        net.token_balance(pay_to).await,
+        before.1 + U256::from(PRICE)
+    );
+    assert_eq!(
+        net.token_balance(payer.address).await,
+        before.0 - U256::from(PRICE)
+    );
 }
 
 /// Asserts that an mppx server refused a `PAYMENT-SIGNATURE` the MPP way (it answers x402
@@ -461,7 +533,7 @@ async fn agent_pays_mppx_server(backend: Backend, cli: bool) {
     assert!(settlement.success, "{settlement:?}");
     assert_eq!(settlement.network, format!("eip155:{CHAIN_ID}"));
     let tx: B256 = settlement.transaction.parse().unwrap();
-    let nonce = assert_transferred(&net, tx, payer.address, pay_to).await;
+    let nonce = assert_transferred((&net.chain, net.token), tx, payer.address, pay_to).await;
     assert_eq!(nonce, sent.payload.authorization.nonce);
     assert_eq!(agent.spent(), Amount::from_units(PRICE));
 
@@ -541,7 +613,7 @@ async fn agent_pays_mppx_server(backend: Backend, cli: bool) {
         .as_str()
         .and_then(|t| t.parse().ok())
         .unwrap_or_else(|| panic!("the settlement transaction: {out}"));
-    assert_transferred(&net, tx, payer.address, pay_to).await;
+    assert_transferred((&net.chain, net.token), tx, payer.address, pay_to).await;
     assert_eq!(server.served().await, 2);
     assert_eq!(net.balance(pay_to).await, before.1 + U256::from(2 * PRICE));
     assert_eq!(
@@ -659,9 +731,9 @@ async fn mppx_client_pays_tollgate_gateway(backend: Backend) {
     let payer = &net.accounts[4];
     let before = (net.balance(payer.address).await, net.balance(pay_to).await);
     let url = format!("http://127.0.0.1:{port}/weather");
-    let out = run_mpp_pay(&scripts, &url, payer.private_key).await;
+    let out = run_mpp_pay(&scripts, &url, payer.private_key, "USD Coin").await;
     assert_paid(
-        &net,
+        (&net.chain, net.token),
         &out,
         payer.address,
         pay_to,

@@ -142,12 +142,20 @@ async fn a_route_offers_mpp_beside_x402_only_when_it_asks() {
     challenge_of(&bad);
     // x402 clients pay the route as before.
     let payload = h
-        .x402_payload(PAYER, h.address(PAYEE), QUOTE_PRICE, B256::repeat_byte(0x61))
+        .x402_payload(
+            PAYER,
+            h.address(PAYEE),
+            QUOTE_PRICE,
+            B256::repeat_byte(0x61),
+        )
         .await;
     let ok = app.pay(PATH, &payload.encode_header()).await;
     assert_eq!(ok.status, 200, "{}", ok.body);
     assert!(ok.headers.contains_key(X_PAYMENT_RESPONSE));
-    assert!(!ok.headers.contains_key(PAYMENT_RECEIPT), "no MPP receipt for x402");
+    assert!(
+        !ok.headers.contains_key(PAYMENT_RECEIPT),
+        "no MPP receipt for x402"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

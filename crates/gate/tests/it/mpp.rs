@@ -79,6 +79,23 @@ async fn send(app: &App, path: &str, credential: &Credential) -> Reply {
         .await
 }
 
+/// The payer's and the payee's token balances.
+async fn balances(h: &Harness) -> (U256, U256) {
+    (
+        h.token_balance(h.address(PAYER)).await,
+        h.token_balance(h.address(PAYEE)).await,
+    )
+}
+
+/// Asserts that the quote's price moved exactly once since `before` ([`balances`]), payer to
+/// payee.
+async fn assert_paid_once(h: &Harness, before: (U256, U256)) {
+    let price = U256::from(QUOTE_PRICE);
+    let (payer, payee) = balances(h).await;
+    assert_eq!(payer, before.0 - price, "the payer paid once");
+    assert_eq!(payee, before.1 + price, "the payee was paid once");
+}
+
 /// A refusal: the draft's problem, with a fresh challenge.
 #[track_caller]
 fn refused(r: &Reply, problem: ProblemType) {
@@ -162,8 +179,8 @@ async fn a_route_offers_mpp_beside_x402_only_when_it_asks() {
 async fn a_credential_is_settled_once_and_served_with_its_receipt() {
     let h = Harness::new().await;
     let app = serve(&h.gate().await).await;
-    let (payer, payee) = (h.address(PAYER), h.address(PAYEE));
-    let before = (h.token_balance(payer).await, h.token_balance(payee).await);
+    let payer = h.address(PAYER);
+    let before = balances(&h).await;
 
     let c = challenge(&app, PATH).await;
     let paid = credential(&h, &c, PAYER).await;
@@ -199,22 +216,14 @@ async fn a_credential_is_settled_once_and_served_with_its_receipt() {
     assert_eq!(r.status, 402);
     assert_eq!(r.body["reason"], "duplicate_settlement", "{}", r.body);
     assert_eq!(app.hits(), 1);
-    assert_eq!(
-        h.token_balance(payer).await,
-        before.0 - U256::from(QUOTE_PRICE)
-    );
-    assert_eq!(
-        h.token_balance(payee).await,
-        before.1 + U256::from(QUOTE_PRICE)
-    );
+    assert_paid_once(&h, before).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_same_credential_at_once_is_served_once() {
     let h = Harness::new().await;
     let app = serve(&h.gate().await).await;
-    let payee = h.address(PAYEE);
-    let before = h.token_balance(payee).await;
+    let before = balances(&h).await;
     let paid = credential(&h, &challenge(&app, PATH).await, PAYER).await;
     let tasks: Vec<_> = (0..6)
         .map(|_| {
@@ -235,10 +244,7 @@ async fn the_same_credential_at_once_is_served_once() {
     }
     assert_eq!(served, 1);
     assert_eq!(app.hits(), 1);
-    assert_eq!(
-        h.token_balance(payee).await,
-        before + U256::from(QUOTE_PRICE)
-    );
+    assert_paid_once(&h, before).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,8 +252,7 @@ async fn credentials_bound_to_anything_else_are_refused_and_move_nothing() {
     let h = Harness::new().await;
     let gate = h.gate_builder().memo_secret([7; 32]).build().await.unwrap();
     let app = serve(&gate).await;
-    let payee = h.address(PAYEE);
-    let before = h.token_balance(payee).await;
+    let before = balances(&h).await;
     let c = challenge(&app, PATH).await;
     let paid = credential(&h, &c, PAYER).await;
 
@@ -332,14 +337,11 @@ async fn credentials_bound_to_anything_else_are_refused_and_move_nothing() {
     assert_eq!(r.body["error"], "PaymentRequired", "{}", r.body);
 
     assert_eq!(app.hits(), 0);
-    assert_eq!(h.token_balance(payee).await, before, "nothing moved");
+    assert_eq!(balances(&h).await, before, "nothing moved");
     // And the untouched credential still pays, once.
     let ok = send(&app, PATH, &paid).await;
     assert_eq!(ok.status, 200, "{}", ok.body);
-    assert_eq!(
-        h.token_balance(payee).await,
-        before + U256::from(QUOTE_PRICE)
-    );
+    assert_paid_once(&h, before).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,8 +378,7 @@ async fn a_pending_settlement_is_served_to_its_credential_once() {
         .await
         .unwrap();
     let app = serve(&gate).await;
-    let payee = h.address(PAYEE);
-    let before = h.token_balance(payee).await;
+    let before = balances(&h).await;
     let paid = credential(&h, &challenge(&app, PATH).await, PAYER).await;
     let first = send(&app, PATH, &paid).await;
     assert_eq!(first.status, 503, "{}", first.body);
@@ -421,10 +422,7 @@ async fn a_pending_settlement_is_served_to_its_credential_once() {
         ProblemType::InvalidChallenge,
     );
     assert_eq!(app.hits(), 1);
-    assert_eq!(
-        h.token_balance(payee).await,
-        before + U256::from(QUOTE_PRICE)
-    );
+    assert_paid_once(&h, before).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -449,8 +447,7 @@ async fn a_credential_pays_circles_usdc_once() {
         .await
         .unwrap();
     let app = serve(&gate).await;
-    let (payer, payee) = (h.address(PAYER), h.address(PAYEE));
-    let before = (h.token_balance(payer).await, h.token_balance(payee).await);
+    let before = balances(&h).await;
     let paid = credential(&h, &challenge(&app, PATH).await, PAYER).await;
     let ok = send(&app, PATH, &paid).await;
     assert_eq!(ok.status, 200, "{}", ok.body);
@@ -468,12 +465,5 @@ async fn a_credential_pays_circles_usdc_once() {
         ProblemType::InvalidChallenge,
     );
     assert_eq!(app.hits(), 1);
-    assert_eq!(
-        h.token_balance(payer).await,
-        before.0 - U256::from(QUOTE_PRICE)
-    );
-    assert_eq!(
-        h.token_balance(payee).await,
-        before.1 + U256::from(QUOTE_PRICE)
-    );
+    assert_paid_once(&h, before).await;
 }

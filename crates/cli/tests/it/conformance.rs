@@ -133,6 +133,28 @@ impl Net {
             .unwrap()
     }
 
+    /// `payer`'s and `pay_to`'s token balances.
+    pub(crate) async fn balances(&self, payer: Address, pay_to: Address) -> (U256, U256) {
+        (self.balance(payer).await, self.balance(pay_to).await)
+    }
+
+    /// Asserts that `price` moved exactly once since `before` ([`Net::balances`]), `payer` to
+    /// `pay_to`.
+    pub(crate) async fn assert_moved_once(
+        &self,
+        payer: Address,
+        pay_to: Address,
+        before: (U256, U256),
+        price: u64,
+    ) {
+        let price = U256::from(price);
+        assert_eq!(
+            self.balances(payer, pay_to).await,
+            (before.0 - price, before.1 + price),
+            "the price moved once, payer to payee"
+        );
+    }
+
     /// `tollgate facilitator` on this chain.
     pub(crate) async fn tollgate_facilitator(&self) -> Facilitator {
         let config = facilitator_config(
@@ -402,7 +424,7 @@ fn assert_paid_once(out: &Value, payer: Address) -> B256 {
 /// A reference client pays a server; the price moves once and the server's handler runs once.
 async fn client_row(net: &Net, scripts: &Path, client: &str, url: &str, pay_to: Address) -> B256 {
     let payer = &net.accounts[2];
-    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let before = net.balances(payer.address, pay_to).await;
     let out = run_client(scripts, client, url, payer.private_key).await;
     let tx = assert_paid_once(&out, payer.address);
     let receipt = net.chain.receipt(tx).await.unwrap().expect("mined");
@@ -412,11 +434,8 @@ async fn client_row(net: &Net, scripts: &Path, client: &str, url: &str, pay_to: 
         Some(net.token),
         "settled by the token's EIP-3009"
     );
-    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
-    assert_eq!(
-        net.balance(payer.address).await,
-        before.0 - U256::from(PRICE)
-    );
+    net.assert_moved_once(payer.address, pay_to, before, PRICE)
+        .await;
     tx
 }
 
@@ -524,7 +543,7 @@ async fn agent_pays_x402_express(backend: Backend, reference: bool) {
         )
         .await;
     let payer = &net.accounts[3];
-    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let before = net.balances(payer.address, pay_to).await;
     let weather = format!("{}/weather", server.url);
 
     // The policy names the network by its V1 name: the same network as eip155:84532.
@@ -579,11 +598,8 @@ async fn agent_pays_x402_express(backend: Backend, reference: bool) {
     assert_eq!(tamper.status(), 402, "a tampered payment is refused");
 
     assert_eq!(server.served().await, 1, "served once");
-    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
-    assert_eq!(
-        net.balance(payer.address).await,
-        before.0 - U256::from(PRICE)
-    );
+    net.assert_moved_once(payer.address, pay_to, before, PRICE)
+        .await;
 
     // `tollgate pay` reports the version it paid in.
     let out = Command::new(env!("CARGO_BIN_EXE_tollgate"))

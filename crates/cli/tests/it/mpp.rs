@@ -290,7 +290,7 @@ async fn mppx_client_pays_mppx_server(backend: Backend) {
     let pay_to = Address::repeat_byte(0x94);
     let server = mppx_server(&net, &scripts, &facilitator.url, pay_to).await;
     let payer = &net.accounts[4];
-    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let before = net.balances(payer.address, pay_to).await;
     let url = format!("{}/weather", server.url);
     let out = run_mpp_pay(&scripts, &url, payer.private_key, "USD Coin").await;
 
@@ -353,11 +353,8 @@ async fn mppx_client_pays_mppx_server(backend: Backend) {
 
     // Moved exactly once; served once.
     assert_eq!(server.served().await, 1, "served once");
-    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
-    assert_eq!(
-        net.balance(payer.address).await,
-        before.0 - U256::from(PRICE)
-    );
+    net.assert_moved_once(payer.address, pay_to, before, PRICE)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -381,7 +378,7 @@ async fn mppx_client_pays_tollgate_gate(backend: Backend) {
     let pay_to = Address::repeat_byte(0x95);
     let gate = GateServer::spawn_with(&net, &facilitator.url, pay_to, true).await;
     let payer = &net.accounts[4];
-    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let before = net.balances(payer.address, pay_to).await;
     let url = format!("{}/weather", gate.url);
     let out = run_mpp_pay(&scripts, &url, payer.private_key, "USD Coin").await;
     let realm = gate.url.trim_start_matches("http://");
@@ -389,11 +386,8 @@ async fn mppx_client_pays_tollgate_gate(backend: Backend) {
     assert_refused(&out, "replay", "invalid-challenge");
     assert_refused(&out, "tamper", "verification-failed");
     assert_eq!(gate.hits.load(Ordering::SeqCst), 1, "served once");
-    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
-    assert_eq!(
-        net.balance(payer.address).await,
-        before.0 - U256::from(PRICE)
-    );
+    net.assert_moved_once(payer.address, pay_to, before, PRICE)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -492,7 +486,7 @@ async fn agent_pays_mppx_server(backend: Backend, cli: bool) {
     let pay_to = Address::repeat_byte(0x96);
     let server = mppx_server(&net, &scripts, &facilitator.url, pay_to).await;
     let payer = &net.accounts[5];
-    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let before = net.balances(payer.address, pay_to).await;
     let weather = format!("{}/weather", server.url);
 
     let policy = SpendPolicy::new(Amount::from_units(PRICE), Amount::from_units(10 * PRICE))
@@ -568,11 +562,8 @@ async fn agent_pays_mppx_server(backend: Backend, cli: bool) {
     .await;
 
     assert_eq!(server.served().await, 1, "served once");
-    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
-    assert_eq!(
-        net.balance(payer.address).await,
-        before.0 - U256::from(PRICE)
-    );
+    net.assert_moved_once(payer.address, pay_to, before, PRICE)
+        .await;
     if !cli {
         return;
     }
@@ -729,7 +720,7 @@ async fn mppx_client_pays_tollgate_gateway(backend: Backend) {
     let (_gateway, port) =
         spawn_gateway(&net, dir.path(), &facilitator.url, &upstream_url, pay_to).await;
     let payer = &net.accounts[4];
-    let before = (net.balance(payer.address).await, net.balance(pay_to).await);
+    let before = net.balances(payer.address, pay_to).await;
     let url = format!("http://127.0.0.1:{port}/weather");
     let out = run_mpp_pay(&scripts, &url, payer.private_key, "USD Coin").await;
     assert_paid(
@@ -743,11 +734,8 @@ async fn mppx_client_pays_tollgate_gateway(backend: Backend) {
     assert_refused(&out, "replay", "invalid-challenge");
     assert_refused(&out, "tamper", "verification-failed");
     assert_eq!(hits.load(Ordering::SeqCst), 1, "the upstream served once");
-    assert_eq!(net.balance(pay_to).await, before.1 + U256::from(PRICE));
-    assert_eq!(
-        net.balance(payer.address).await,
-        before.0 - U256::from(PRICE)
-    );
+    net.assert_moved_once(payer.address, pay_to, before, PRICE)
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -30,6 +30,7 @@ pub use api::subscriptions::{
 };
 pub use clock::unix_now;
 pub use error::{ApiErrorBody, ApiErrorCode, ApiErrorDetail, ErrorCode};
+pub use mpp::rfc3339_millis;
 pub use network::{Network, NetworkError};
 pub use payment::{
     AuthorizeRequest, AuthorizeResponse, Eip3009Authorization, MAX_PAYMENT_HEADER, PaymentProof,

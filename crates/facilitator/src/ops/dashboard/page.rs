@@ -50,22 +50,9 @@ pub fn units(v: &str) -> String {
 
 /// `YYYY-MM-DD` and `HH:MM` (UTC) of unix seconds.
 fn utc(t: u64) -> (String, String) {
-    let days = (t / 86_400) as i64;
-    let secs = t % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (
-        format!("{y:04}-{m:02}-{d:02}"),
-        format!("{:02}:{:02}", secs / 3_600, secs % 3_600 / 60),
-    )
+    // `YYYY-MM-DDTHH:MM:SS.mmmZ`
+    let stamp = tollgate_protocol::rfc3339_millis(t.saturating_mul(1000));
+    (stamp[..10].to_owned(), stamp[11..16].to_owned())
 }
 
 fn bucket_label(t: u64, bucket: Bucket) -> String {

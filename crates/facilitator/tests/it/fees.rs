@@ -378,18 +378,26 @@ async fn a_relayer_under_the_floor_is_reported_and_a_dry_one_refuses_before_writ
 }
 
 /// A proxy in front of anvil that answers `429 Too Many Requests` (with `Retry-After: 1` on
-/// every other one) to every third request, and counts them.
+/// every other one) to every third request, and counts them. A request asked again after its
+/// 429 is forwarded: which requests the limit meets does not depend on how concurrent requests
+/// interleave (one met at each of its five attempts would fail the test by chance).
 #[derive(Clone)]
 struct RateLimiter {
     upstream: String,
     seen: Arc<AtomicU64>,
     limited: Arc<AtomicU64>,
+    refused: Arc<std::sync::Mutex<std::collections::HashSet<Bytes>>>,
     http: reqwest::Client,
 }
 
 async fn limit(State(p): State<RateLimiter>, body: Bytes) -> Response {
     let n = p.seen.fetch_add(1, Ordering::Relaxed);
-    if n % 3 == 2 {
+    let first = p
+        .refused
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(body.clone());
+    if n % 3 == 2 && first {
         let k = p.limited.fetch_add(1, Ordering::Relaxed);
         let mut r = (StatusCode::TOO_MANY_REQUESTS, "rate limited").into_response();
         if k % 2 == 0 {
@@ -410,6 +418,7 @@ async fn a_node_answering_429_is_backed_off_and_every_payment_settles_once() {
         upstream: fixture.rpc_url().unwrap().to_owned(),
         seen: Arc::default(),
         limited: Arc::default(),
+        refused: Arc::default(),
         http: reqwest::Client::new(),
     };
     let app = Router::new()
